@@ -1,0 +1,6 @@
+#include <cstdio>
+
+int main() {
+  std::puts("pgw-actor: under construction");
+  return 1;
+}

@@ -1,0 +1,6 @@
+#include <cstdio>
+
+int main() {
+  std::puts("pgw-upstream-sim: under construction");
+  return 1;
+}

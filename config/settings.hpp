@@ -1,0 +1,121 @@
+#pragma once
+
+/// Validated settings (SPEC §3). Built once by `load_settings`, then shared
+/// read-only; a value that reaches an actor has passed `validate`.
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pgw {
+
+/// How a provider maps request features onto the upstream body
+/// (config/providers.json).
+struct provider_profile {
+  std::string name;
+  /// Dotted body path for the reasoning effort ("reasoning_effort",
+  /// "reasoning.effort", ...); empty = the provider takes no effort.
+  std::string effort_field;
+  /// Effort name → JSON value text to write there ("\"low\"", "false", ...).
+  /// A missing name means the effort is not sent for that value.
+  std::map<std::string, std::string> effort_values;
+  /// Body field for the token limit ("max_tokens" or "max_completion_tokens").
+  std::string max_tokens_field = "max_tokens";
+  /// Whether to ask for usage on streams (`stream_options.include_usage`).
+  bool stream_usage = true;
+};
+
+/// One upstream source: `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` keys.
+struct source_config {
+  std::string scope;    ///< e.g. "LLM"
+  std::string provider; ///< profile name, lower case, e.g. "openai"
+  std::string name;     ///< lower case, unique in the scope
+  std::string base_url; ///< e.g. "https://api.example.com/v1"
+  std::string model;
+  std::string api_key; ///< never logged, printed or stored
+  std::optional<int64_t> rpm;
+  std::optional<int64_t> tpm;
+  std::optional<int64_t> max_concurrency;
+  int64_t est_tokens = 1000;
+  double timeout_s = 120;
+  double connect_timeout_s = 10;
+  std::optional<double> ttft_timeout_s;
+  double stream_idle_timeout_s = 30;
+  int64_t priority = 0;
+  /// JSON object text merged into every request body.
+  std::string overlay = "{}";
+  /// Extra request headers, parsed from the `HEADERS` JSON object.
+  std::vector<std::pair<std::string, std::string>> headers;
+  std::string kind = "chat";
+  /// The resolved provider profile.
+  provider_profile profile;
+};
+
+struct hedge_config {
+  std::optional<double> after_s;
+  int64_t max_extra = 1;
+};
+
+struct breaker_config {
+  int64_t threshold = 5;
+  double cooldown_s = 30;
+  int64_t min_calls = 10;
+  double fail_rate = 0.6;
+  double window_s = 60;
+  /// Unset = max(300, cooldown_s).
+  std::optional<double> max_cooldown_s;
+};
+
+/// One scope: a named pool of interchangeable sources.
+struct scope_config {
+  std::string name; ///< e.g. "LLM"
+  std::vector<source_config> sources;
+  std::string selector = "round_robin";
+  bool stream = true;
+  int64_t max_attempts = 3;
+  double backoff_base_s = 0.5;
+  double backoff_max_s = 30;
+  double stall_window_s = 300;
+  std::optional<double> call_deadline_s;
+  hedge_config hedge;
+  breaker_config breaker;
+  std::string on_quota_full = "wait";
+  std::string on_circuit_open = "fail";
+  int64_t structured_max_reasks = 2;
+
+  /// The source with this name, or nullptr.
+  const source_config* find(const std::string& source_name) const;
+};
+
+/// Process-wide keys.
+struct global_config {
+  std::string limiter_backend = "memory";
+  std::string breaker_backend = "memory";
+  std::string cache_backend = "none";
+  double cache_ttl_s = 3600;
+  std::string cache_namespace = "pgw";
+  std::string redis_url = "redis://127.0.0.1:6379/0";
+  std::string pricing_path = "config/prices.json";
+  /// Unset = the program's default (SPEC §3); "off" disables telemetry.
+  std::optional<std::string> telemetry_db;
+};
+
+/// Everything `load_settings` produced.
+struct settings {
+  global_config global;
+  std::map<std::string, scope_config> scopes;
+  /// Warnings found while loading (unknown keys, ineffective combinations).
+  std::vector<std::string> warnings;
+
+  /// The scope with this name, or nullptr.
+  const scope_config* find(const std::string& scope_name) const;
+};
+
+using settings_ptr = std::shared_ptr<const settings>;
+using scope_ptr = std::shared_ptr<const scope_config>;
+
+} // namespace pgw

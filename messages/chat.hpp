@@ -1,0 +1,124 @@
+#pragma once
+
+/// The chat request a caller sends to a gateway and the response it gets back.
+
+#include "messages/type_ids.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace pgw {
+
+/// One part of a multi-part message content (OpenAI "content parts").
+struct content_part {
+  std::string type;      ///< "text" or "image_url"
+  std::string text;      ///< for "text"
+  std::string image_url; ///< for "image_url": an http(s) or data: URL
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, content_part& x) {
+  return f(caf::meta::type_name("pgw.content_part"), x.type, x.text,
+           x.image_url);
+}
+
+/// One chat message. `content` is used when `parts` is empty.
+struct chat_message {
+  std::string role; ///< system, user, assistant, tool
+  std::string content;
+  std::vector<content_part> parts;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
+  return f(caf::meta::type_name("pgw.chat_message"), x.role, x.content,
+           x.parts);
+}
+
+/// A logical chat call. Unset optionals take the scope's defaults.
+struct chat_request {
+  std::vector<chat_message> messages;
+  caf::optional<double> temperature;
+  caf::optional<double> top_p;
+  caf::optional<int64_t> max_tokens;
+  std::vector<std::string> stop;
+  /// A JSON object merged into the upstream body (after the source OVERLAY).
+  std::string extra_body;
+  /// Upstream streaming mode; unset = the scope's `STREAM`.
+  caf::optional<bool> stream;
+  /// Per-call bound of the whole call in seconds (finite, positive).
+  caf::optional<double> deadline_s;
+  /// `none`, `low`, `medium`, `high`, or empty for "not set".
+  std::string reasoning_effort;
+  /// Optional caller-chosen id; used to cancel the call and in telemetry.
+  std::string call_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
+  return f(caf::meta::type_name("pgw.chat_request"), x.messages, x.temperature,
+           x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
+           x.reasoning_effort, x.call_id);
+}
+
+/// Statistics of one logical call (SPEC §9 names).
+struct call_stats {
+  int32_t attempts = 0;          ///< attempts sent upstream, hedge legs included
+  double total_latency_ms = 0;   ///< whole call, as seen by the supervisor
+  double generation_ms = 0;      ///< the winning transport call alone
+  caf::optional<double> ttft_ms; ///< of the winning attempt (streaming)
+  int32_t hedges = 0;
+  bool hedge_won = false;
+  bool cache_hit = false;
+  std::string source;
+  std::string model;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  std::string usage_source; ///< "reported" or "unavailable"
+  caf::optional<double> cost_usd;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
+  return f(caf::meta::type_name("pgw.call_stats"), x.attempts,
+           x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
+           x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
+           x.completion_tokens, x.usage_source, x.cost_usd);
+}
+
+/// Token usage as reported by the winning source (zero when unavailable).
+struct token_usage {
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, token_usage& x) {
+  return f(caf::meta::type_name("pgw.token_usage"), x.prompt_tokens,
+           x.completion_tokens);
+}
+
+/// The answer to a successful chat call.
+struct chat_response {
+  std::string content;
+  std::string reasoning_content;
+  std::string finish_reason;
+  std::string source;
+  std::string model;
+  token_usage usage;
+  call_stats stats;
+  std::string call_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, chat_response& x) {
+  return f(caf::meta::type_name("pgw.chat_response"), x.content,
+           x.reasoning_content, x.finish_reason, x.source, x.model, x.usage,
+           x.stats, x.call_id);
+}
+
+} // namespace pgw

@@ -1,0 +1,98 @@
+#include "messages/errors.hpp"
+
+#include <caf/message.hpp>
+
+namespace pgw {
+
+namespace {
+
+struct code_name {
+  error_code code;
+  const char* name;
+};
+
+constexpr code_name code_names[] = {
+  {error_code::request_rejected, "request_rejected"},
+  {error_code::retry_exhausted, "retry_exhausted"},
+  {error_code::stalled, "stalled"},
+  {error_code::circuit_open, "circuit_open"},
+  {error_code::quota_exhausted, "quota_exhausted"},
+  {error_code::call_deadline_exceeded, "call_deadline_exceeded"},
+  {error_code::governance_unavailable, "governance_unavailable"},
+  {error_code::cancelled, "cancelled"},
+  {error_code::invalid_request, "invalid_request"},
+  {error_code::invalid_config, "invalid_config"},
+  {error_code::internal, "internal"},
+};
+
+} // namespace
+
+const char* to_string(error_code x) {
+  for (auto& entry : code_names)
+    if (entry.code == x)
+      return entry.name;
+  return "unknown";
+}
+
+bool from_string(const std::string& name, error_code& x) {
+  for (auto& entry : code_names)
+    if (name == entry.name) {
+      x = entry.code;
+      return true;
+    }
+  return false;
+}
+
+bool is_unavailable_family(error_code x) {
+  switch (x) {
+    case error_code::retry_exhausted:
+    case error_code::stalled:
+    case error_code::circuit_open:
+    case error_code::quota_exhausted:
+      return true;
+    default:
+      return false;
+  }
+}
+
+caf::error make_error(error_code code, error_detail detail) {
+  return caf::error{static_cast<uint8_t>(code), caf::atom("pgw"),
+                    caf::make_message(std::move(detail))};
+}
+
+caf::error make_error(error_code code, std::string message) {
+  error_detail detail;
+  detail.message = std::move(message);
+  return make_error(code, std::move(detail));
+}
+
+caf::optional<error_code> code_of(const caf::error& err) {
+  if (!err || err.category() != caf::atom("pgw"))
+    return caf::none;
+  return static_cast<error_code>(err.code());
+}
+
+const error_detail* detail_of(const caf::error& err) {
+  if (!code_of(err))
+    return nullptr;
+  auto& ctx = err.context();
+  if (ctx.size() != 1 || !ctx.match_element<error_detail>(0))
+    return nullptr;
+  return &ctx.get_as<error_detail>(0);
+}
+
+std::string describe(const caf::error& err) {
+  if (!err)
+    return "no error";
+  if (auto code = code_of(err)) {
+    std::string out = to_string(*code);
+    if (auto detail = detail_of(err); detail && !detail->message.empty()) {
+      out += ": ";
+      out += detail->message;
+    }
+    return out;
+  }
+  return to_string(err);
+}
+
+} // namespace pgw

@@ -1,0 +1,83 @@
+#pragma once
+
+/// The errors a caller can receive (SPEC §4) as a CAF error category, and the
+/// detail object carried in the error's context.
+
+#include "messages/type_ids.hpp"
+
+#include <caf/error.hpp>
+#include <caf/make_message.hpp>
+#include <caf/message.hpp>
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+
+namespace pgw {
+
+/// Error codes of the `pgw` category. Code 0 is CAF's "no error" and is never
+/// used.
+enum class error_code : uint8_t {
+  request_rejected = 1,
+  retry_exhausted,
+  stalled,
+  circuit_open,
+  quota_exhausted,
+  call_deadline_exceeded,
+  governance_unavailable,
+  cancelled,
+  invalid_request,
+  invalid_config,
+  internal,
+};
+
+/// The SPEC name of a code, e.g. "circuit_open".
+const char* to_string(error_code x);
+
+/// Parses a SPEC name; returns false for unknown names.
+bool from_string(const std::string& name, error_code& x);
+
+/// True for the "gateway unavailable" family (retry_exhausted, stalled,
+/// circuit_open, quota_exhausted), which carries `retry_after_s`.
+bool is_unavailable_family(error_code x);
+
+/// What went wrong, beyond the code.
+struct error_detail {
+  std::string message;          ///< human-readable, never contains a secret
+  int32_t upstream_status = 0;  ///< HTTP status of the deciding answer, or 0
+  std::string upstream_code;    ///< e.g. "content_policy_violation"
+  std::string upstream_message; ///< the upstream's error message
+  /// Earliest time (seconds from now) a retry could succeed, when known.
+  caf::optional<double> retry_after_s;
+  /// The last reason seen per source, e.g. {"a": "http_503"}.
+  std::map<std::string, std::string> per_source;
+  std::string call_id;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
+  return f(caf::meta::type_name("pgw.error_detail"), x.message,
+           x.upstream_status, x.upstream_code, x.upstream_message,
+           x.retry_after_s, x.per_source, x.call_id);
+}
+
+/// Builds a `pgw` error carrying `detail`.
+caf::error make_error(error_code code, error_detail detail);
+
+/// Builds a `pgw` error with only a message.
+caf::error make_error(error_code code, std::string message);
+
+/// The code of a `pgw` error, or nothing for errors of other categories.
+caf::optional<error_code> code_of(const caf::error& err);
+
+/// The detail of a `pgw` error, or nullptr when it carries none.
+const error_detail* detail_of(const caf::error& err);
+
+/// "code: message" for any error; never prints a secret.
+std::string describe(const caf::error& err);
+
+} // namespace pgw
+
+CAF_ERROR_CODE_ENUM(pgw::error_code, "pgw")

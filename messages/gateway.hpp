@@ -1,0 +1,106 @@
+#pragma once
+
+/// Messages between a call supervisor and its gateway: admission (which
+/// source runs the next attempt), attempt reports, and the gateway's status.
+
+#include "messages/outcome.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace pgw {
+
+/// A supervisor asks its gateway for a source to run the next attempt on.
+struct admit_request {
+  std::string call_id;
+  /// Sources never to pick (rejected ones; the primary's source for a hedge).
+  std::vector<std::string> exclude;
+  /// Failures per source in this call: sources with ≥ 2 move to the tail.
+  std::map<std::string, int32_t> failures;
+  bool hedge = false;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
+  return f(caf::meta::type_name("pgw.admit_request"), x.call_id, x.exclude,
+           x.failures, x.hedge);
+}
+
+/// The gateway's answer: a source, or why none can run now.
+struct admit_result {
+  bool admitted = false;
+  std::string source; ///< when admitted
+  /// When refused: each source that was skipped and why (`cooling`,
+  /// `circuit_open`, `quota`).
+  std::map<std::string, std::string> skipped;
+  /// When refused: seconds until the earliest skipped source may run again.
+  caf::optional<double> retry_after_s;
+  /// When refused: the deciding reason ("cooling", "circuit_open", "quota"),
+  /// or "none" when every source is excluded.
+  std::string refusal;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
+  return f(caf::meta::type_name("pgw.admit_result"), x.admitted, x.source,
+           x.skipped, x.retry_after_s, x.refusal);
+}
+
+/// Sent to the gateway exactly once for every admitted attempt when it ends.
+struct attempt_report {
+  std::string source;
+  outcome kind = outcome::transient;
+  caf::optional<double> retry_after_s;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
+  return f(caf::meta::type_name("pgw.attempt_report"), x.source, x.kind,
+           x.retry_after_s);
+}
+
+/// Live state of one source as the gateway sees it.
+struct source_status {
+  std::string name;
+  std::string model;
+  int32_t in_flight = 0;
+  /// Seconds left in the 429 cooldown memo, 0 when not cooling.
+  double cooling_s = 0;
+  int64_t attempts = 0;
+  int64_t ok = 0;
+  int64_t failed = 0;
+  int64_t rate_limited = 0;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, source_status& x) {
+  return f(caf::meta::type_name("pgw.source_status"), x.name, x.model,
+           x.in_flight, x.cooling_s, x.attempts, x.ok, x.failed,
+           x.rate_limited);
+}
+
+/// The answer to `status` on a gateway.
+struct gateway_status {
+  std::string scope;
+  std::string selector;
+  int64_t calls_started = 0;
+  int64_t calls_ok = 0;
+  int64_t calls_failed = 0;
+  int64_t calls_active = 0;
+  std::vector<source_status> sources;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, gateway_status& x) {
+  return f(caf::meta::type_name("pgw.gateway_status"), x.scope, x.selector,
+           x.calls_started, x.calls_ok, x.calls_failed, x.calls_active,
+           x.sources);
+}
+
+} // namespace pgw

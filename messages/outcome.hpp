@@ -1,0 +1,70 @@
+#pragma once
+
+/// How one attempt ended (SPEC §4) and everything the transport learned.
+
+#include "messages/type_ids.hpp"
+
+#include <caf/meta/type_name.hpp>
+#include <caf/optional.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace pgw {
+
+/// Every attempt ends in exactly one outcome.
+enum class outcome : uint8_t {
+  ok,
+  request_rejected,
+  source_rejected,
+  result_invalid,
+  source_dead,
+  transient,
+  rate_limited,
+  cancelled,
+  hedge_cancelled,
+};
+
+/// The SPEC name, e.g. "rate_limited".
+const char* to_string(outcome x);
+
+/// The result of one upstream call, as produced by a transport.
+struct attempt_result {
+  outcome kind = outcome::transient;
+  /// Short machine reason: "ok", "http_503", "connect_error", "reset",
+  /// "ttft_timeout", "idle_timeout", "total_timeout", "stream_cut",
+  /// "malformed_body", "empty_answer", "content_policy_violation", ...
+  std::string reason;
+  int32_t http_status = 0; ///< 0 when no status line was read
+  std::string error_code;    ///< upstream error body `code` (or `type`)
+  std::string error_message; ///< upstream error body `message`
+  /// Seconds to wait before this source may be asked again (Retry-After).
+  caf::optional<double> retry_after_s;
+  /// True once request bytes may have reached the upstream; false when the
+  /// connection failed before anything was sent (settles 0, SPEC §8).
+  bool upstream_reached = false;
+  bool stream = false;
+  // -- the answer (kind == ok, or result_invalid with a body) --
+  std::string content;
+  std::string reasoning_content;
+  std::string finish_reason;
+  std::string model; ///< model named by the upstream answer
+  bool usage_reported = false;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int32_t malformed_events = 0; ///< SSE events skipped as malformed
+  // -- timing (transport wall time, milliseconds) --
+  double latency_ms = 0; ///< request sent .. outcome known
+  caf::optional<double> ttft_ms;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
+  return f(caf::meta::type_name("pgw.attempt_result"), x.kind, x.reason,
+           x.http_status, x.error_code, x.error_message, x.retry_after_s,
+           x.upstream_reached, x.stream, x.content, x.reasoning_content,
+           x.finish_reason, x.model, x.usage_reported, x.prompt_tokens,
+           x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms);
+}
+
+} // namespace pgw

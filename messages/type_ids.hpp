@@ -1,0 +1,47 @@
+#pragma once
+
+/// The project's CAF type-ID block and atoms. Every type that travels in a
+/// message is listed here; a system that exchanges pgw messages with another
+/// node must call `pgw::add_message_types(cfg)` (see messages/registry.hpp).
+
+#include <caf/type_id.hpp>
+
+namespace pgw {
+
+struct chat_request;
+struct chat_response;
+struct error_detail;
+struct attempt_result;
+struct admit_request;
+struct admit_result;
+struct attempt_report;
+struct gateway_status;
+
+} // namespace pgw
+
+CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
+
+  CAF_ADD_TYPE_ID(pgw, (pgw::chat_request))
+  CAF_ADD_TYPE_ID(pgw, (pgw::chat_response))
+  CAF_ADD_TYPE_ID(pgw, (pgw::error_detail))
+  CAF_ADD_TYPE_ID(pgw, (pgw::attempt_result))
+  CAF_ADD_TYPE_ID(pgw, (pgw::admit_request))
+  CAF_ADD_TYPE_ID(pgw, (pgw::admit_result))
+  CAF_ADD_TYPE_ID(pgw, (pgw::attempt_report))
+  CAF_ADD_TYPE_ID(pgw, (pgw::gateway_status))
+
+  // Atom texts are at most 10 characters of [A-Za-z0-9_ ].
+  CAF_ADD_ATOM(pgw, pgw::atom, chat, "chat")
+  CAF_ADD_ATOM(pgw, pgw::atom, status, "status")
+  CAF_ADD_ATOM(pgw, pgw::atom, cancel, "cancel")
+  CAF_ADD_ATOM(pgw, pgw::atom, admit, "admit")
+  CAF_ADD_ATOM(pgw, pgw::atom, report, "report")
+  CAF_ADD_ATOM(pgw, pgw::atom, first_token, "first_tok")
+  CAF_ADD_ATOM(pgw, pgw::atom, done, "done")
+  CAF_ADD_ATOM(pgw, pgw::atom, retry, "retry")
+  CAF_ADD_ATOM(pgw, pgw::atom, stall, "stall")
+  CAF_ADD_ATOM(pgw, pgw::atom, deadline, "deadline")
+  CAF_ADD_ATOM(pgw, pgw::atom, hedge, "hedge")
+  CAF_ADD_ATOM(pgw, pgw::atom, start, "start")
+
+CAF_END_TYPE_ID_BLOCK(pgw)

@@ -1,0 +1,54 @@
+#include "messages/errors.hpp"
+
+#include <caf/sec.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+
+TEST_CASE("error codes round-trip through their SPEC names") {
+  for (auto code : {error_code::request_rejected, error_code::retry_exhausted,
+                    error_code::stalled, error_code::circuit_open,
+                    error_code::quota_exhausted,
+                    error_code::call_deadline_exceeded,
+                    error_code::governance_unavailable, error_code::cancelled,
+                    error_code::invalid_request}) {
+    error_code parsed{};
+    REQUIRE(from_string(to_string(code), parsed));
+    CHECK(parsed == code);
+  }
+  error_code parsed{};
+  CHECK_FALSE(from_string("no_such_code", parsed));
+}
+
+TEST_CASE("the unavailable family is exactly the four SPEC codes") {
+  CHECK(is_unavailable_family(error_code::retry_exhausted));
+  CHECK(is_unavailable_family(error_code::stalled));
+  CHECK(is_unavailable_family(error_code::circuit_open));
+  CHECK(is_unavailable_family(error_code::quota_exhausted));
+  CHECK_FALSE(is_unavailable_family(error_code::call_deadline_exceeded));
+  CHECK_FALSE(is_unavailable_family(error_code::request_rejected));
+  CHECK_FALSE(is_unavailable_family(error_code::governance_unavailable));
+}
+
+TEST_CASE("a pgw error carries its detail") {
+  error_detail detail;
+  detail.message = "every source failed";
+  detail.retry_after_s = 2.5;
+  detail.per_source["a"] = "http_503";
+  auto err = make_error(error_code::retry_exhausted, detail);
+  REQUIRE(code_of(err));
+  CHECK(*code_of(err) == error_code::retry_exhausted);
+  auto got = detail_of(err);
+  REQUIRE(got != nullptr);
+  CHECK(got->per_source.at("a") == "http_503");
+  CHECK(*got->retry_after_s == doctest::Approx(2.5));
+  CHECK(describe(err) == "retry_exhausted: every source failed");
+}
+
+TEST_CASE("errors of other categories have no pgw code") {
+  caf::error err = caf::sec::unexpected_message;
+  CHECK_FALSE(code_of(err));
+  CHECK(detail_of(err) == nullptr);
+  CHECK_FALSE(code_of(caf::error{}));
+}
