@@ -74,7 +74,7 @@ struct breaker_config {
 struct scope_config {
   std::string name; ///< e.g. "LLM"
   std::vector<source_config> sources;
-  std::string selector = "round_robin";
+  std::string selector = "health_aware";
   bool stream = true;
   int64_t max_attempts = 3;
   double backoff_base_s = 0.5;

@@ -1,0 +1,105 @@
+#pragma once
+
+/// OpenAI-compatible chat bodies: building the request, decoding a
+/// non-streaming answer, and accumulating a streamed one (SPEC §10).
+
+#include "config/settings.hpp"
+#include "messages/chat.hpp"
+#include "messages/outcome.hpp"
+#include "transport/sse_parser.hpp"
+
+#include <caf/expected.hpp>
+
+#include <string>
+
+namespace pgw {
+
+/// Builds the JSON body of `POST {BASE_URL}/chat/completions`:
+/// `model` (the source's MODEL), `messages` (text content, or content parts
+/// as `[{"type":"text","text":…}, {"type":"image_url","image_url":{"url":…}}]`),
+/// `temperature`, `top_p`, the token limit under the profile's
+/// `max_tokens_field`, `stop`, `stream` (and `stream_options.include_usage`
+/// when streaming and the profile asks for usage), the reasoning effort
+/// mapped by the profile (dotted path → nested objects; not sent when the
+/// profile has no mapping for the value). Then the source's `OVERLAY` is
+/// merged (objects merged recursively, other values replaced), then the
+/// request's `extra_body`. An `extra_body` that is not a JSON object is an
+/// `invalid_request` error naming `extra_body`.
+caf::expected<std::string> build_chat_body(const chat_request& req,
+                                           const source_config& src,
+                                           bool stream);
+
+/// Checks a caller's request before anything starts: at least one message,
+/// every role one of system/user/assistant/tool/developer, temperature in
+/// [0, 2], top_p in [0, 1], max_tokens ≥ 1, a finite positive deadline,
+/// effort one of none/low/medium/high, extra_body a JSON object. Returns an
+/// `invalid_request` error naming the field, or a default (empty) error.
+caf::error check_request(const chat_request& req);
+
+/// Decodes a complete non-streaming 200 body into `out`: `content`,
+/// `reasoning_content` (`reasoning_content` or `reasoning` of the message),
+/// `finish_reason`, `model`, usage (`usage_reported`, tokens). Sets
+/// `out.kind = ok` and `reason = "ok"`, or `result_invalid` with reason
+/// `malformed_body` (not JSON, no choices, no message) or `empty_answer`
+/// (no content, no reasoning, no tool calls), or — when the body is an
+/// `{"error": …}` object — classifies it with `classify_stream_error`.
+void decode_chat_completion(const std::string& body, attempt_result& out);
+
+/// Accumulates a streamed chat answer from SSE events.
+class stream_accumulator {
+public:
+  /// What one event meant.
+  enum class step {
+    more,        ///< keep reading
+    first_token, ///< this event carried the first non-empty delta
+    done,        ///< `[DONE]` arrived: the stream is over
+    error,       ///< an error event: the attempt is over, see `finish`
+  };
+
+  /// Consumes one event: `[DONE]` ends; a `data` that is not JSON (or not an
+  /// object) is skipped and counted as malformed; an object with `error` is
+  /// classified (`classify_stream_error`); otherwise `choices[0].delta`'s
+  /// `content`, `reasoning_content`/`reasoning` and `tool_calls` are
+  /// appended, `finish_reason` recorded, `model` and `usage` taken when
+  /// present (usage may come in a final chunk with empty `choices`). The
+  /// first non-empty delta (content, reasoning or tool call) is the first
+  /// token.
+  step on_event(const sse_event& ev);
+
+  /// True once a `finish_reason` arrived.
+  bool finished() const {
+    return !finish_reason_.empty();
+  }
+
+  /// True once any non-empty delta arrived.
+  bool got_first_token() const {
+    return first_token_;
+  }
+
+  /// Completes `out` when the stream is over (after `done`, an `error` step,
+  /// or EOF). A stream is complete only once a `finish_reason` arrived:
+  /// otherwise the outcome is `transient` with reason `stream_cut`. An error
+  /// event's classification wins. A complete stream with neither content,
+  /// reasoning nor tool calls is `result_invalid` / `empty_answer`.
+  void finish(attempt_result& out) const;
+
+  int32_t malformed() const {
+    return malformed_;
+  }
+
+private:
+  std::string content_;
+  std::string reasoning_;
+  std::string tool_calls_; ///< concatenated raw tool call deltas
+  std::string finish_reason_;
+  std::string model_;
+  bool first_token_ = false;
+  bool usage_reported_ = false;
+  int64_t prompt_tokens_ = 0;
+  int64_t completion_tokens_ = 0;
+  int32_t malformed_ = 0;
+  bool error_ = false;
+  attempt_result error_result_;
+};
+
+} // namespace pgw
