@@ -1,6 +1,44 @@
-#include <cstdio>
+// pgw-actor: the terminal front end of the pgw runtime (SPEC §11).
 
-int main() {
-  std::puts("pgw-actor: under construction");
-  return 1;
+#include "cli.hpp"
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace {
+
+constexpr const char* usage = R"(usage: pgw-actor <command> [options]
+
+commands:
+  chat [PROMPT|-]   send one chat call (see `pgw-actor chat --help`)
+  config check      validate the configuration (exit 0, or 2 with the reason)
+  config show       print the effective settings, secrets masked
+  demo              the embedded default: an in-process simulator, no setup
+  bench overhead    added latency of the gateway vs direct calls
+
+configuration: environment variables plus ./.env (or --env-file F).
+)";
+
+} // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h") {
+    std::fputs(usage, args.empty() ? stderr : stdout);
+    return args.empty() ? pgw::cli::exit_usage : pgw::cli::exit_ok;
+  }
+  auto cmd = args[0];
+  args.erase(args.begin());
+  if (cmd == "chat")
+    return pgw::cli::chat_main(args);
+  if (cmd == "config")
+    return pgw::cli::config_main(args);
+  if (cmd == "demo")
+    return pgw::cli::demo_main(args);
+  if (cmd == "bench")
+    return pgw::cli::bench_main(args);
+  std::fprintf(stderr, "pgw-actor: unknown command '%s'\n\n%s", cmd.c_str(),
+               usage);
+  return pgw::cli::exit_usage;
 }

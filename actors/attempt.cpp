@@ -1,0 +1,76 @@
+#include "actors/attempt.hpp"
+
+#include "transport/chat_codec.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/exit_reason.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+namespace pgw {
+
+namespace {
+
+void report(attempt_actor::stateful_pointer<attempt_state> self, outcome kind,
+            caf::optional<double> retry_after) {
+  attempt_report rep;
+  rep.source = self->state.args.source->name;
+  rep.kind = kind;
+  rep.retry_after_s = retry_after;
+  self->send(self->state.args.gateway, atom::report_v, std::move(rep));
+}
+
+} // namespace
+
+attempt_actor::behavior_type
+attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) {
+  self->state.args = std::move(args);
+  auto& st = self->state;
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    auto& st = self->state;
+    if (!st.finished) {
+      st.finished = true;
+      if (st.handle)
+        st.handle->cancel();
+      report(self, outcome::cancelled, caf::none);
+    }
+    self->quit(msg.reason);
+  });
+  auto body = build_chat_body(*st.args.request, *st.args.source,
+                              st.args.stream);
+  if (!body) {
+    // The gateway checked the request already; a body that still cannot be
+    // built is the caller's input, so no source may run it.
+    attempt_result res;
+    res.kind = outcome::request_rejected;
+    res.reason = "invalid_request";
+    res.error_message = describe(body.error());
+    self->send(self, atom::done_v, st.args.leg, std::move(res));
+  } else {
+    upstream_call call;
+    call.source = st.args.source;
+    call.body = std::move(*body);
+    call.stream = st.args.stream;
+    st.handle = st.args.transport->start(std::move(call),
+                                         caf::actor_cast<caf::actor>(self),
+                                         st.args.leg);
+  }
+  return {
+    [self](atom::first_token, uint64_t) {
+      auto& st = self->state;
+      if (!st.finished)
+        self->send(st.args.supervisor, atom::first_token_v, st.args.leg);
+    },
+    [self](atom::done, uint64_t, attempt_result& res) {
+      auto& st = self->state;
+      if (st.finished)
+        return;
+      st.finished = true;
+      report(self, res.kind, res.retry_after_s);
+      self->send(st.args.supervisor, atom::done_v, st.args.leg,
+                 std::move(res));
+      self->quit();
+    },
+  };
+}
+
+} // namespace pgw

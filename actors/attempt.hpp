@@ -1,0 +1,42 @@
+#pragma once
+
+/// The `attempt` actor: one upstream request on one source (SPEC §2).
+
+#include "actors/interfaces.hpp"
+#include "config/settings.hpp"
+#include "transport/transport.hpp"
+
+#include <memory>
+
+namespace pgw {
+
+/// What an attempt needs; built by its supervisor.
+struct attempt_args {
+  uint64_t leg = 0; ///< the supervisor's id for this attempt
+  call_supervisor_actor supervisor;
+  gateway_actor gateway;
+  transport_ptr transport;
+  std::shared_ptr<const source_config> source;
+  std::shared_ptr<const chat_request> request;
+  bool stream = false;
+  bool hedge = false;
+};
+
+struct attempt_state {
+  static inline const char* name = "attempt";
+  attempt_args args;
+  std::shared_ptr<call_handle> handle;
+  /// True once the outcome is known (reported to supervisor and gateway).
+  bool finished = false;
+};
+
+/// Starts the request at once. Promises: forwards the first token to the
+/// supervisor; reports its outcome exactly once to the gateway (selector and
+/// cooldown memo) and to the supervisor, then quits. On an exit signal
+/// (`user_shutdown`: cancelled or hedge loser) before the outcome is known,
+/// it cancels the transport call (closing the connection) and reports
+/// `cancelled` to the gateway instead.
+attempt_actor::behavior_type
+attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args);
+
+} // namespace pgw

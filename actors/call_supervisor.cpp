@@ -1,0 +1,431 @@
+#include "actors/call_supervisor.hpp"
+
+#include "actors/attempt.hpp"
+#include "actors/selector.hpp"
+
+#include <caf/exit_reason.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <cmath>
+
+namespace pgw {
+
+namespace {
+
+using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
+
+caf::timespan to_timespan(double seconds) {
+  return std::chrono::duration_cast<caf::timespan>(
+    std::chrono::duration<double>(std::max(0.0, seconds)));
+}
+
+double seconds_between(caf::actor_clock::time_point from,
+                       caf::actor_clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+double ms_since(self_ptr self, caf::actor_clock::time_point from) {
+  return seconds_between(from, self->clock().now()) * 1000.0;
+}
+
+bool has_live_legs(self_ptr self) {
+  for (auto& leg : self->state.legs)
+    if (!leg.done && !leg.down)
+      return true;
+  return false;
+}
+
+call_leg* find_leg(self_ptr self, uint64_t id) {
+  for (auto& leg : self->state.legs)
+    if (leg.id == id)
+      return &leg;
+  return nullptr;
+}
+
+/// Delivers the decided result once every attempt is gone, then quits.
+void maybe_deliver(self_ptr self) {
+  auto& st = self->state;
+  if (!st.finishing || st.delivered)
+    return;
+  for (auto& leg : st.legs)
+    if (!leg.down)
+      return;
+  st.delivered = true;
+  if (st.response) {
+    st.response->stats.total_latency_ms = ms_since(self, st.started_at);
+    st.promise.deliver(std::move(*st.response));
+  } else {
+    st.promise.deliver(st.failure);
+  }
+  self->quit();
+}
+
+/// Decides the call: stops every live attempt (their exit handlers settle and
+/// close connections), then delivers after they are gone.
+void finish(self_ptr self) {
+  auto& st = self->state;
+  st.finishing = true;
+  for (auto& leg : st.legs)
+    if (!leg.down && !leg.done)
+      self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
+  maybe_deliver(self);
+}
+
+error_detail make_detail(self_ptr self, std::string message) {
+  auto& st = self->state;
+  error_detail detail;
+  detail.message = std::move(message);
+  detail.per_source = st.last_reason;
+  detail.call_id = st.args.call_id;
+  return detail;
+}
+
+void fail(self_ptr self, error_code code, error_detail detail) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  st.failure = make_error(code, std::move(detail));
+  finish(self);
+}
+
+void fail(self_ptr self, error_code code, std::string message,
+          caf::optional<double> retry_after = caf::none) {
+  auto detail = make_detail(self, std::move(message));
+  detail.retry_after_s = retry_after;
+  fail(self, code, std::move(detail));
+}
+
+void fail_with_upstream(self_ptr self, error_code code, std::string message,
+                        const attempt_result& res) {
+  auto detail = make_detail(self, std::move(message));
+  detail.upstream_status = res.http_status;
+  detail.upstream_code = res.error_code;
+  detail.upstream_message = res.error_message;
+  fail(self, code, std::move(detail));
+}
+
+void succeed(self_ptr self, call_leg& leg) {
+  auto& st = self->state;
+  auto& res = leg.result;
+  chat_response resp;
+  resp.content = std::move(res.content);
+  resp.reasoning_content = std::move(res.reasoning_content);
+  resp.finish_reason = res.finish_reason;
+  resp.source = leg.source;
+  auto src = st.args.sources.find(leg.source);
+  resp.model = !res.model.empty() ? res.model
+               : src != st.args.sources.end() ? src->second->model
+                                              : std::string{};
+  resp.usage.prompt_tokens = res.prompt_tokens;
+  resp.usage.completion_tokens = res.completion_tokens;
+  resp.call_id = st.args.call_id;
+  auto& stats = resp.stats;
+  stats.attempts = st.attempts;
+  stats.generation_ms = res.latency_ms;
+  stats.ttft_ms = res.ttft_ms;
+  stats.hedges = 0;
+  stats.hedge_won = leg.hedge;
+  stats.source = resp.source;
+  stats.model = resp.model;
+  stats.prompt_tokens = res.prompt_tokens;
+  stats.completion_tokens = res.completion_tokens;
+  stats.usage_source = res.usage_reported ? "reported" : "unavailable";
+  st.response = std::move(resp);
+  finish(self);
+}
+
+/// Records progress: any upstream answer other than a rate limit, or a
+/// first token. Re-arms the stall timer.
+void progress(self_ptr self) {
+  auto& st = self->state;
+  st.last_progress = self->clock().now();
+  auto gen = ++st.stall_gen;
+  self->delayed_send(self, to_timespan(st.args.scope->stall_window_s),
+                     atom::stall_v, gen);
+}
+
+void admit(self_ptr self);
+
+/// Waits `delay_s`, then admits again; ends the call `stalled` instead when
+/// the wait would cross the stall window.
+void retry_after(self_ptr self, double delay_s,
+                 caf::optional<double> retry_hint = caf::none) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  auto idle = seconds_between(st.last_progress, now);
+  if (idle + delay_s > st.args.scope->stall_window_s) {
+    fail(self, error_code::stalled,
+         "no progress within STALL_WINDOW_S", retry_hint ? retry_hint : caf::optional<double>{delay_s});
+    return;
+  }
+  auto gen = ++st.retry_gen;
+  if (delay_s <= 0)
+    admit(self);
+  else
+    self->delayed_send(self, to_timespan(delay_s), atom::retry_v, gen);
+}
+
+void start_leg(self_ptr self, const std::string& source, bool hedge) {
+  auto& st = self->state;
+  auto src = st.args.sources.find(source);
+  if (src == st.args.sources.end()) {
+    // The gateway admitted a source this call does not know: give it back.
+    attempt_report rep;
+    rep.source = source;
+    rep.kind = outcome::cancelled;
+    self->send(st.args.gateway, atom::report_v, std::move(rep));
+    fail(self, error_code::internal, "gateway admitted unknown source");
+    return;
+  }
+  attempt_args aa;
+  aa.leg = ++st.next_leg;
+  aa.supervisor = self;
+  aa.gateway = st.args.gateway;
+  aa.transport = st.args.transport;
+  aa.source = src->second;
+  aa.request = st.args.request;
+  aa.stream = st.args.stream;
+  aa.hedge = hedge;
+  call_leg leg;
+  leg.id = aa.leg;
+  leg.source = source;
+  leg.hedge = hedge;
+  leg.actor = self->spawn(attempt, std::move(aa));
+  self->monitor(leg.actor);
+  st.legs.push_back(std::move(leg));
+  ++st.attempts;
+}
+
+void on_refused(self_ptr self, admit_result& r) {
+  auto& st = self->state;
+  for (auto& [source, reason] : r.skipped)
+    st.last_reason[source] = reason;
+  if (r.refusal == "none") {
+    if (st.last_rejection) {
+      fail_with_upstream(self, error_code::request_rejected,
+                         "every source rejected the request",
+                         *st.last_rejection);
+    } else {
+      fail(self, error_code::retry_exhausted, "no source left to try");
+    }
+    return;
+  }
+  auto wait_s = r.retry_after_s ? *r.retry_after_s : 0.0;
+  auto& scope = *st.args.scope;
+  if (r.refusal == "circuit_open" && scope.on_circuit_open == "fail") {
+    fail(self, error_code::circuit_open, "every source's circuit is open",
+         r.retry_after_s);
+    return;
+  }
+  if (r.refusal == "quota" && scope.on_quota_full == "fail") {
+    fail(self, error_code::quota_exhausted, "every source's quota is full",
+         r.retry_after_s);
+    return;
+  }
+  // `cooling` (429 memo) and the `wait` policies: wait for the earliest
+  // source, bounded by the stall window (and the deadline's own timer).
+  retry_after(self, wait_s, r.retry_after_s);
+}
+
+void admit(self_ptr self) {
+  auto& st = self->state;
+  if (st.finishing || st.admitting)
+    return;
+  st.admitting = true;
+  admit_request req;
+  req.call_id = st.args.call_id;
+  req.exclude = st.excluded;
+  req.failures = st.failures;
+  self
+    ->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
+    .then(
+      [self](admit_result& r) {
+        auto& st = self->state;
+        st.admitting = false;
+        if (st.finishing) {
+          if (r.admitted) {
+            attempt_report rep;
+            rep.source = r.source;
+            rep.kind = outcome::cancelled;
+            self->send(st.args.gateway, atom::report_v, std::move(rep));
+          }
+          return;
+        }
+        if (r.admitted)
+          start_leg(self, r.source, false);
+        else
+          on_refused(self, r);
+      },
+      [self](caf::error& err) {
+        self->state.admitting = false;
+        fail(self, error_code::internal,
+             "admission failed: " + to_string(err));
+      });
+}
+
+/// Every leg of the round has failed: charge the budget and go again.
+void round_failed(self_ptr self) {
+  auto& st = self->state;
+  bool all_rate_limited = true;
+  for (auto& leg : st.legs)
+    if (leg.result.kind != outcome::rate_limited)
+      all_rate_limited = false;
+  st.legs.clear();
+  if (!all_rate_limited)
+    ++st.budget_used;
+  ++st.rounds_failed;
+  auto& scope = *st.args.scope;
+  if (st.budget_used >= scope.max_attempts) {
+    fail(self, error_code::retry_exhausted,
+         "all " + std::to_string(scope.max_attempts)
+           + " attempts of the retry budget failed");
+    return;
+  }
+  std::uniform_real_distribution<double> u01{0.0, 1.0};
+  auto delay = backoff_delay(st.rounds_failed, scope.backoff_base_s,
+                             scope.backoff_max_s, u01(st.rng));
+  retry_after(self, delay);
+}
+
+void on_done(self_ptr self, uint64_t id, attempt_result& res) {
+  auto& st = self->state;
+  auto leg = find_leg(self, id);
+  if (leg == nullptr || leg->done)
+    return;
+  leg->done = true;
+  leg->result = std::move(res);
+  auto& r = leg->result;
+  if (st.finishing)
+    return;
+  st.last_reason[leg->source] = r.kind == outcome::ok ? "ok" : r.reason;
+  if ((r.http_status != 0 && r.kind != outcome::rate_limited)
+      || r.kind == outcome::ok)
+    progress(self);
+  switch (r.kind) {
+    case outcome::ok:
+      succeed(self, *leg);
+      return;
+    case outcome::request_rejected:
+      fail_with_upstream(self, error_code::request_rejected,
+                         "the request was rejected by source " + leg->source
+                           + " (" + r.reason + ")",
+                         r);
+      return;
+    case outcome::source_rejected:
+      st.excluded.push_back(leg->source);
+      st.last_rejection = r;
+      break;
+    case outcome::rate_limited:
+      break;
+    default:
+      ++st.failures[leg->source];
+      break;
+  }
+  if (has_live_legs(self))
+    return; // a failed leg waits for the other
+  if (r.kind == outcome::source_rejected) {
+    // Not a failure of the round: other sources only, no budget.
+    st.legs.erase(std::remove_if(st.legs.begin(), st.legs.end(),
+                                 [](const call_leg& l) { return l.done; }),
+                  st.legs.end());
+    admit(self);
+    return;
+  }
+  round_failed(self);
+}
+
+void on_down(self_ptr self, caf::down_msg& msg) {
+  auto& st = self->state;
+  for (auto& leg : st.legs) {
+    if (leg.actor.address() != msg.source)
+      continue;
+    leg.down = true;
+    if (!leg.done && !st.finishing) {
+      // The attempt died without an outcome (it should not): count it as a
+      // transient failure so the call still answers.
+      attempt_result res;
+      res.kind = outcome::transient;
+      res.reason = "attempt_failed";
+      on_done(self, leg.id, res);
+      // on_done may have cleared the legs vector.
+      break;
+    }
+    break;
+  }
+  maybe_deliver(self);
+}
+
+} // namespace
+
+call_supervisor_actor::behavior_type
+call_supervisor(self_ptr self, call_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.rng.seed(st.args.seed);
+  self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    // Shutdown from outside: stop the attempts, answer, quit.
+    auto& st = self->state;
+    for (auto& leg : st.legs)
+      if (!leg.down && !leg.done)
+        self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
+    if (st.started && !st.delivered) {
+      st.delivered = true;
+      st.promise.deliver(make_error(
+        error_code::cancelled, make_detail(self, "the gateway shut down")));
+    }
+    self->quit(msg.reason);
+  });
+  return {
+    [self](atom::start) -> caf::result<chat_response> {
+      auto& st = self->state;
+      st.promise = self->make_response_promise<chat_response>();
+      if (st.started)
+        return make_error(error_code::internal, "call started twice");
+      st.started = true;
+      st.started_at = self->clock().now();
+      progress(self);
+      if (st.args.deadline_s)
+        self->delayed_send(self, to_timespan(*st.args.deadline_s),
+                           atom::deadline_v);
+      admit(self);
+      return st.promise;
+    },
+    [self](atom::first_token, uint64_t id) {
+      auto leg = find_leg(self, id);
+      if (leg == nullptr || leg->first_token || self->state.finishing)
+        return;
+      leg->first_token = true;
+      progress(self);
+    },
+    [self](atom::done, uint64_t id, attempt_result& res) {
+      on_done(self, id, res);
+    },
+    [self](atom::retry, uint64_t gen) {
+      if (gen == self->state.retry_gen)
+        admit(self);
+    },
+    [self](atom::stall, uint64_t gen) {
+      auto& st = self->state;
+      if (gen != st.stall_gen || st.finishing)
+        return;
+      // A stream that is producing tokens is progress in itself.
+      for (auto& leg : st.legs)
+        if (leg.first_token && !leg.done && !leg.down) {
+          progress(self);
+          return;
+        }
+      fail(self, error_code::stalled, "no progress within STALL_WINDOW_S");
+    },
+    [self](atom::deadline) {
+      fail(self, error_code::call_deadline_exceeded,
+           "the call deadline passed");
+    },
+    [self](atom::cancel) {
+      fail(self, error_code::cancelled, "the caller cancelled the call");
+    },
+  };
+}
+
+} // namespace pgw

@@ -1,0 +1,92 @@
+#pragma once
+
+/// The `call_supervisor` actor: one per logical call (SPEC §2, §7).
+
+#include "actors/interfaces.hpp"
+#include "config/settings.hpp"
+#include "transport/transport.hpp"
+
+#include <caf/actor_clock.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace pgw {
+
+/// What a supervisor needs; built by its gateway.
+struct call_args {
+  std::string call_id;
+  std::shared_ptr<const chat_request> request;
+  scope_ptr scope;
+  /// The scope's sources, by name, sharing ownership with `scope`.
+  std::map<std::string, std::shared_ptr<const source_config>> sources;
+  gateway_actor gateway;
+  transport_ptr transport;
+  bool stream = true;
+  /// Bound of the whole call in seconds (per-call or scope default).
+  caf::optional<double> deadline_s;
+  uint64_t seed = 0;
+};
+
+/// One attempt of the call.
+struct call_leg {
+  uint64_t id = 0;
+  attempt_actor actor;
+  std::string source;
+  bool hedge = false;
+  bool done = false;        ///< its outcome arrived
+  bool down = false;        ///< the actor is gone
+  bool first_token = false; ///< streamed its first token
+  attempt_result result;
+};
+
+struct call_supervisor_state {
+  static inline const char* name = "call_supervisor";
+
+  call_args args;
+  caf::typed_response_promise<chat_response> promise;
+  bool started = false;
+  /// Set once the call's result is decided; legs are being wound down.
+  bool finishing = false;
+  bool delivered = false;
+  caf::optional<chat_response> response;
+  caf::error failure;
+
+  caf::actor_clock::time_point started_at;
+  caf::actor_clock::time_point last_progress;
+  uint64_t stall_gen = 0;
+  uint64_t retry_gen = 0;
+  bool admitting = false;
+
+  int64_t budget_used = 0;
+  int64_t rounds_failed = 0;
+  int32_t attempts = 0;
+  std::map<std::string, int32_t> failures;
+  std::vector<std::string> excluded;
+  std::map<std::string, std::string> last_reason;
+  /// The last source_rejected answer, for the error when no source is left.
+  caf::optional<attempt_result> last_rejection;
+
+  std::vector<call_leg> legs;
+  uint64_t next_leg = 0;
+  std::mt19937_64 rng;
+};
+
+/// Runs the retry loop of one call and answers the `start` request exactly
+/// once: admission through the gateway, one attempt per round, 429 rounds
+/// free of budget, backoff with full jitter (Retry-After enforced per source
+/// by the gateway's cooldown memo, so a round waits max(backoff,
+/// Retry-After) when no other source may run), `request_rejected` ends the
+/// call, `source_rejected` excludes the source, the stall window and the
+/// deadline bound the call. Live attempts are stopped with
+/// `exit_reason::user_shutdown` and the answer is delivered only after they
+/// are gone.
+call_supervisor_actor::behavior_type
+call_supervisor(call_supervisor_actor::stateful_pointer<call_supervisor_state> self,
+                call_args args);
+
+} // namespace pgw

@@ -1,0 +1,42 @@
+#pragma once
+
+/// A non-actor wrapper: plain C++ code makes blocking or future-returning
+/// calls on a gateway.
+
+#include "actors/interfaces.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/expected.hpp>
+
+#include <future>
+#include <string>
+
+namespace pgw {
+
+class client {
+public:
+  client(caf::actor_system& sys, gateway_actor gateway);
+
+  /// Runs one call and blocks until its single answer.
+  caf::expected<chat_response> chat(chat_request req);
+
+  /// Starts one call; the future holds its single answer.
+  std::future<caf::expected<chat_response>> chat_async(chat_request req);
+
+  /// Cancels the call with this id (set `chat_request::call_id` to use it).
+  /// The call answers `cancelled` once its attempts are stopped.
+  void cancel(const std::string& call_id);
+
+  /// The gateway's live status.
+  caf::expected<gateway_status> status();
+
+  const gateway_actor& gateway() const {
+    return gateway_;
+  }
+
+private:
+  caf::actor_system& sys_;
+  gateway_actor gateway_;
+};
+
+} // namespace pgw

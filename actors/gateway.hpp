@@ -1,0 +1,87 @@
+#pragma once
+
+/// The `gateway` actor: one per scope (SPEC §2).
+
+#include "actors/interfaces.hpp"
+#include "actors/selector.hpp"
+#include "config/settings.hpp"
+#include "transport/transport.hpp"
+
+#include <caf/actor_clock.hpp>
+#include <caf/expected.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <random>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace caf {
+class actor_system;
+} // namespace caf
+
+namespace pgw {
+
+/// Per-source state the gateway keeps.
+struct source_runtime {
+  std::shared_ptr<const source_config> config;
+  int32_t in_flight = 0;
+  /// The 429 cooldown memo: not admitted before this time.
+  caf::actor_clock::time_point cool_until{};
+  int64_t attempts = 0;
+  int64_t ok = 0;
+  int64_t failed = 0;
+  int64_t rate_limited = 0;
+};
+
+struct gateway_state {
+  static inline const char* name = "gateway";
+
+  scope_ptr scope;
+  transport_ptr transport;
+  std::optional<selector> picker;
+  std::vector<source_runtime> sources;
+  std::map<std::string, std::shared_ptr<const source_config>> by_name;
+  std::unordered_map<std::string, size_t> index;
+  /// Live calls by id (for cancellation).
+  std::unordered_map<std::string, call_supervisor_actor> calls;
+  std::unordered_map<caf::actor_addr, std::string> call_of;
+  /// Callers waiting for an answer, by call id.
+  std::unordered_map<std::string, caf::typed_response_promise<chat_response>>
+    pending;
+  std::mt19937_64 rng;
+  uint64_t next_call = 0;
+  int64_t calls_started = 0;
+  int64_t calls_ok = 0;
+  int64_t calls_failed = 0;
+};
+
+/// Options of a gateway beyond its scope's settings.
+struct gateway_options {
+  /// Seeds the selector's randomness and each call's backoff jitter;
+  /// 0 = from std::random_device.
+  uint64_t seed = 0;
+};
+
+/// Serves one scope. `chat` checks the request (`invalid_request` before
+/// anything starts), spawns a `call_supervisor` and delegates the request to
+/// it, so the caller gets exactly one response or error. `admit` orders the
+/// sources with the scope's selector, moves sources that failed twice in the
+/// call to the tail, skips excluded ones silently and cooling ones (429
+/// memo) with reason `cooling`, and admits the first that remains. `report`
+/// ends an admitted attempt: in-flight count, selector feed, cooldown memo.
+gateway_actor::behavior_type
+gateway(gateway_actor::stateful_pointer<gateway_state> self, scope_ptr scope,
+        transport_ptr transport, gateway_options opts);
+
+/// Spawns the gateway of `scope_name` from validated settings, with the
+/// cpp-httplib transport unless `transport` is given.
+caf::expected<gateway_actor>
+spawn_gateway(caf::actor_system& sys, const settings& cfg,
+              const std::string& scope_name, transport_ptr transport = nullptr,
+              gateway_options opts = {});
+
+} // namespace pgw

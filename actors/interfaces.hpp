@@ -1,0 +1,54 @@
+#pragma once
+
+/// Every typed actor interface of the runtime, in one place.
+
+#include "messages/chat.hpp"
+#include "messages/errors.hpp"
+#include "messages/gateway.hpp"
+#include "messages/outcome.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/replies_to.hpp>
+#include <caf/typed_actor.hpp>
+
+#include <string>
+
+namespace pgw {
+
+/// One per scope: takes chat calls, spawns a supervisor per call, admits
+/// attempts to sources, keeps the selector state and the 429 cooldown memo.
+using gateway_actor = caf::typed_actor<
+  /// A logical chat call: exactly one response or error per request.
+  caf::replies_to<atom::chat, chat_request>::with<chat_response>,
+  /// Admission for the next attempt of a call (supervisors only).
+  caf::replies_to<atom::admit, admit_request>::with<admit_result>,
+  /// The end of an admitted attempt (attempts only), exactly once each.
+  caf::reacts_to<atom::report, attempt_report>,
+  /// Cancels the call with this id (no-op when unknown or finished).
+  caf::reacts_to<atom::cancel, std::string>,
+  /// Live counters and per-source state.
+  caf::replies_to<atom::status>::with<gateway_status>>;
+
+/// One per logical call: the retry loop, timers, winner choice.
+using call_supervisor_actor = caf::typed_actor<
+  /// Starts the call; the response goes to the original requester.
+  caf::replies_to<atom::start>::with<chat_response>,
+  /// An attempt's first token (leg id).
+  caf::reacts_to<atom::first_token, uint64_t>,
+  /// An attempt's outcome (leg id).
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  /// Timer: wait over, admit again (round generation).
+  caf::reacts_to<atom::retry, uint64_t>,
+  /// Timer: the stall window may have run out (progress generation).
+  caf::reacts_to<atom::stall, uint64_t>,
+  /// Timer: the call's deadline.
+  caf::reacts_to<atom::deadline>,
+  /// The caller cancelled the call.
+  caf::reacts_to<atom::cancel>>;
+
+/// One per attempt: one upstream request through the transport.
+using attempt_actor = caf::typed_actor<
+  caf::reacts_to<atom::first_token, uint64_t>,
+  caf::reacts_to<atom::done, uint64_t, attempt_result>>;
+
+} // namespace pgw

@@ -1,0 +1,72 @@
+#pragma once
+
+/// Candidate order for admission (SPEC §7): `health_aware`, `round_robin`
+/// and `priority`. A plain class; the gateway owns one per scope.
+
+#include "messages/outcome.hpp"
+
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace pgw {
+
+class selector {
+public:
+  enum class kind { health_aware, round_robin, priority };
+
+  struct source_entry {
+    std::string name;
+    int64_t priority = 0;
+  };
+
+  static constexpr double alpha = 0.2;
+  static constexpr double floor = 0.05;
+
+  /// Parses `health_aware`, `round_robin` or `priority` (validated config).
+  static kind parse(const std::string& name);
+
+  selector(kind k, std::vector<source_entry> sources);
+
+  /// All source indices, best candidate first. `in_flight[i]` is source i's
+  /// attempts in flight. `health_aware`: score = max(ewma, 0.05) / (1 +
+  /// in-flight), head chosen by power of two choices (the better of two
+  /// random distinct sources), the rest by score; `round_robin`: rotates the
+  /// start on every call; `priority`: by PRIORITY, then name.
+  std::vector<size_t> order(const std::vector<int32_t>& in_flight,
+                            std::mt19937_64& rng);
+
+  /// Feeds the EWMA: ok → 1; transient, source_dead, rate_limited → 0;
+  /// other outcomes are not fed.
+  void feed(size_t source, outcome x);
+
+  /// The EWMA of source `i` (starts at 1.0).
+  double ewma(size_t i) const {
+    return ewma_[i];
+  }
+
+  /// The health score of source `i` with `in_flight` attempts.
+  double score(size_t i, int32_t in_flight) const;
+
+  kind type() const {
+    return kind_;
+  }
+
+private:
+  kind kind_;
+  std::vector<source_entry> sources_;
+  std::vector<double> ewma_;
+  std::vector<size_t> by_priority_;
+  size_t next_ = 0;
+};
+
+/// Stable-moves the sources that failed ≥ 2 times in this call to the tail.
+void demote_failed(std::vector<size_t>& order,
+                   const std::vector<int32_t>& failures_in_call);
+
+/// Exponential backoff with full jitter: uniform in [0, min(max_s, base_s ×
+/// 2^(round - 1))] for `round` ≥ 1, driven by `u01` in [0, 1).
+double backoff_delay(int64_t round, double base_s, double max_s, double u01);
+
+} // namespace pgw

@@ -1,0 +1,156 @@
+// `pgw-actor chat`: one logical call, answer on stdout, SPEC §11 exit codes.
+
+#include "cli.hpp"
+
+#include "actors/client.hpp"
+#include "actors/gateway.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <iterator>
+
+namespace pgw::cli {
+
+namespace {
+
+constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
+
+  PROMPT            the user message; `-` reads it from stdin
+  --scope S         scope to use (default LLM)
+  --env-file F      read configuration from F (default ./.env when present)
+  --system T        a system message
+  --stream          ask sources for a streamed answer
+  --no-stream       ask for a single JSON answer
+  --deadline S      bound the whole call to S seconds (finite, > 0)
+  --effort E        reasoning effort: none, low, medium or high
+  --max-tokens N    answer length limit (integer >= 1)
+  --json            print the answer or the error as JSON
+exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
+            5 deadline exceeded, 6 governance backend unavailable, 1 other
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "pgw-actor chat: %s\n", msg.c_str());
+  return exit_usage;
+}
+
+} // namespace
+
+int chat_main(const std::vector<std::string>& args) {
+  std::optional<std::string> prompt;
+  std::optional<std::string> env_file;
+  std::string scope = "LLM";
+  std::string system_text;
+  bool json_out = false;
+  chat_request req;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    auto value = [&](const char* flag) -> std::optional<std::string> {
+      if (i + 1 >= args.size())
+        return std::nullopt;
+      (void) flag;
+      return args[++i];
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(chat_usage, stdout);
+      return exit_ok;
+    } else if (a == "--json") {
+      json_out = true;
+    } else if (a == "--stream") {
+      req.stream = true;
+    } else if (a == "--no-stream") {
+      req.stream = false;
+    } else if (a == "--scope" || a == "--env-file" || a == "--system"
+               || a == "--deadline" || a == "--effort"
+               || a == "--max-tokens" || a == "--schema") {
+      auto v = value(a.c_str());
+      if (!v)
+        return usage_error(a + " needs a value");
+      if (a == "--scope") {
+        scope = *v;
+      } else if (a == "--env-file") {
+        env_file = *v;
+      } else if (a == "--system") {
+        system_text = *v;
+      } else if (a == "--deadline") {
+        auto x = parse_number(*v);
+        if (!x || *x <= 0)
+          return usage_error("--deadline " + *v
+                             + ": must be a finite number of seconds > 0");
+        req.deadline_s = *x;
+      } else if (a == "--effort") {
+        if (*v != "none" && *v != "low" && *v != "medium" && *v != "high")
+          return usage_error("--effort " + *v
+                             + ": must be none, low, medium or high");
+        req.reasoning_effort = *v;
+      } else if (a == "--max-tokens") {
+        auto x = parse_number(*v);
+        if (!x || *x < 1 || *x != static_cast<double>(static_cast<int64_t>(*x)))
+          return usage_error("--max-tokens " + *v
+                             + ": must be an integer >= 1");
+        req.max_tokens = static_cast<int64_t>(*x);
+      } else {
+        return usage_error("--schema: structured output is not available in "
+                           "this build yet");
+      }
+    } else if (a.size() > 1 && a[0] == '-' && a != "-") {
+      return usage_error("unknown option " + a);
+    } else if (!prompt) {
+      prompt = a;
+    } else {
+      return usage_error("more than one prompt given (quote it)");
+    }
+  }
+  if (!prompt)
+    return usage_error("no prompt given (pass it as an argument, or - for "
+                       "stdin)");
+  if (*prompt == "-") {
+    prompt = std::string{std::istreambuf_iterator<char>(std::cin),
+                         std::istreambuf_iterator<char>()};
+  }
+  if (prompt->find_first_not_of(" \t\r\n") == std::string::npos)
+    return usage_error("the prompt is empty");
+  auto cfg = load(env_file);
+  if (!cfg)
+    return exit_usage;
+  if (!system_text.empty())
+    req.messages.push_back({"system", system_text, {}});
+  req.messages.push_back({"user", *prompt, {}});
+
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto gw = spawn_gateway(sys, *cfg, scope);
+  if (!gw) {
+    if (json_out)
+      std::puts(error_json(gw.error()).c_str());
+    else
+      std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
+    return exit_usage;
+  }
+  client cl{sys, *gw};
+  auto result = cl.chat(std::move(req));
+  int rc = exit_ok;
+  if (result) {
+    if (json_out) {
+      std::puts(response_json(*result).c_str());
+    } else {
+      std::fwrite(result->content.data(), 1, result->content.size(), stdout);
+      if (result->content.empty() || result->content.back() != '\n')
+        std::fputc('\n', stdout);
+    }
+  } else {
+    rc = exit_code_of(result.error());
+    if (json_out)
+      std::puts(error_json(result.error()).c_str());
+    else
+      std::fprintf(stderr, "pgw-actor: %s\n",
+                   describe(result.error()).c_str());
+  }
+  std::fflush(stdout);
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+  return rc;
+}
+
+} // namespace pgw::cli

@@ -1,0 +1,125 @@
+#include "cli.hpp"
+
+#include "messages/registry.hpp"
+
+#include <boost/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+
+namespace pgw::cli {
+
+namespace json = boost::json;
+
+int exit_code_of(const caf::error& err) {
+  auto code = code_of(err);
+  if (!code)
+    return exit_other;
+  switch (*code) {
+    case error_code::invalid_config:
+    case error_code::invalid_request:
+      return exit_usage;
+    case error_code::request_rejected:
+      return exit_rejected;
+    case error_code::call_deadline_exceeded:
+      return exit_deadline;
+    case error_code::governance_unavailable:
+      return exit_governance;
+    default:
+      return is_unavailable_family(*code) ? exit_unavailable : exit_other;
+  }
+}
+
+system_config::system_config() {
+  add_message_types(*this);
+  set("logger.file-verbosity", caf::atom("quiet"));
+  set("logger.console-verbosity", caf::atom("quiet"));
+}
+
+std::optional<settings> load(const std::optional<std::string>& env_file) {
+  auto env = load_environment(env_file);
+  if (!env) {
+    std::fprintf(stderr, "pgw-actor: %s\n", describe(env.error()).c_str());
+    return std::nullopt;
+  }
+  auto cfg = load_settings(*env);
+  if (!cfg) {
+    std::fprintf(stderr, "pgw-actor: %s\n", describe(cfg.error()).c_str());
+    return std::nullopt;
+  }
+  for (auto& w : cfg->warnings)
+    std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
+  return std::move(*cfg);
+}
+
+std::string response_json(const chat_response& resp) {
+  auto& s = resp.stats;
+  json::object stats{
+    {"attempts", s.attempts},
+    {"total_latency_ms", s.total_latency_ms},
+    {"generation_ms", s.generation_ms},
+    {"ttft_ms", s.ttft_ms ? json::value(*s.ttft_ms) : json::value(nullptr)},
+    {"hedges", s.hedges},
+    {"hedge_won", s.hedge_won},
+    {"cache_hit", s.cache_hit},
+    {"source", s.source},
+    {"model", s.model},
+    {"prompt_tokens", s.prompt_tokens},
+    {"completion_tokens", s.completion_tokens},
+    {"usage_source", s.usage_source},
+    {"cost_usd", s.cost_usd ? json::value(*s.cost_usd) : json::value(nullptr)},
+  };
+  json::object out{
+    {"content", resp.content},
+    {"source", resp.source},
+    {"model", resp.model},
+    {"finish_reason", resp.finish_reason},
+    {"call_id", resp.call_id},
+    {"usage",
+     json::object{{"prompt_tokens", resp.usage.prompt_tokens},
+                  {"completion_tokens", resp.usage.completion_tokens}}},
+    {"call_stats", std::move(stats)},
+  };
+  if (!resp.reasoning_content.empty())
+    out["reasoning_content"] = resp.reasoning_content;
+  return json::serialize(out);
+}
+
+std::string error_json(const caf::error& err) {
+  json::object e;
+  auto code = code_of(err);
+  e["code"] = code ? to_string(*code) : "internal";
+  auto detail = detail_of(err);
+  e["message"] = detail ? detail->message : to_string(err);
+  e["retry_after_s"] = detail && detail->retry_after_s
+                         ? json::value(*detail->retry_after_s)
+                         : json::value(nullptr);
+  json::object per_source;
+  if (detail) {
+    for (auto& [source, reason] : detail->per_source)
+      per_source[source] = reason;
+    if (detail->upstream_status != 0)
+      e["upstream_status"] = detail->upstream_status;
+    if (!detail->upstream_code.empty())
+      e["upstream_code"] = detail->upstream_code;
+    if (!detail->upstream_message.empty())
+      e["upstream_message"] = detail->upstream_message;
+    if (!detail->call_id.empty())
+      e["call_id"] = detail->call_id;
+  }
+  e["per_source"] = std::move(per_source);
+  return json::serialize(json::object{{"error", std::move(e)}});
+}
+
+std::optional<double> parse_number(const std::string& text) {
+  if (text.empty())
+    return std::nullopt;
+  char* end = nullptr;
+  auto x = std::strtod(text.c_str(), &end);
+  if (end != text.c_str() + text.size() || !std::isfinite(x))
+    return std::nullopt;
+  return x;
+}
+
+} // namespace pgw::cli

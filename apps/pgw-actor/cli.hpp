@@ -1,0 +1,58 @@
+#pragma once
+
+/// Shared pieces of the `pgw-actor` subcommands.
+
+#include "config/loader.hpp"
+#include "config/settings.hpp"
+#include "messages/chat.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/actor_system_config.hpp>
+#include <caf/error.hpp>
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgw::cli {
+
+/// Exit codes of SPEC §11.
+enum exit_code : int {
+  exit_ok = 0,
+  exit_other = 1,
+  exit_usage = 2,
+  exit_rejected = 3,
+  exit_unavailable = 4,
+  exit_deadline = 5,
+  exit_governance = 6,
+};
+
+/// The exit code for a call's error.
+int exit_code_of(const caf::error& err);
+
+/// The actor system configuration every subcommand uses.
+struct system_config : caf::actor_system_config {
+  system_config();
+};
+
+/// Loads and validates settings (env file + process environment); prints
+/// warnings to stderr. On error prints it and returns nullopt.
+std::optional<settings> load(const std::optional<std::string>& env_file);
+
+/// `{content, source, model, usage, call_stats}` (SPEC §11).
+std::string response_json(const chat_response& resp);
+
+/// `{error{code, message, retry_after_s, per_source, ...}}` (SPEC §11).
+std::string error_json(const caf::error& err);
+
+/// Parses a finite number; nullopt on garbage.
+std::optional<double> parse_number(const std::string& text);
+
+// -- subcommands ----------------------------------------------------------------
+
+int chat_main(const std::vector<std::string>& args);
+int config_main(const std::vector<std::string>& args);
+int demo_main(const std::vector<std::string>& args);
+int bench_main(const std::vector<std::string>& args);
+
+} // namespace pgw::cli

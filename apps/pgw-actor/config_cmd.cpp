@@ -1,0 +1,50 @@
+// `pgw-actor config check|show`.
+
+#include "cli.hpp"
+
+#include <cstdio>
+
+namespace pgw::cli {
+
+int config_main(const std::vector<std::string>& args) {
+  std::optional<std::string> env_file;
+  std::string action;
+  bool json_out = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--env-file" && i + 1 < args.size())
+      env_file = args[++i];
+    else if (args[i] == "--json")
+      json_out = true;
+    else if (action.empty() && (args[i] == "check" || args[i] == "show"))
+      action = args[i];
+    else {
+      std::fprintf(stderr, "usage: pgw-actor config check|show "
+                           "[--env-file F] [--json]\n");
+      return exit_usage;
+    }
+  }
+  if (action.empty()) {
+    std::fprintf(stderr,
+                 "usage: pgw-actor config check|show [--env-file F] [--json]\n");
+    return exit_usage;
+  }
+  auto cfg = load(env_file);
+  if (!cfg)
+    return exit_usage;
+  if (action == "check") {
+    size_t sources = 0;
+    for (auto& [name, scope] : cfg->scopes)
+      sources += scope.sources.size();
+    std::printf("configuration ok: %zu scope(s), %zu source(s), %zu "
+                "warning(s)\n",
+                cfg->scopes.size(), sources, cfg->warnings.size());
+    return exit_ok;
+  }
+  auto text = json_out ? show_settings_json(*cfg) : show_settings(*cfg);
+  std::fputs(text.c_str(), stdout);
+  if (!text.empty() && text.back() != '\n')
+    std::fputc('\n', stdout);
+  return exit_ok;
+}
+
+} // namespace pgw::cli

@@ -1,0 +1,115 @@
+// `pgw-actor demo`: the embedded default. Starts the upstream simulator in
+// this process with a healthy, a flaky (503 half of the time) and a slow
+// source, runs a handful of calls through one gateway and prints what
+// happened to each. Needs no configuration and reads none.
+
+#include "cli.hpp"
+
+#include "actors/client.hpp"
+#include "actors/gateway.hpp"
+#include "apps/pgw-upstream-sim/sim.hpp"
+
+#include <caf/actor_system.hpp>
+
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace pgw::cli {
+
+int demo_main(const std::vector<std::string>& args) {
+  int calls = 12;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--calls" && i + 1 < args.size()) {
+      auto n = parse_number(args[++i]);
+      if (!n || *n < 1 || *n > 100000) {
+        std::fprintf(stderr, "pgw-actor demo: --calls must be in [1, 100000]\n");
+        return exit_usage;
+      }
+      calls = static_cast<int>(*n);
+    } else {
+      std::fprintf(stderr, "usage: pgw-actor demo [--calls N]\n");
+      return exit_usage;
+    }
+  }
+  // A quarter of real time: the slow source's 2 s first token takes 0.5 s.
+  sim::options sim_opts;
+  sim_opts.seed = 7;
+  sim_opts.time_scale = 0.25;
+  sim_opts.scenario_json = R"({"models": {
+    "demo-healthy": {"tokens": 12, "latency": {"dist": "fixed", "ms": 120}},
+    "demo-flaky":   {"tokens": 12, "latency": {"dist": "fixed", "ms": 80},
+                     "faults": [{"p": 0.5, "status": 503}]},
+    "demo-slow":    {"tokens": 12, "ttft_ms": 2000, "token_ms": 10}
+  }})";
+  sim::server upstream{sim_opts};
+  auto base = fmt::format("http://127.0.0.1:{}/v1", upstream.port());
+  env_map env{
+    {"DEMO__GENERIC__HEALTHY__BASE_URL", base},
+    {"DEMO__GENERIC__HEALTHY__MODEL", "demo-healthy"},
+    {"DEMO__GENERIC__FLAKY__BASE_URL", base},
+    {"DEMO__GENERIC__FLAKY__MODEL", "demo-flaky"},
+    {"DEMO__GENERIC__SLOW__BASE_URL", base},
+    {"DEMO__GENERIC__SLOW__MODEL", "demo-slow"},
+    {"DEMO__SELECTOR", "round_robin"},
+    {"DEMO__MAX_ATTEMPTS", "3"},
+    {"DEMO__BACKOFF_BASE_S", "0.05"},
+    {"DEMO__BACKOFF_MAX_S", "0.2"},
+    {"DEMO__STREAM", "true"},
+  };
+  auto cfg = load_settings(env);
+  if (!cfg) {
+    std::fprintf(stderr, "pgw-actor demo: %s\n", describe(cfg.error()).c_str());
+    return exit_other;
+  }
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto gw = spawn_gateway(sys, *cfg, "DEMO");
+  if (!gw) {
+    std::fprintf(stderr, "pgw-actor demo: %s\n", describe(gw.error()).c_str());
+    return exit_other;
+  }
+  client cl{sys, *gw};
+  std::printf("pgw demo: simulator on %s with sources healthy (120 ms), "
+              "flaky (503 half of the time) and slow (first token after "
+              "500 ms); selector round_robin, MAX_ATTEMPTS 3, streaming.\n\n",
+              base.c_str());
+  std::printf("%-5s %-8s %-9s %-12s %-10s %s\n", "call", "outcome", "source",
+              "attempts", "latency", "answer");
+  int ok = 0;
+  for (int i = 1; i <= calls; ++i) {
+    chat_request req;
+    req.messages.push_back({"user", fmt::format("demo question {}", i), {}});
+    auto res = cl.chat(std::move(req));
+    if (res) {
+      ++ok;
+      auto answer = res->content.substr(0, 28);
+      std::printf("%-5d %-8s %-9s %-12d %7.0f ms  %s...\n", i, "ok",
+                  res->source.c_str(), res->stats.attempts,
+                  res->stats.total_latency_ms, answer.c_str());
+    } else {
+      auto detail = detail_of(res.error());
+      std::string where;
+      if (detail)
+        for (auto& [src, reason] : detail->per_source)
+          where += src + "=" + reason + " ";
+      std::printf("%-5d %-8s %s %s\n", i, "failed",
+                  describe(res.error()).c_str(), where.c_str());
+    }
+  }
+  if (auto st = cl.status()) {
+    std::printf("\nper source: attempts / ok / failed\n");
+    for (auto& s : st->sources)
+      std::printf("  %-8s %3lld / %3lld / %3lld\n", s.name.c_str(),
+                  static_cast<long long>(s.attempts),
+                  static_cast<long long>(s.ok),
+                  static_cast<long long>(s.failed));
+  }
+  std::printf("\n%d of %d calls answered; every 503 from the flaky source was "
+              "retried on another source.\n",
+              ok, calls);
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+  return ok == calls ? exit_ok : exit_other;
+}
+
+} // namespace pgw::cli

@@ -1,0 +1,82 @@
+#include "config/log.hpp"
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+namespace pgw::log {
+
+namespace {
+
+level initial_level() {
+  const char* env = std::getenv("PGW_LOG");
+  if (env == nullptr)
+    return level::warn;
+  if (std::strcmp(env, "debug") == 0)
+    return level::debug;
+  if (std::strcmp(env, "info") == 0)
+    return level::info;
+  if (std::strcmp(env, "error") == 0)
+    return level::error;
+  if (std::strcmp(env, "off") == 0)
+    return level::off;
+  return level::warn;
+}
+
+std::atomic<level>& threshold() {
+  static std::atomic<level> lvl{initial_level()};
+  return lvl;
+}
+
+std::mutex& sink_mutex() {
+  static std::mutex mtx;
+  return mtx;
+}
+
+std::function<void(level, const std::string&)>& sink() {
+  static std::function<void(level, const std::string&)> fn;
+  return fn;
+}
+
+const char* name_of(level lvl) {
+  switch (lvl) {
+    case level::debug:
+      return "debug";
+    case level::info:
+      return "info";
+    case level::warn:
+      return "warn";
+    case level::error:
+      return "error";
+    default:
+      return "off";
+  }
+}
+
+} // namespace
+
+void set_level(level lvl) {
+  threshold() = lvl;
+}
+
+level current_level() {
+  return threshold().load(std::memory_order_relaxed);
+}
+
+void set_sink(std::function<void(level, const std::string&)> fn) {
+  std::lock_guard<std::mutex> guard{sink_mutex()};
+  sink() = std::move(fn);
+}
+
+void write(level lvl, const char* component, const std::string& text) {
+  auto line = fmt::format("[{}] {}: {}", name_of(lvl), component, text);
+  std::lock_guard<std::mutex> guard{sink_mutex()};
+  if (sink())
+    sink()(lvl, line);
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
+}
+
+} // namespace pgw::log

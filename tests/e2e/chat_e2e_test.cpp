@@ -1,0 +1,233 @@
+// `pgw-actor` as a user runs it: real processes, a real simulator, a clean
+// environment per run.
+
+#include "fixtures/process.hpp"
+#include "fixtures/sim_process.hpp"
+
+#include <boost/json.hpp>
+#include <doctest/doctest.h>
+#include <httplib.h>
+
+#include <fstream>
+
+using namespace pgw::test;
+namespace json = boost::json;
+
+namespace {
+
+struct e2e_fixture {
+  sim_process sim{{"--seed", "11"}};
+
+  /// Env entries for a source `name` serving `model` from the simulator.
+  std::vector<std::string> source(const std::string& name,
+                                  const std::string& model,
+                                  const std::string& provider = "GENERIC") {
+    auto prefix = "LLM__" + provider + "__" + name + "__";
+    return {prefix + "BASE_URL=" + sim.base_url(), prefix + "MODEL=" + model};
+  }
+
+  run_result chat(std::vector<std::string> args, std::vector<std::string> env,
+                  const std::string& input = "") {
+    args.insert(args.begin(), {PGW_ACTOR_BIN, "chat"});
+    return run_program(args, env, input);
+  }
+
+  json::array log() {
+    httplib::Client cli{"127.0.0.1", sim.port()};
+    auto res = cli.Get("/_sim/log");
+    REQUIRE(res);
+    return json::parse(res->body).at("requests").as_array();
+  }
+};
+
+std::vector<std::string> concat(std::vector<std::string> a,
+                                const std::vector<std::string>& b) {
+  a.insert(a.end(), b.begin(), b.end());
+  return a;
+}
+
+json::object parse(const std::string& out) {
+  auto v = json::parse(out);
+  return v.as_object();
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(e2e_fixture, "a 503 source and a healthy one: exit 0, healthy source, 2 attempts") {
+  auto env = concat(source("A", "down"), source("B", "ok"));
+  env.push_back("LLM__SELECTOR=priority");
+  env.push_back("LLM__GENERIC__B__PRIORITY=1");
+  auto r = chat({"--json", "hi"}, env);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto out = parse(r.out);
+  CHECK(out.at("source").as_string() == "b");
+  CHECK(out.at("call_stats").at("attempts").as_int64() >= 2);
+  CHECK(out.at("call_stats").at("source").as_string() == "b");
+  CHECK(out.at("usage").at("completion_tokens").as_int64() == 20);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "429 with Retry-After 2 then ok: the retry waits >= 1.9 s") {
+  auto r = chat({"--json", "hi"}, source("A", "ra2"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto entries = log();
+  REQUIRE(entries.size() == 2);
+  auto gap = entries[1].at("arrived_ms").to_number<double>()
+             - entries[0].at("arrived_ms").to_number<double>();
+  CHECK(gap >= 1900);
+  CHECK(entries[0].at("status").as_int64() == 429);
+  CHECK(parse(r.out).at("call_stats").at("attempts").as_int64() == 2);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "every source cuts its stream: exit 4, never partial text") {
+  auto env = concat(source("A", "cut"), source("B", "cut"));
+  auto r = chat({"--json", "--stream", "hi"}, env);
+  CHECK(r.exit_code == 4);
+  auto out = parse(r.out);
+  REQUIRE(out.contains("error"));
+  CHECK(out.at("error").at("code").as_string() == "retry_exhausted");
+  CHECK_FALSE(out.contains("content"));
+  CHECK(out.at("error").at("per_source").at("a").as_string() == "stream_cut");
+  auto plain = chat({"--stream", "hi"}, env);
+  CHECK(plain.exit_code == 4);
+  CHECK(plain.out.empty());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "400 content_policy_violation: exit 3 after exactly one request") {
+  auto env = concat(source("A", "reject"), source("B", "ok"));
+  auto r = chat({"--json", "hi"}, env);
+  CHECK(r.exit_code == 3);
+  auto err = parse(r.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "request_rejected");
+  CHECK(err.at("upstream_code").as_string() == "content_policy_violation");
+  CHECK(log().size() == 1);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "a stalled stream ends within STREAM_IDLE_TIMEOUT_S + 1 s and fails over") {
+  auto env = concat(source("A", "stall"), source("B", "ok"));
+  env.push_back("LLM__SELECTOR=priority");
+  env.push_back("LLM__GENERIC__B__PRIORITY=1");
+  env.push_back("LLM__GENERIC__A__STREAM_IDLE_TIMEOUT_S=1");
+  auto r = chat({"--json", "--stream", "hi"}, env);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(parse(r.out).at("source").as_string() == "b");
+  auto entries = log();
+  REQUIRE(entries.size() == 2);
+  auto& stalled = entries[0].as_object();
+  CHECK(stalled.at("model").as_string() == "stall");
+  CHECK(stalled.at("client_closed").as_bool());
+  auto held = stalled.at("ended_ms").to_number<double>()
+              - stalled.at("arrived_ms").to_number<double>();
+  CHECK(held <= 1000 + 1000);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "an invalid value: exit 2 naming the key") {
+  auto env = source("A", "ok", "OPENAI");
+  env.push_back("LLM__OPENAI__A__TIMEOUT_S=-1");
+  auto r = chat({"hi"}, env);
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("LLM__OPENAI__A__TIMEOUT_S") != std::string::npos);
+  CHECK(log().empty());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "the call deadline: exit 5") {
+  auto r = chat({"--json", "--deadline", "0.5", "hi"}, source("A", "hang"));
+  CHECK(r.exit_code == 5);
+  auto err = parse(r.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "call_deadline_exceeded");
+  CHECK(err.at("retry_after_s").is_null());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "usage errors: exit 2") {
+  auto env = source("A", "ok");
+  CHECK(chat({}, env).exit_code == 2);
+  CHECK(chat({"--deadline", "-3", "hi"}, env).exit_code == 2);
+  CHECK(chat({"--deadline", "nan", "hi"}, env).exit_code == 2);
+  CHECK(chat({"--effort", "extreme", "hi"}, env).exit_code == 2);
+  CHECK(chat({"--max-tokens", "1.5", "hi"}, env).exit_code == 2);
+  CHECK(chat({"--bogus", "hi"}, env).exit_code == 2);
+  auto scope = chat({"--scope", "NOPE", "hi"}, env);
+  CHECK(scope.exit_code == 2);
+  CHECK(scope.err.find("NOPE") != std::string::npos);
+  CHECK(log().empty());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "the prompt can come from stdin, the answer goes to stdout") {
+  auto r = chat({"-"}, source("A", "ok"), "What is up?\n");
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.out.size() > 10);
+  CHECK(r.out.back() == '\n');
+  auto entries = log();
+  REQUIRE(entries.size() == 1);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "a JSON error names the code and the last reason per source") {
+  auto env = concat(source("A", "down"), source("B", "unauth"));
+  env.push_back("LLM__MAX_ATTEMPTS=2");
+  auto r = chat({"--json", "hi"}, env);
+  CHECK(r.exit_code == 4);
+  auto err = parse(r.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "retry_exhausted");
+  CHECK(err.contains("retry_after_s"));
+  auto& per = err.at("per_source").as_object();
+  CHECK(per.at("a").as_string() == "http_503");
+  CHECK(per.at("b").as_string() == "http_401");
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "the API key never appears in any output") {
+  auto env = source("A", "unauth", "OPENAI");
+  env.push_back("LLM__OPENAI__A__API_KEY=sk-e2e-super-secret-42");
+  env.push_back("LLM__MAX_ATTEMPTS=1");
+  auto chat_run = chat({"--json", "hi"}, env);
+  auto show = run_program({PGW_ACTOR_BIN, "config", "show"}, env);
+  auto check = run_program({PGW_ACTOR_BIN, "config", "check"}, env);
+  CHECK(show.exit_code == 0);
+  CHECK(check.exit_code == 0);
+  for (auto* text : {&chat_run.out, &chat_run.err, &show.out, &show.err,
+                     &check.out, &check.err})
+    CHECK(text->find("sk-e2e-super-secret-42") == std::string::npos);
+  CHECK(show.out.find("LLM__OPENAI__A__API_KEY=***") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "config check: exit 0 on a good configuration, 2 on a bad one") {
+  auto good = run_program({PGW_ACTOR_BIN, "config", "check"}, source("A", "ok"));
+  CHECK(good.exit_code == 0);
+  auto env = source("A", "ok");
+  env.push_back("LLM__MAX_ATTEMPTS=zero");
+  auto bad = run_program({PGW_ACTOR_BIN, "config", "check"}, env);
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("LLM__MAX_ATTEMPTS") != std::string::npos);
+}
+
+TEST_CASE("an env file is read, and the environment wins over it") {
+  sim_process sim;
+  auto path = "/tmp/pgw-e2e-" + std::to_string(::getpid()) + ".env";
+  {
+    std::ofstream f{path};
+    f << "# test\nLLM__GENERIC__A__BASE_URL=" << sim.base_url()
+      << "\nLLM__GENERIC__A__MODEL=down\n";
+  }
+  auto from_file = run_program({PGW_ACTOR_BIN, "chat", "--env-file", path,
+                                "--json", "hi"},
+                               {"LLM__MAX_ATTEMPTS=1"});
+  CHECK(from_file.exit_code == 4);
+  auto overridden = run_program({PGW_ACTOR_BIN, "chat", "--env-file", path,
+                                 "--json", "hi"},
+                                {"LLM__GENERIC__A__MODEL=ok"});
+  CHECK(overridden.exit_code == 0);
+  auto missing = run_program({PGW_ACTOR_BIN, "chat", "--env-file",
+                              path + ".missing", "hi"});
+  CHECK(missing.exit_code == 2);
+  std::remove(path.c_str());
+}
+
+TEST_CASE("pgw-actor demo runs without any configuration") {
+  auto r = run_program({PGW_ACTOR_BIN, "demo"});
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("12 of 12 calls answered") != std::string::npos);
+  CHECK(r.out.find("flaky") != std::string::npos);
+}

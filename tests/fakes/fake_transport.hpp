@@ -1,0 +1,73 @@
+#pragma once
+
+/// A scriptable transport for deterministic actor tests. Each source has a
+/// script of steps (the last repeats); answers are scheduled on the actor
+/// clock, so under the test coordinator they arrive in virtual time.
+
+#include "transport/transport.hpp"
+
+#include <caf/actor_clock.hpp>
+#include <caf/optional.hpp>
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace pgw::test {
+
+/// What one call on a source does.
+struct fake_step {
+  attempt_result result;
+  /// Virtual time until `done` is sent.
+  caf::timespan delay{0};
+  /// Streaming: virtual time until `first_token` is sent.
+  caf::optional<caf::timespan> first_token_after;
+  /// Never sends `done` (a hang); a first token may still come.
+  bool hang = false;
+
+  static fake_step ok(std::string content = "hello", int64_t prompt = 10,
+                      int64_t completion = 5);
+  static fake_step http(int status, outcome kind, std::string code = "");
+  static fake_step rate_limited(caf::optional<double> retry_after_s);
+  static fake_step transient(std::string reason);
+  static fake_step never();
+  fake_step& after(caf::timespan d);
+  fake_step& token_after(caf::timespan d);
+};
+
+/// One call the fake saw.
+struct fake_call {
+  std::string source;
+  std::string body;
+  bool stream = false;
+  uint64_t tag = 0;
+  caf::actor_clock::time_point started;
+  bool cancelled = false;
+};
+
+class fake_transport : public transport {
+public:
+  /// Sets the script of `source`.
+  void script(const std::string& source, std::vector<fake_step> steps);
+
+  std::shared_ptr<call_handle>
+  start(upstream_call call, caf::actor sink, uint64_t tag) override;
+
+  /// Every call so far, in start order.
+  std::vector<fake_call> calls() const;
+
+  /// Calls made on `source`.
+  size_t count(const std::string& source) const;
+
+  void mark_cancelled(size_t index);
+
+private:
+  mutable std::mutex mtx_;
+  std::map<std::string, std::vector<fake_step>> scripts_;
+  std::map<std::string, size_t> next_;
+  std::vector<fake_call> calls_;
+};
+
+} // namespace pgw::test

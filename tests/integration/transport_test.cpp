@@ -1,0 +1,396 @@
+// The cpp-httplib transport against a real pgw-upstream-sim process: every
+// fault the simulator can produce, streaming and not, classified as SPEC §4
+// says; timeouts, cancellation and keep-alive.
+
+#include "apps/pgw-upstream-sim/sim.hpp"
+#include "config/log.hpp"
+#include "fixtures/sim_process.hpp"
+#include "messages/registry.hpp"
+#include "transport/httplib_transport.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <boost/json.hpp>
+#include <doctest/doctest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+namespace json = boost::json;
+
+namespace {
+
+struct config : caf::actor_system_config {
+  config() {
+    add_message_types(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
+
+/// What one transport call produced.
+struct call_result {
+  bool first_token = false;
+  bool done = false;
+  attempt_result result;
+  double elapsed_s = 0;
+};
+
+const char* test_scenario = R"({"models": {
+  "ra-inf":    {"faults": [{"p": 1.0, "status": 429, "retry_after": "inf"}]},
+  "ra-ms":     {"faults": [{"p": 1.0, "status": 429, "retry_after_ms": "1500"}]},
+  "stall-long": {"stream": {"stall_after": 3, "stall_ms": 20000}},
+  "slow-ttft": {"ttft_ms": 3000, "tokens": 5},
+  "long-answer": {"tokens": 40, "token_ms": 20}
+}})";
+
+std::string write_scenario() {
+  auto path = std::string{"/tmp/pgw-transport-scenario-"}
+              + std::to_string(::getpid()) + ".json";
+  std::ofstream out{path};
+  out << test_scenario;
+  return path;
+}
+
+struct transport_fixture {
+  std::string scenario = write_scenario();
+  sim_process sim{{"--scenario", scenario, "--seed", "3"}};
+  config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+
+  ~transport_fixture() {
+    std::remove(scenario.c_str());
+  }
+
+  std::shared_ptr<source_config> source(const std::string& model) {
+    auto src = std::make_shared<source_config>();
+    src->scope = "LLM";
+    src->provider = "generic";
+    src->name = "sim";
+    src->base_url = sim.base_url();
+    src->model = model;
+    src->timeout_s = 10;
+    src->connect_timeout_s = 2;
+    return src;
+  }
+
+  std::string body(const std::string& model, bool stream) {
+    json::object b{{"model", model},
+                   {"messages", json::array{json::object{{"role", "user"},
+                                                         {"content", "hi"}}}},
+                   {"stream", stream}};
+    if (stream)
+      b["stream_options"] = json::object{{"include_usage", true}};
+    return json::serialize(b);
+  }
+
+  call_result run(std::shared_ptr<source_config> src, bool stream) {
+    caf::scoped_actor self{sys};
+    upstream_call call;
+    call.body = body(src->model, stream);
+    call.stream = stream;
+    call.source = src;
+    auto t0 = std::chrono::steady_clock::now();
+    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 7);
+    call_result out;
+    while (!out.done) {
+      self->receive(
+        [&](atom::first_token, uint64_t tag) {
+          CHECK(tag == 7);
+          CHECK_FALSE(out.first_token);
+          out.first_token = true;
+        },
+        [&](atom::done, uint64_t tag, attempt_result& r) {
+          CHECK(tag == 7);
+          out.done = true;
+          out.result = std::move(r);
+        },
+        caf::after(std::chrono::seconds(30)) >> [&] {
+          FAIL("no answer from the transport within 30 s");
+        });
+    }
+    out.elapsed_s = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+    return out;
+  }
+
+  call_result run(const std::string& model, bool stream) {
+    return run(source(model), stream);
+  }
+
+  json::array log() {
+    httplib::Client cli{"127.0.0.1", sim.port()};
+    auto res = cli.Get("/_sim/log");
+    REQUIRE(res);
+    return json::parse(res->body).at("requests").as_array();
+  }
+
+  void reset() {
+    httplib::Client cli{"127.0.0.1", sim.port()};
+    auto res = cli.Post("/_sim/reset", "", "application/json");
+    REQUIRE(res);
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(transport_fixture, "ok, non-streaming and streaming") {
+  for (bool stream : {false, true}) {
+    CAPTURE(stream);
+    auto r = run("ok", stream);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.result.reason == "ok");
+    CHECK(r.result.http_status == 200);
+    CHECK(r.result.content == sim::answer_text("ok", 3, 20));
+    CHECK(r.result.finish_reason == "stop");
+    CHECK(r.result.usage_reported);
+    CHECK(r.result.completion_tokens == 20);
+    CHECK(r.result.prompt_tokens > 0);
+    CHECK(r.result.latency_ms > 0);
+    CHECK(r.first_token == stream);
+    CHECK(static_cast<bool>(r.result.ttft_ms) == stream);
+  }
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "usage absent is reported as unavailable") {
+  for (bool stream : {false, true}) {
+    auto r = run("nousage", stream);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK_FALSE(r.result.usage_reported);
+  }
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
+  struct row {
+    const char* model;
+    outcome kind;
+    int status;
+    const char* reason;
+  };
+  row rows[] = {
+    {"down", outcome::transient, 503, "http_503"},
+    {"throttled", outcome::rate_limited, 429, "http_429"},
+    {"reject", outcome::request_rejected, 400, "content_policy_violation"},
+    {"ctx", outcome::source_rejected, 400, "context_length_exceeded"},
+    {"dead", outcome::source_dead, 429, "insufficient_quota"},
+    {"unauth", outcome::source_dead, 401, "http_401"},
+    {"no-such-model", outcome::source_rejected, 404, "model_not_found"},
+  };
+  for (auto& r : rows) {
+    for (bool stream : {false, true}) {
+      CAPTURE(r.model);
+      CAPTURE(stream);
+      auto got = run(r.model, stream);
+      CHECK(got.result.kind == r.kind);
+      CHECK(got.result.http_status == r.status);
+      CHECK(got.result.reason == r.reason);
+      CHECK(got.result.upstream_reached);
+      CHECK_FALSE(got.first_token);
+    }
+  }
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "Retry-After is read; a 429 without one has none") {
+  auto r = run("ra2", false);
+  CHECK(r.result.kind == outcome::rate_limited);
+  REQUIRE(r.result.retry_after_s);
+  CHECK(*r.result.retry_after_s == doctest::Approx(2.0));
+  auto second = run("ra2", false);
+  CHECK(second.result.kind == outcome::ok);
+  auto t = run("throttled", false);
+  CHECK_FALSE(t.result.retry_after_s);
+  auto ms = run("ra-ms", false);
+  REQUIRE(ms.result.retry_after_s);
+  CHECK(*ms.result.retry_after_s == doctest::Approx(1.5));
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a non-finite Retry-After is ignored with one warning naming the source") {
+  std::vector<std::string> lines;
+  std::mutex mtx;
+  log::set_sink([&](log::level, const std::string& line) {
+    std::lock_guard<std::mutex> guard{mtx};
+    lines.push_back(line);
+  });
+  auto r1 = run("ra-inf", false);
+  auto r2 = run("ra-inf", false);
+  log::set_sink(nullptr);
+  CHECK(r1.result.kind == outcome::rate_limited);
+  CHECK_FALSE(r1.result.retry_after_s);
+  CHECK_FALSE(r2.result.retry_after_s);
+  REQUIRE(lines.size() == 1);
+  CHECK(lines[0].find("LLM/sim") != std::string::npos);
+  CHECK(lines[0].find("inf") == std::string::npos);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a reset before headers is transient and may have reached upstream") {
+  auto r = run("reset", false);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "reset");
+  CHECK(r.result.upstream_reached);
+  CHECK(r.result.http_status == 0);
+  auto next = run("reset", false);
+  CHECK(next.result.kind == outcome::ok);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a connect failure is transient and never reached upstream") {
+  auto src = source("ok");
+  // A port nothing listens on: bind one, read its number, close it.
+  httplib::Server probe;
+  auto port = probe.bind_to_any_port("127.0.0.1");
+  probe.stop();
+  src->base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  auto r = run(src, false);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "connect_error");
+  CHECK_FALSE(r.result.upstream_reached);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a hang is cut at TIMEOUT_S and the upstream sees the client leave") {
+  reset();
+  auto src = source("hang");
+  src->timeout_s = 0.4;
+  auto r = run(src, false);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "total_timeout");
+  CHECK(r.elapsed_s >= 0.4);
+  CHECK(r.elapsed_s < 1.4);
+  // The simulator noticed the closed connection within milliseconds.
+  json::array entries;
+  for (int i = 0; i < 200; ++i) {
+    entries = log();
+    if (!entries.empty() && !entries.back().at("ended_ms").is_null())
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  REQUIRE(entries.size() == 1);
+  auto& e = entries[0].as_object();
+  CHECK(e.at("client_closed").as_bool());
+  auto held = e.at("ended_ms").to_number<double>()
+              - e.at("arrived_ms").to_number<double>();
+  CHECK(held < 400 + 200);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "TTFT_TIMEOUT_S bounds the wait for the first token, streaming only") {
+  auto src = source("slow-ttft");
+  src->ttft_timeout_s = 0.3;
+  auto r = run(src, true);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "ttft_timeout");
+  CHECK(r.elapsed_s < 1.5);
+  CHECK_FALSE(r.first_token);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a stalled stream ends at STREAM_IDLE_TIMEOUT_S") {
+  auto src = source("stall-long");
+  src->stream_idle_timeout_s = 0.5;
+  auto r = run(src, true);
+  CHECK(r.first_token);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "idle_timeout");
+  CHECK(r.elapsed_s < 0.5 + 1.0);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a slow but steady stream is not idle") {
+  auto src = source("long-answer");
+  src->stream_idle_timeout_s = 0.3;
+  auto r = run(src, true);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == sim::answer_text("long-answer", 3, 40));
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a cut stream is never a truncated success") {
+  auto r = run("cut", true);
+  CHECK(r.first_token);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "stream_cut");
+  auto nonstream = run("cut", false);
+  CHECK(nonstream.result.kind == outcome::transient);
+  CHECK(nonstream.result.reason == "body_cut");
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a malformed event is skipped and counted") {
+  auto r = run("malformed", true);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.malformed_events == 1);
+  CHECK(r.result.content == sim::answer_text("malformed", 3, 20));
+  auto body = run("malformed", false);
+  CHECK(body.result.kind == outcome::result_invalid);
+  CHECK(body.result.reason == "malformed_body");
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "a stream without [DONE] completes after its finish_reason") {
+  auto r = run("nodone", true);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == sim::answer_text("nodone", 3, 20));
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "cancel closes the connection within milliseconds") {
+  for (bool stream : {false, true}) {
+    CAPTURE(stream);
+    reset();
+    caf::scoped_actor self{sys};
+    upstream_call call;
+    call.source = source("hang");
+    call.body = body("hang", stream);
+    call.stream = stream;
+    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 1);
+    // Wait until the simulator holds the request, then cancel.
+    json::array entries;
+    for (int i = 0; i < 500 && entries.empty(); ++i) {
+      entries = log();
+      if (entries.empty())
+        std::this_thread::sleep_for(5ms);
+    }
+    REQUIRE(entries.size() == 1);
+    auto cancelled_at = std::chrono::steady_clock::now();
+    handle->cancel();
+    handle->cancel(); // idempotent
+    for (int i = 0; i < 500; ++i) {
+      entries = log();
+      if (!entries[0].at("ended_ms").is_null())
+        break;
+      std::this_thread::sleep_for(2ms);
+    }
+    auto noticed = std::chrono::duration<double, std::milli>(
+                     std::chrono::steady_clock::now() - cancelled_at)
+                     .count();
+    CHECK(entries[0].at("client_closed").as_bool());
+    MESSAGE("cancel noticed by the upstream after <= " << noticed << " ms");
+    CHECK(noticed < 200);
+    // No outcome is sent for a cancelled call.
+    bool got_done = false;
+    self->receive([&](atom::done, uint64_t, attempt_result&) { got_done = true; },
+                  caf::after(std::chrono::milliseconds(100)) >> [] {});
+    CHECK_FALSE(got_done);
+  }
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "keep-alive connections are reused per source") {
+  auto src = source("ok");
+  for (int i = 0; i < 20; ++i)
+    REQUIRE(run(src, i % 2 == 0).result.kind == outcome::ok);
+  auto st = tp->stats();
+  CHECK(st.connections_opened <= 2);
+  CHECK(st.connections_reused >= 18);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
+  reset();
+  auto src = source("ok");
+  src->api_key = "sk-test-not-logged";
+  CHECK(run(src, false).result.kind == outcome::ok);
+  auto entries = log();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].at("auth").as_bool());
+  CHECK(json::serialize(entries).find("sk-test") == std::string::npos);
+}

@@ -1,0 +1,604 @@
+#include "transport/httplib_transport.hpp"
+
+#include "config/log.hpp"
+#include "transport/chat_codec.hpp"
+#include "transport/classify.hpp"
+#include "transport/io_pool.hpp"
+#include "transport/retry_after.hpp"
+#include "transport/sse_parser.hpp"
+
+#include <caf/send.hpp>
+
+#include <httplib.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <queue>
+#include <set>
+#include <sys/socket.h>
+#include <thread>
+#include <unordered_map>
+
+namespace pgw {
+
+namespace {
+
+using steady = std::chrono::steady_clock;
+
+double ms_between(steady::time_point from, steady::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+steady::duration seconds(double s) {
+  return std::chrono::duration_cast<steady::duration>(
+    std::chrono::duration<double>(s));
+}
+
+/// "https://host:port/v1" → {"https://host:port", "/v1"}.
+std::pair<std::string, std::string> split_base_url(const std::string& url) {
+  auto scheme_end = url.find("://");
+  auto host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
+  auto path_start = url.find('/', host_start);
+  if (path_start == std::string::npos)
+    return {url, ""};
+  auto path = url.substr(path_start);
+  while (!path.empty() && path.back() == '/')
+    path.pop_back();
+  return {url.substr(0, path_start), path};
+}
+
+enum class timeout_kind : int { none = 0, total, ttft, idle };
+
+const char* reason_of(timeout_kind k) {
+  switch (k) {
+    case timeout_kind::total:
+      return "total_timeout";
+    case timeout_kind::ttft:
+      return "ttft_timeout";
+    case timeout_kind::idle:
+      return "idle_timeout";
+    default:
+      return "timeout";
+  }
+}
+
+} // namespace
+
+// -- per-call state -------------------------------------------------------------
+
+/// Shared by the I/O thread running the call, its cancel handle and the
+/// watchdog. `mtx` guards `client` (the connection in use) and the
+/// cancellation flags.
+struct call_state {
+  upstream_call call;
+  caf::actor sink;
+  uint64_t tag = 0;
+  httplib_transport::impl* owner = nullptr; // outlives every running call
+  std::weak_ptr<bool> owner_alive;          // expires when the owner closes
+
+  std::mutex mtx;
+  std::shared_ptr<httplib::Client> client; // set while send() runs
+  std::atomic<bool> cancelled{false};      // by the caller or a timeout
+  std::atomic<int> timeout{0};             // timeout_kind that fired
+  std::atomic<bool> finished{false};
+  std::atomic<bool> first_token{false};
+  steady::time_point started;
+  std::atomic<steady::rep> last_activity{0};
+
+  void touch() {
+    last_activity.store(steady::now().time_since_epoch().count(),
+                        std::memory_order_relaxed);
+  }
+
+  /// The next moment a timeout may fire, and which one.
+  std::pair<steady::time_point, timeout_kind> deadline() const {
+    auto& src = *call.source;
+    auto best = started + seconds(src.timeout_s);
+    auto kind = timeout_kind::total;
+    if (call.stream) {
+      if (!first_token.load()) {
+        if (src.ttft_timeout_s) {
+          auto t = started + seconds(*src.ttft_timeout_s);
+          if (t < best) {
+            best = t;
+            kind = timeout_kind::ttft;
+          }
+        }
+      } else {
+        auto last = steady::time_point{
+          steady::duration{last_activity.load(std::memory_order_relaxed)}};
+        auto t = last + seconds(src.stream_idle_timeout_s);
+        if (t < best) {
+          best = t;
+          kind = timeout_kind::idle;
+        }
+      }
+    }
+    return {best, kind};
+  }
+
+  /// Stops the call; `why` is none for a caller's cancel.
+  void stop(timeout_kind why);
+};
+
+// -- implementation -------------------------------------------------------------
+
+struct httplib_transport::impl {
+  options opts;
+  io_pool pool;
+  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+
+  // -- calls that have not finished, so closing can cancel them --
+  std::mutex live_mtx;
+  std::unordered_map<call_state*, std::weak_ptr<call_state>> live;
+  bool closing = false;
+
+  std::atomic<uint64_t> started{0};
+  std::atomic<uint64_t> finished{0};
+  std::atomic<uint64_t> cancelled{0};
+  std::atomic<uint64_t> opened{0};
+  std::atomic<uint64_t> reused{0};
+
+  // -- connection pool, per source --
+  std::mutex pool_mtx;
+  std::unordered_map<std::string, std::vector<std::shared_ptr<httplib::Client>>>
+    idle_conns;
+
+  // -- Retry-After warnings: once per source --
+  std::mutex warn_mtx;
+  std::set<std::string> warned_non_finite;
+
+  // -- watchdog --
+  struct watch_item {
+    steady::time_point when;
+    std::weak_ptr<call_state> state;
+    bool operator>(const watch_item& other) const {
+      return when > other.when;
+    }
+  };
+  std::mutex watch_mtx;
+  std::condition_variable watch_cv;
+  std::priority_queue<watch_item, std::vector<watch_item>, std::greater<>>
+    watch_queue;
+  bool watch_stop = false;
+  std::thread watch_thread;
+
+  explicit impl(options o) : opts(o) {
+    // nop
+  }
+
+  void start_watchdog() {
+    watch_thread = std::thread{[this] { watch_loop(); }};
+  }
+
+  void stop_watchdog() {
+    {
+      std::lock_guard<std::mutex> guard{watch_mtx};
+      watch_stop = true;
+    }
+    watch_cv.notify_all();
+    if (watch_thread.joinable())
+      watch_thread.join();
+  }
+
+  void watch(const std::shared_ptr<call_state>& st, steady::time_point when) {
+    std::lock_guard<std::mutex> guard{watch_mtx};
+    bool new_head = watch_queue.empty() || when < watch_queue.top().when;
+    watch_queue.push(watch_item{when, st});
+    if (new_head)
+      watch_cv.notify_one();
+  }
+
+  void watch_loop() {
+    std::unique_lock<std::mutex> guard{watch_mtx};
+    while (!watch_stop) {
+      if (watch_queue.empty()) {
+        watch_cv.wait(guard);
+        continue;
+      }
+      auto head = watch_queue.top();
+      if (head.when > steady::now()) {
+        watch_cv.wait_until(guard, head.when);
+        continue;
+      }
+      watch_queue.pop();
+      guard.unlock();
+      if (auto st = head.state.lock(); st && !st->finished.load()) {
+        auto [when, kind] = st->deadline();
+        if (steady::now() >= when)
+          st->stop(kind);
+        else
+          watch(st, when);
+      }
+      guard.lock();
+    }
+  }
+
+  std::string pool_key(const source_config& src) const {
+    return src.scope + "/" + src.name;
+  }
+
+  std::shared_ptr<httplib::Client> acquire(const source_config& src,
+                                           const std::string& origin) {
+    {
+      std::lock_guard<std::mutex> guard{pool_mtx};
+      auto& idle = idle_conns[pool_key(src)];
+      if (!idle.empty()) {
+        auto cli = std::move(idle.back());
+        idle.pop_back();
+        reused.fetch_add(1, std::memory_order_relaxed);
+        return cli;
+      }
+    }
+    auto cli = std::make_shared<httplib::Client>(origin);
+    cli->set_keep_alive(true);
+    cli->set_tcp_nodelay(true);
+    cli->set_follow_location(false);
+    cli->enable_server_certificate_verification(true);
+    cli->set_connection_timeout(
+      std::chrono::duration<double>(src.connect_timeout_s));
+    // The watchdog enforces TIMEOUT_S, TTFT and idle timeouts precisely;
+    // httplib's per-read timeout is only a backstop behind it.
+    auto backstop = std::chrono::duration<double>(src.timeout_s + 5);
+    cli->set_read_timeout(backstop);
+    cli->set_write_timeout(backstop);
+    return cli;
+  }
+
+  void give_back(const source_config& src,
+                 std::shared_ptr<httplib::Client> cli) {
+    std::lock_guard<std::mutex> guard{pool_mtx};
+    auto& idle = idle_conns[pool_key(src)];
+    if (idle.size() < opts.max_idle_per_source)
+      idle.push_back(std::move(cli));
+  }
+
+  void warn_non_finite(const source_config& src) {
+    std::lock_guard<std::mutex> guard{warn_mtx};
+    if (warned_non_finite.insert(pool_key(src)).second)
+      log::warn("transport",
+                "source {}/{} sent a non-finite Retry-After; ignored",
+                src.scope, src.name);
+  }
+
+  void run(const std::shared_ptr<call_state>& st);
+};
+
+void call_state::stop(timeout_kind why) {
+  std::shared_ptr<httplib::Client> cli;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (cancelled.load() || finished.load())
+      return;
+    timeout.store(static_cast<int>(why));
+    cancelled.store(true);
+    cli = client;
+  }
+  auto alive = owner_alive.lock();
+  if (!alive)
+    return;
+  auto self = owner;
+  if (why == timeout_kind::none)
+    self->cancelled.fetch_add(1, std::memory_order_relaxed);
+  // Client::stop() may wait for a connect in progress (it shares a mutex with
+  // it), so it never runs on the caller's thread.
+  if (cli)
+    self->pool.submit([cli] { cli->stop(); });
+}
+
+void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
+  struct unregister {
+    impl* self;
+    call_state* st;
+    ~unregister() {
+      std::lock_guard<std::mutex> guard{self->live_mtx};
+      self->live.erase(st);
+    }
+  } unregister_on_exit{this, st.get()};
+  auto& src = *st->call.source;
+  attempt_result res;
+  res.stream = st->call.stream;
+  auto [origin, prefix] = split_base_url(src.base_url);
+  auto cli = acquire(src, origin);
+  {
+    std::lock_guard<std::mutex> guard{st->mtx};
+    if (st->cancelled.load()) {
+      st->finished.store(true);
+      give_back(src, std::move(cli));
+      return;
+    }
+    st->client = cli;
+  }
+  // Runs under the client's socket mutex whenever a new socket is created:
+  // a cancel that came before the connect shuts it down here (no race).
+  std::weak_ptr<call_state> weak = st;
+  cli->set_socket_options([this, weak](int sock) {
+    int one = 1;
+    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    opened.fetch_add(1, std::memory_order_relaxed);
+    if (auto s = weak.lock(); !s || s->cancelled.load())
+      ::shutdown(sock, SHUT_RDWR);
+  });
+
+  httplib::Request req;
+  req.method = "POST";
+  req.path = prefix + "/chat/completions";
+  req.body = st->call.body;
+  req.set_header("Content-Type", "application/json");
+  req.set_header("Accept",
+                 st->call.stream ? "text/event-stream" : "application/json");
+  req.set_header("User-Agent", "pgw/0.1");
+  if (!src.api_key.empty())
+    req.set_header("Authorization", "Bearer " + src.api_key);
+  for (auto& [k, v] : src.headers)
+    req.set_header(k, v);
+
+  int status = 0;
+  bool sse_mode = false;
+  std::string retry_after, retry_after_ms;
+  bool has_retry_after = false, has_retry_after_ms = false;
+  std::string body;
+  bool body_too_big = false;
+  sse_parser parser;
+  stream_accumulator acc;
+  std::vector<sse_event> events;
+  bool done_seen = false;
+  bool error_seen = false;
+
+  req.response_handler = [&](const httplib::Response& r) {
+    status = r.status;
+    res.upstream_reached = true;
+    if (r.has_header("Retry-After")) {
+      has_retry_after = true;
+      retry_after = r.get_header_value("Retry-After");
+    }
+    if (r.has_header("retry-after-ms")) {
+      has_retry_after_ms = true;
+      retry_after_ms = r.get_header_value("retry-after-ms");
+    }
+    auto ctype = r.get_header_value("Content-Type");
+    sse_mode = st->call.stream && status >= 200 && status < 300
+               && ctype.find("text/event-stream") != std::string::npos;
+    st->touch();
+    return !st->cancelled.load();
+  };
+  req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
+    if (st->cancelled.load())
+      return false;
+    st->touch();
+    if (!sse_mode) {
+      if (body.size() + n > opts.max_body_bytes) {
+        body_too_big = true;
+        return false;
+      }
+      body.append(data, n);
+      return true;
+    }
+    if (done_seen)
+      return true; // drain the rest so the connection can be reused
+    parser.feed(data, n, events);
+    for (auto& ev : events) {
+      if (done_seen || error_seen)
+        break;
+      switch (acc.on_event(ev)) {
+        case stream_accumulator::step::first_token:
+          if (!st->first_token.exchange(true)) {
+            res.ttft_ms = ms_between(st->started, steady::now());
+            caf::anon_send(st->sink, atom::first_token_v, st->tag);
+          }
+          break;
+        case stream_accumulator::step::done:
+          done_seen = true;
+          break;
+        case stream_accumulator::step::error:
+          error_seen = true;
+          break;
+        default:
+          break;
+      }
+    }
+    events.clear();
+    return !(error_seen || parser.failed());
+  };
+
+  st->started = steady::now();
+  st->touch();
+  watch(st, st->deadline().first);
+  httplib::Response resp;
+  auto err = httplib::Error::Success;
+  bool sent = cli->send(req, resp, err);
+  auto ended = steady::now();
+  {
+    std::lock_guard<std::mutex> guard{st->mtx};
+    st->client.reset();
+    st->finished.store(true);
+  }
+  auto fired = static_cast<timeout_kind>(st->timeout.load());
+  bool cancelled_by_caller = st->cancelled.load() && fired == timeout_kind::none;
+  finished.fetch_add(1, std::memory_order_relaxed);
+  if (cancelled_by_caller)
+    return; // the attempt is gone; it settles on its own (SPEC §8)
+  res.latency_ms = ms_between(st->started, ended);
+
+  if (sse_mode) {
+    parser.finish(events);
+    for (auto& ev : events) {
+      if (done_seen || error_seen)
+        break;
+      auto step = acc.on_event(ev);
+      if (step == stream_accumulator::step::done)
+        done_seen = true;
+      else if (step == stream_accumulator::step::error)
+        error_seen = true;
+    }
+    res.malformed_events = acc.malformed();
+  }
+
+  bool reusable = false;
+  if (fired != timeout_kind::none) {
+    // A stream that already had its finish_reason is complete (SPEC §10):
+    // silence while waiting for usage or [DONE] does not spoil it.
+    if (sse_mode && acc.finished()) {
+      acc.finish(res);
+    } else {
+      res.kind = outcome::transient;
+      res.reason = reason_of(fired);
+      res.upstream_reached = res.upstream_reached
+                             || err != httplib::Error::Connection;
+    }
+  } else if (sse_mode && parser.failed()) {
+    res.kind = outcome::result_invalid;
+    res.reason = "sse_line_too_long";
+  } else if (sse_mode) {
+    // EOF, [DONE], an error event or a broken connection: the accumulator
+    // decides (complete only after a finish_reason).
+    acc.finish(res);
+    reusable = sent && done_seen;
+  } else if (!sent && status == 0) {
+    res.kind = outcome::transient;
+    switch (err) {
+      case httplib::Error::Connection:
+        res.reason = "connect_error";
+        res.upstream_reached = false;
+        break;
+      case httplib::Error::ConnectionTimeout:
+        res.reason = "connect_timeout";
+        res.upstream_reached = false;
+        break;
+      case httplib::Error::SSLConnection:
+      case httplib::Error::SSLLoadingCerts:
+      case httplib::Error::SSLServerVerification:
+        res.reason = "tls_error";
+        res.upstream_reached = false;
+        break;
+      case httplib::Error::Write:
+        res.reason = "write_error";
+        res.upstream_reached = true;
+        break;
+      default:
+        // The request went out and the connection died before a status line
+        // (a reset, or the server closed it).
+        res.reason = "reset";
+        res.upstream_reached = true;
+        break;
+    }
+  } else if (body_too_big) {
+    res.kind = outcome::result_invalid;
+    res.reason = "body_too_large";
+  } else if (!sent) {
+    res.kind = outcome::transient;
+    res.reason = "body_cut";
+  } else if (status >= 200 && status < 300) {
+    decode_chat_completion(body, res);
+    reusable = true;
+  } else {
+    classify_http_error(status, body, res);
+    reusable = true;
+  }
+  if (status != 0)
+    res.http_status = status;
+  if (has_retry_after || has_retry_after_ms) {
+    auto ra = parse_retry_after(has_retry_after ? &retry_after : nullptr,
+                                has_retry_after_ms ? &retry_after_ms : nullptr,
+                                std::chrono::system_clock::now());
+    if (ra.non_finite)
+      warn_non_finite(src);
+    if (ra.seconds)
+      res.retry_after_s = *ra.seconds;
+  }
+  if (reusable && fired == timeout_kind::none)
+    give_back(src, std::move(cli));
+  caf::anon_send(st->sink, atom::done_v, st->tag, std::move(res));
+}
+
+// -- handle -----------------------------------------------------------------------
+
+namespace {
+
+class httplib_call_handle : public call_handle {
+public:
+  explicit httplib_call_handle(std::weak_ptr<call_state> st)
+    : st_(std::move(st)) {
+    // nop
+  }
+
+  void cancel() override {
+    if (auto st = st_.lock())
+      st->stop(timeout_kind::none);
+  }
+
+private:
+  std::weak_ptr<call_state> st_;
+};
+
+} // namespace
+
+// -- transport ----------------------------------------------------------------------
+
+httplib_transport::httplib_transport() : httplib_transport(options{}) {
+  // nop
+}
+
+httplib_transport::httplib_transport(options opts)
+  : impl_(std::make_shared<impl>(opts)) {
+  impl_->start_watchdog();
+}
+
+httplib_transport::~httplib_transport() {
+  impl_->stop_watchdog();
+  // Cancel every call still queued or running, so that joining the I/O
+  // threads (the pool's destructor) does not wait for any upstream.
+  std::vector<std::shared_ptr<call_state>> live;
+  {
+    std::lock_guard<std::mutex> guard{impl_->live_mtx};
+    impl_->closing = true;
+    for (auto& [ptr, weak] : impl_->live)
+      if (auto st = weak.lock())
+        live.push_back(std::move(st));
+  }
+  for (auto& st : live)
+    st->stop(timeout_kind::none);
+  live.clear();
+  impl_.reset();
+}
+
+std::shared_ptr<call_handle>
+httplib_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
+  auto st = std::make_shared<call_state>();
+  st->call = std::move(call);
+  st->sink = std::move(sink);
+  st->tag = tag;
+  st->owner = impl_.get();
+  st->owner_alive = impl_->alive;
+  {
+    std::lock_guard<std::mutex> guard{impl_->live_mtx};
+    if (impl_->closing)
+      st->cancelled.store(true);
+    impl_->live.emplace(st.get(), st);
+  }
+  impl_->started.fetch_add(1, std::memory_order_relaxed);
+  auto self = impl_.get();
+  impl_->pool.submit([self, st] { self->run(st); });
+  return std::make_shared<httplib_call_handle>(st);
+}
+
+transport_stats httplib_transport::stats() const {
+  transport_stats out;
+  out.started = impl_->started.load();
+  out.finished = impl_->finished.load();
+  out.cancelled = impl_->cancelled.load();
+  out.connections_opened = impl_->opened.load();
+  out.connections_reused = impl_->reused.load();
+  out.io_threads = impl_->pool.threads();
+  return out;
+}
+
+transport_ptr make_httplib_transport() {
+  return std::make_shared<httplib_transport>();
+}
+
+} // namespace pgw

@@ -1,0 +1,55 @@
+#pragma once
+
+/// The cpp-httplib implementation of the OpenAI-compatible chat transport
+/// (SPEC §10): status checked before the body, SSE parsed incrementally,
+/// connect / total / time-to-first-token / idle timeouts, a keep-alive
+/// connection pool per source with TCP_NODELAY, and cancellation that closes
+/// the connection within milliseconds.
+
+#include "transport/transport.hpp"
+
+#include <memory>
+
+namespace pgw {
+
+/// Counters of one transport instance.
+struct transport_stats {
+  uint64_t started = 0;
+  uint64_t finished = 0;
+  uint64_t cancelled = 0;
+  uint64_t connections_opened = 0; ///< new TCP connections
+  uint64_t connections_reused = 0; ///< requests on a pooled connection
+  size_t io_threads = 0;
+};
+
+class httplib_transport : public transport {
+public:
+  struct options {
+    /// Idle keep-alive connections kept per source.
+    size_t max_idle_per_source = 256;
+    /// Largest non-streaming body or error body accepted, bytes.
+    size_t max_body_bytes = 32 * 1024 * 1024;
+  };
+
+  httplib_transport();
+
+  explicit httplib_transport(options opts);
+
+  /// Cancels every running call and joins the I/O threads.
+  ~httplib_transport() override;
+
+  std::shared_ptr<call_handle>
+  start(upstream_call call, caf::actor sink, uint64_t tag) override;
+
+  transport_stats stats() const;
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+/// A transport with default options, ready to share.
+transport_ptr make_httplib_transport();
+
+} // namespace pgw

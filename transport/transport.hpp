@@ -1,0 +1,56 @@
+#pragma once
+
+/// The upstream transport interface. An attempt actor starts one call and
+/// receives its progress as messages; the call itself runs off CAF's
+/// scheduler threads. Implementations: `httplib_transport` (real HTTP) and
+/// the scriptable fake in tests/fakes.
+
+#include "config/settings.hpp"
+#include "messages/outcome.hpp"
+#include "messages/type_ids.hpp"
+
+#include <caf/actor.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pgw {
+
+/// One upstream request as the attempt asks for it.
+struct upstream_call {
+  std::shared_ptr<const source_config> source;
+  std::string body; ///< JSON body (chat_codec's build_chat_body)
+  bool stream = false;
+};
+
+/// Cancels one running call.
+class call_handle {
+public:
+  virtual ~call_handle();
+
+  /// Stops the call: its connection is closed within milliseconds, whatever
+  /// it is doing (connecting, waiting for headers, streaming). Safe to call
+  /// from any thread, any number of times, also after the call ended.
+  /// Never blocks on I/O. After `cancel`, the sink may still receive
+  /// messages that were already on their way.
+  virtual void cancel() = 0;
+};
+
+/// Starts upstream calls.
+class transport {
+public:
+  virtual ~transport();
+
+  /// Starts `call` and returns at once. The transport sends `sink`:
+  /// - `(atom::first_token, tag)` at most once, when the first non-empty
+  ///   delta arrives (streaming only);
+  /// - then exactly one `(atom::done, tag, attempt_result)` — unless the call
+  ///   was cancelled first, in which case nothing more is promised.
+  virtual std::shared_ptr<call_handle>
+  start(upstream_call call, caf::actor sink, uint64_t tag) = 0;
+};
+
+using transport_ptr = std::shared_ptr<transport>;
+
+} // namespace pgw
