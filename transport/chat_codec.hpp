@@ -24,7 +24,10 @@ namespace pgw {
 /// profile has no mapping for the value). Then the source's `OVERLAY` is
 /// merged (objects merged recursively, other values replaced), then the
 /// request's `extra_body`. An `extra_body` that is not a JSON object is an
-/// `invalid_request` error naming `extra_body`.
+/// `invalid_request` error naming `extra_body`; an `OVERLAY` that is not one
+/// is an `invalid_config` error naming it. Neither may change `model`,
+/// `stream` or `messages`, which are always set from the source and the
+/// request; `stream_options` is never sent when not streaming.
 caf::expected<std::string> build_chat_body(const chat_request& req,
                                            const source_config& src,
                                            bool stream);
@@ -57,8 +60,9 @@ public:
   };
 
   /// Consumes one event: `[DONE]` ends; a `data` that is not JSON (or not an
-  /// object) is skipped and counted as malformed; an object with `error` is
-  /// classified (`classify_stream_error`); otherwise `choices[0].delta`'s
+  /// object) is skipped and counted as malformed; an object with `error`, or
+  /// any event named `error`, is classified (`classify_stream_error`) and
+  /// later events change nothing; otherwise `choices[0].delta`'s
   /// `content`, `reasoning_content`/`reasoning` and `tool_calls` are
   /// appended, `finish_reason` recorded, `model` and `usage` taken when
   /// present (usage may come in a final chunk with empty `choices`). The

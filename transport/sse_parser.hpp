@@ -20,8 +20,10 @@ struct sse_event {
 /// (keep-alives) and counted; a field without a colon is a field name with an
 /// empty value; one leading space after the colon is dropped; unknown fields
 /// (`id:`, `retry:`, ...) are ignored. Lines split across `feed` calls are
-/// joined. A line longer than `max_line` bytes makes the parser fail
-/// (`failed()`), so a hostile upstream cannot grow memory without bound.
+/// joined. A UTF-8 byte order mark at the very start of the stream is
+/// ignored. A line, or the data of one event, longer than `max_line` bytes
+/// makes the parser fail (`failed()`), so a hostile upstream cannot grow
+/// memory without bound.
 class sse_parser {
 public:
   explicit sse_parser(size_t max_line = 4 * 1024 * 1024);
@@ -48,6 +50,9 @@ private:
 
   size_t max_line_;
   std::string partial_; ///< bytes of the current, unfinished line
+  /// Bytes of a possible byte order mark at the very start matched so far;
+  /// -1 once the start of the stream is behind us.
+  int bom_matched_ = 0;
   bool last_was_cr_ = false;
   sse_event current_;
   bool has_data_ = false;

@@ -1,0 +1,451 @@
+#include "transport/chat_codec.hpp"
+
+#include "messages/errors.hpp"
+#include "transport/classify.hpp"
+
+#include <boost/json.hpp>
+
+#include <cmath>
+#include <string_view>
+
+namespace pgw {
+
+namespace {
+
+namespace json = boost::json;
+
+// -- JSON helpers -------------------------------------------------------------
+
+/// Merges `src` into `dst`: objects recursively, every other value (null
+/// included) replaces what was there.
+void deep_merge(json::object& dst, const json::object& src) {
+  for (auto& kv : src) {
+    auto i = dst.find(kv.key());
+    if (i != dst.end() && i->value().is_object() && kv.value().is_object())
+      deep_merge(i->value().as_object(), kv.value().as_object());
+    else
+      dst[kv.key()] = kv.value();
+  }
+}
+
+/// Writes `value` at a dotted path ("reasoning.effort"), creating (or
+/// replacing non-object values with) the intermediate objects.
+void set_path(json::object& root, std::string_view path, json::value value) {
+  json::object* obj = &root;
+  while (true) {
+    auto dot = path.find('.');
+    auto segment = path.substr(0, dot);
+    if (dot == std::string_view::npos) {
+      if (!segment.empty())
+        (*obj)[segment] = std::move(value);
+      return;
+    }
+    path.remove_prefix(dot + 1);
+    if (segment.empty())
+      continue;
+    auto& slot = (*obj)[segment];
+    if (!slot.is_object())
+      slot = json::object{};
+    obj = &slot.as_object();
+  }
+}
+
+/// A string member, or empty when absent or of another type.
+std::string string_member(const json::object& obj, std::string_view key) {
+  if (auto v = obj.if_contains(key); v && v->is_string())
+    return std::string(v->get_string());
+  return {};
+}
+
+/// A non-negative integral member (tokens); false when absent or unusable.
+bool count_member(const json::object& obj, std::string_view key,
+                  int64_t& out) {
+  auto v = obj.if_contains(key);
+  if (v == nullptr)
+    return false;
+  if (v->is_int64() && v->get_int64() >= 0) {
+    out = v->get_int64();
+    return true;
+  }
+  if (v->is_uint64() && v->get_uint64() <= INT64_MAX) {
+    out = static_cast<int64_t>(v->get_uint64());
+    return true;
+  }
+  if (v->is_double() && std::isfinite(v->get_double()) && v->get_double() >= 0
+      && v->get_double() < 9.0e18) {
+    out = static_cast<int64_t>(std::llround(v->get_double()));
+    return true;
+  }
+  return false;
+}
+
+/// Reads an OpenAI `usage` object; false when it has no token counts.
+bool read_usage(const json::value* usage, int64_t& prompt,
+                int64_t& completion) {
+  if (usage == nullptr || !usage->is_object())
+    return false;
+  auto& obj = usage->get_object();
+  int64_t p = 0;
+  int64_t c = 0;
+  bool has_p = count_member(obj, "prompt_tokens", p);
+  bool has_c = count_member(obj, "completion_tokens", c);
+  if (!has_p && !has_c)
+    return false;
+  prompt = p;
+  completion = c;
+  return true;
+}
+
+/// Message or delta text: a string, or the concatenated `text` of content
+/// parts (some providers answer with parts); empty for null/other.
+std::string text_member(const json::object& obj, std::string_view key) {
+  auto v = obj.if_contains(key);
+  if (v == nullptr)
+    return {};
+  if (v->is_string())
+    return std::string(v->get_string());
+  std::string out;
+  if (v->is_array())
+    for (auto& part : v->get_array())
+      if (part.is_object())
+        out += string_member(part.get_object(), "text");
+  return out;
+}
+
+/// `reasoning_content`, else `reasoning` (providers name it differently).
+std::string reasoning_member(const json::object& obj) {
+  auto r = string_member(obj, "reasoning_content");
+  return r.empty() ? string_member(obj, "reasoning") : r;
+}
+
+/// Raw tool calls (or a legacy `function_call`), serialized; empty if none.
+std::string tool_calls_member(const json::object& obj) {
+  if (auto v = obj.if_contains("tool_calls");
+      v && v->is_array() && !v->get_array().empty())
+    return json::serialize(*v);
+  if (auto v = obj.if_contains("function_call"); v && v->is_object())
+    return json::serialize(*v);
+  return {};
+}
+
+/// The choice with `index` 0 (or without an index): with `n` > 1 a chunk
+/// may carry only another choice, which this gateway does not read.
+const json::object* first_choice(const json::array& choices) {
+  for (auto& c : choices) {
+    if (!c.is_object())
+      continue;
+    auto index = c.get_object().if_contains("index");
+    if (index == nullptr || index->is_null()
+        || (index->is_int64() && index->get_int64() == 0)
+        || (index->is_uint64() && index->get_uint64() == 0))
+      return &c.get_object();
+  }
+  return nullptr;
+}
+
+caf::error invalid(std::string message) {
+  return make_error(error_code::invalid_request, std::move(message));
+}
+
+bool valid_role(const std::string& role) {
+  for (const char* name : {"system", "user", "assistant", "tool", "developer"})
+    if (role == name)
+      return true;
+  return false;
+}
+
+bool valid_effort(const std::string& effort) {
+  for (const char* name : {"none", "low", "medium", "high"})
+    if (effort == name)
+      return true;
+  return false;
+}
+
+/// Parses `text` as a JSON object; `what` names it in the error.
+caf::expected<json::object> parse_object(const std::string& text,
+                                          error_code code,
+                                          const std::string& what) {
+  json::error_code ec;
+  auto v = json::parse(text, ec);
+  if (ec)
+    return make_error(code, what + ": not valid JSON (" + ec.message() + ")");
+  if (!v.is_object())
+    return make_error(code, what + ": must be a JSON object");
+  return std::move(v.as_object());
+}
+
+json::value build_messages(const std::vector<chat_message>& messages) {
+  json::array out;
+  out.reserve(messages.size());
+  for (auto& m : messages) {
+    json::object msg;
+    msg["role"] = m.role;
+    if (m.parts.empty()) {
+      msg["content"] = m.content;
+    } else {
+      json::array parts;
+      for (auto& p : m.parts) {
+        if (p.type == "image_url")
+          parts.push_back(json::object{
+            {"type", "image_url"}, {"image_url", json::object{{"url", p.image_url}}}});
+        else
+          parts.push_back(json::object{{"type", "text"}, {"text", p.text}});
+      }
+      msg["content"] = std::move(parts);
+    }
+    out.push_back(std::move(msg));
+  }
+  return out;
+}
+
+} // namespace
+
+// -- request ------------------------------------------------------------------
+
+caf::error check_request(const chat_request& req) {
+  if (req.messages.empty())
+    return invalid("messages: at least one message is required");
+  for (size_t i = 0; i < req.messages.size(); ++i) {
+    auto& m = req.messages[i];
+    auto where = "messages[" + std::to_string(i) + "]";
+    if (!valid_role(m.role))
+      return invalid(where + ".role: '" + m.role.substr(0, 40)
+                     + "' is not one of system, user, assistant, tool, "
+                       "developer");
+    for (size_t j = 0; j < m.parts.size(); ++j)
+      if (m.parts[j].type != "text" && m.parts[j].type != "image_url")
+        return invalid(where + ".parts[" + std::to_string(j)
+                       + "].type: must be text or image_url");
+  }
+  if (req.temperature
+      && !(std::isfinite(*req.temperature) && *req.temperature >= 0
+           && *req.temperature <= 2))
+    return invalid("temperature: must be a number in [0, 2]");
+  if (req.top_p
+      && !(std::isfinite(*req.top_p) && *req.top_p >= 0 && *req.top_p <= 1))
+    return invalid("top_p: must be a number in [0, 1]");
+  if (req.max_tokens && *req.max_tokens < 1)
+    return invalid("max_tokens: must be at least 1");
+  if (req.deadline_s && !(std::isfinite(*req.deadline_s) && *req.deadline_s > 0))
+    return invalid("deadline_s: must be a finite number of seconds > 0");
+  if (!req.reasoning_effort.empty() && !valid_effort(req.reasoning_effort))
+    return invalid("reasoning_effort: must be one of none, low, medium, high");
+  if (!req.extra_body.empty()) {
+    auto obj = parse_object(req.extra_body, error_code::invalid_request,
+                            "extra_body");
+    if (!obj)
+      return std::move(obj.error());
+  }
+  return {};
+}
+
+caf::expected<std::string> build_chat_body(const chat_request& req,
+                                           const source_config& src,
+                                           bool stream) {
+  auto& profile = src.profile;
+  json::object body;
+  body["model"] = src.model;
+  body["messages"] = build_messages(req.messages);
+  if (req.temperature)
+    body["temperature"] = *req.temperature;
+  if (req.top_p)
+    body["top_p"] = *req.top_p;
+  if (req.max_tokens) {
+    const std::string field = profile.max_tokens_field.empty()
+                                ? std::string("max_tokens")
+                                : profile.max_tokens_field;
+    set_path(body, field, *req.max_tokens);
+  }
+  if (!req.stop.empty()) {
+    json::array stop;
+    for (auto& s : req.stop)
+      stop.push_back(json::string(s));
+    body["stop"] = std::move(stop);
+  }
+  body["stream"] = stream;
+  if (stream && profile.stream_usage)
+    body["stream_options"] = json::object{{"include_usage", true}};
+  if (!req.reasoning_effort.empty() && !profile.effort_field.empty()) {
+    auto i = profile.effort_values.find(req.reasoning_effort);
+    if (i != profile.effort_values.end()) {
+      // The table holds JSON value text; a bare word that is not JSON
+      // ("low" without quotes) is taken as a string.
+      json::error_code ec;
+      auto value = json::parse(i->second, ec);
+      if (ec)
+        value = json::string(i->second);
+      set_path(body, profile.effort_field, std::move(value));
+    }
+  }
+  if (!src.overlay.empty()) {
+    auto overlay = parse_object(src.overlay, error_code::invalid_config,
+                                "OVERLAY of source " + src.name);
+    if (!overlay)
+      return std::move(overlay.error());
+    deep_merge(body, *overlay);
+  }
+  if (!req.extra_body.empty()) {
+    auto extra = parse_object(req.extra_body, error_code::invalid_request,
+                              "extra_body");
+    if (!extra)
+      return std::move(extra.error());
+    deep_merge(body, *extra);
+  }
+  // OVERLAY and extra_body may override any field except these: the model is
+  // the source's MODEL (the one it is accounted and priced under), the
+  // streaming mode is the one the transport reads the answer in, and the
+  // messages are the caller's prompt. `stream_options` is dropped when not
+  // streaming (upstreams reject it there).
+  body["model"] = src.model;
+  body["stream"] = stream;
+  body["messages"] = build_messages(req.messages);
+  if (!stream)
+    body.erase("stream_options");
+  return json::serialize(body);
+}
+
+// -- non-streaming answer -----------------------------------------------------
+
+void decode_chat_completion(const std::string& body, attempt_result& out) {
+  auto malformed = [&out] {
+    out.kind = outcome::result_invalid;
+    out.reason = "malformed_body";
+  };
+  json::error_code ec;
+  auto v = json::parse(body, ec);
+  if (ec || !v.is_object())
+    return malformed();
+  auto& obj = v.get_object();
+  if (auto e = obj.if_contains("error"); e && !e->is_null()) {
+    classify_stream_error(json::serialize(*e), out);
+    return;
+  }
+  out.model = string_member(obj, "model");
+  out.usage_reported = read_usage(obj.if_contains("usage"), out.prompt_tokens,
+                                  out.completion_tokens);
+  auto choices = obj.if_contains("choices");
+  if (choices == nullptr || !choices->is_array())
+    return malformed();
+  auto choice_ptr = first_choice(choices->get_array());
+  if (choice_ptr == nullptr)
+    return malformed();
+  auto& choice = *choice_ptr;
+  auto message = choice.if_contains("message");
+  if (message == nullptr || !message->is_object())
+    return malformed();
+  auto& msg = message->get_object();
+  out.content = text_member(msg, "content");
+  out.reasoning_content = reasoning_member(msg);
+  out.finish_reason = string_member(choice, "finish_reason");
+  if (out.content.empty() && out.reasoning_content.empty()
+      && tool_calls_member(msg).empty()) {
+    out.kind = outcome::result_invalid;
+    out.reason = "empty_answer";
+    return;
+  }
+  out.kind = outcome::ok;
+  out.reason = "ok";
+}
+
+// -- streamed answer ----------------------------------------------------------
+
+stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
+  // Once an error event decided the attempt, later events change nothing.
+  if (error_)
+    return step::error;
+  std::string_view data = ev.data;
+  while (!data.empty() && (data.back() == ' ' || data.back() == '\t'))
+    data.remove_suffix(1);
+  while (!data.empty() && (data.front() == ' ' || data.front() == '\t'))
+    data.remove_prefix(1);
+  if (data == "[DONE]")
+    return step::done;
+  json::error_code ec;
+  auto v = json::parse(data, ec);
+  auto fail = [this](const std::string& error_json) {
+    error_result_ = attempt_result{};
+    classify_stream_error(error_json, error_result_);
+    error_ = true;
+    return step::error;
+  };
+  if (ec || !v.is_object()) {
+    // An event named `error` is an error whatever its data looks like.
+    if (ev.event == "error")
+      return fail(std::string(data));
+    ++malformed_;
+    return step::more;
+  }
+  auto& obj = v.get_object();
+  if (auto e = obj.if_contains("error"); e && !e->is_null())
+    return fail(json::serialize(*e));
+  if (ev.event == "error")
+    return fail(json::serialize(obj));
+  if (auto m = string_member(obj, "model"); !m.empty())
+    model_ = std::move(m);
+  if (read_usage(obj.if_contains("usage"), prompt_tokens_, completion_tokens_))
+    usage_reported_ = true;
+  auto choices = obj.if_contains("choices");
+  if (choices == nullptr || choices->is_null())
+    return step::more;
+  if (!choices->is_array()) {
+    ++malformed_;
+    return step::more;
+  }
+  auto choice_ptr = first_choice(choices->get_array());
+  if (choice_ptr == nullptr)
+    return step::more;
+  auto& choice = *choice_ptr;
+  bool non_empty = false;
+  auto delta = choice.if_contains("delta");
+  if (delta == nullptr)
+    delta = choice.if_contains("message");
+  if (delta != nullptr && delta->is_object()) {
+    auto& d = delta->get_object();
+    auto content = text_member(d, "content");
+    auto reasoning = reasoning_member(d);
+    auto tools = tool_calls_member(d);
+    non_empty = !content.empty() || !reasoning.empty() || !tools.empty();
+    content_ += content;
+    reasoning_ += reasoning;
+    tool_calls_ += tools;
+  }
+  if (auto fr = string_member(choice, "finish_reason"); !fr.empty())
+    finish_reason_ = std::move(fr);
+  if (non_empty && !first_token_) {
+    first_token_ = true;
+    return step::first_token;
+  }
+  return step::more;
+}
+
+void stream_accumulator::finish(attempt_result& out) const {
+  out.content = content_;
+  out.reasoning_content = reasoning_;
+  out.finish_reason = finish_reason_;
+  out.model = model_;
+  out.usage_reported = usage_reported_;
+  out.prompt_tokens = prompt_tokens_;
+  out.completion_tokens = completion_tokens_;
+  out.malformed_events = malformed_;
+  if (error_) {
+    out.kind = error_result_.kind;
+    out.reason = error_result_.reason;
+    out.error_code = error_result_.error_code;
+    out.error_message = error_result_.error_message;
+    return;
+  }
+  if (!finished()) {
+    out.kind = outcome::transient;
+    out.reason = "stream_cut";
+    return;
+  }
+  if (content_.empty() && reasoning_.empty() && tool_calls_.empty()) {
+    out.kind = outcome::result_invalid;
+    out.reason = "empty_answer";
+    return;
+  }
+  out.kind = outcome::ok;
+  out.reason = "ok";
+}
+
+} // namespace pgw
