@@ -263,8 +263,13 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
                       "scope " + scope_name + " has no sources");
   if (!transport)
     transport = make_httplib_transport();
-  return sys.spawn(gateway, std::make_shared<const scope_config>(*scope),
-                   std::move(transport), opts);
+  return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
+                       std::move(transport), opts);
+}
+
+gateway_actor spawn_gateway(caf::actor_system& sys, scope_ptr scope,
+                            transport_ptr transport, gateway_options opts) {
+  return sys.spawn(gateway, std::move(scope), std::move(transport), opts);
 }
 
 } // namespace pgw

@@ -77,6 +77,10 @@ gateway_actor::behavior_type
 gateway(gateway_actor::stateful_pointer<gateway_state> self, scope_ptr scope,
         transport_ptr transport, gateway_options opts);
 
+/// Spawns a gateway serving `scope` (validated, at least one source).
+gateway_actor spawn_gateway(caf::actor_system& sys, scope_ptr scope,
+                            transport_ptr transport, gateway_options opts = {});
+
 /// Spawns the gateway of `scope_name` from validated settings, with the
 /// cpp-httplib transport unless `transport` is given.
 caf::expected<gateway_actor>

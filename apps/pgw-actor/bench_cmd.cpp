@@ -11,6 +11,7 @@
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include <fmt/format.h>
 #include <httplib.h>

@@ -6,6 +6,7 @@
 #include "actors/gateway.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include <cstdio>
 #include <iostream>

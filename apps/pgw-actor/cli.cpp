@@ -32,7 +32,7 @@ int exit_code_of(const caf::error& err) {
 }
 
 system_config::system_config() {
-  add_message_types(*this);
+  pgw::add_message_types(*this);
   set("logger.file-verbosity", caf::atom("quiet"));
   set("logger.console-verbosity", caf::atom("quiet"));
 }

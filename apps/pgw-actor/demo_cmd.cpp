@@ -10,6 +10,7 @@
 #include "apps/pgw-upstream-sim/sim.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 
 #include <fmt/format.h>
 

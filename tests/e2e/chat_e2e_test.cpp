@@ -54,9 +54,10 @@ json::object parse(const std::string& out) {
 } // namespace
 
 TEST_CASE_FIXTURE(e2e_fixture, "a 503 source and a healthy one: exit 0, healthy source, 2 attempts") {
+  // round_robin starts at the first source by name in a fresh process, so
+  // the 503 source is tried first.
   auto env = concat(source("A", "down"), source("B", "ok"));
-  env.push_back("LLM__SELECTOR=priority");
-  env.push_back("LLM__GENERIC__B__PRIORITY=1");
+  env.push_back("LLM__SELECTOR=round_robin");
   auto r = chat({"--json", "hi"}, env);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -106,8 +107,7 @@ TEST_CASE_FIXTURE(e2e_fixture, "400 content_policy_violation: exit 3 after exact
 
 TEST_CASE_FIXTURE(e2e_fixture, "a stalled stream ends within STREAM_IDLE_TIMEOUT_S + 1 s and fails over") {
   auto env = concat(source("A", "stall"), source("B", "ok"));
-  env.push_back("LLM__SELECTOR=priority");
-  env.push_back("LLM__GENERIC__B__PRIORITY=1");
+  env.push_back("LLM__SELECTOR=round_robin");
   env.push_back("LLM__GENERIC__A__STREAM_IDLE_TIMEOUT_S=1");
   auto r = chat({"--json", "--stream", "hi"}, env);
   INFO(r.err);

@@ -48,13 +48,25 @@ TEST_CASE_FIXTURE(actor_fixture, "a healthy source answers with call stats") {
 TEST_CASE_FIXTURE(actor_fixture, "failover: a 503 source is left for a healthy one") {
   fake->script("a", {fake_step::http(503, outcome::transient)});
   fake->script("b", {fake_step::ok()});
-  auto gw = spawn_gateway(test_scope({"a", "b"}, "priority"));
-  auto out = call(gw, hello());
-  REQUIRE(out->response);
-  CHECK(out->response->source == "b");
-  CHECK(out->response->stats.attempts == 2);
-  CHECK(fake->count("a") == 1);
-  CHECK(fake->count("b") == 1);
+  SUBCASE("round_robin moves on at once") {
+    auto gw = spawn_gateway(test_scope({"a", "b"}, "round_robin"));
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "b");
+    CHECK(out->response->stats.attempts == 2);
+    CHECK(fake->count("a") == 1);
+  }
+  SUBCASE("priority keeps its first source until it failed twice") {
+    auto sc = test_scope({"a", "b"}, "priority");
+    sc.max_attempts = 3;
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "b");
+    CHECK(out->response->stats.attempts == 3);
+    CHECK(fake->count("a") == 2);
+    CHECK(fake->count("b") == 1);
+  }
 }
 
 TEST_CASE_FIXTURE(actor_fixture, "MAX_ATTEMPTS bounds the rounds that fail") {
