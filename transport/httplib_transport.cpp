@@ -447,8 +447,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     } else {
       res.kind = outcome::transient;
       res.reason = reason_of(fired);
+      // Request bytes may have gone out unless the connection never opened.
       res.upstream_reached = res.upstream_reached
-                             || err != httplib::Error::Connection;
+                             || (err != httplib::Error::Connection
+                                 && err != httplib::Error::ConnectionTimeout
+                                 && err != httplib::Error::SSLConnection);
     }
   } else if (sse_mode && parser.failed()) {
     res.kind = outcome::result_invalid;
