@@ -31,7 +31,7 @@ namespace {
 
 struct config : caf::actor_system_config {
   config() {
-    add_message_types(*this);
+    pgw::add_message_types(*this);
     set("logger.file-verbosity", caf::atom("quiet"));
   }
 };
