@@ -389,6 +389,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
           if (!st->first_token.exchange(true)) {
             res.ttft_ms = ms_between(st->started, steady::now());
             caf::anon_send(st->sink, atom::first_token_v, st->tag);
+            // The idle deadline may come before the one being watched; later
+            // moves only push it back, which the watchdog handles lazily.
+            watch(st, st->deadline().first);
           }
           break;
         case stream_accumulator::step::done:

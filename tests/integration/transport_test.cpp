@@ -21,6 +21,11 @@
 #include <mutex>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 using namespace pgw;
 using namespace pgw::test;
 using namespace std::chrono_literals;
@@ -245,9 +250,15 @@ TEST_CASE_FIXTURE(transport_fixture, "a reset before headers is transient and ma
 TEST_CASE_FIXTURE(transport_fixture, "a connect failure is transient and never reached upstream") {
   auto src = source("ok");
   // A port nothing listens on: bind one, read its number, close it.
-  httplib::Server probe;
-  auto port = probe.bind_to_any_port("127.0.0.1");
-  probe.stop();
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto port = ntohs(addr.sin_port);
+  ::close(fd);
   src->base_url = "http://127.0.0.1:" + std::to_string(port) + "/v1";
   auto r = run(src, false);
   CHECK(r.result.kind == outcome::transient);
