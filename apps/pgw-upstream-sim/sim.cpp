@@ -660,26 +660,29 @@ void server::impl::finish(const ticket& t, int status, bool client_closed,
 bool server::impl::handle_chat(int fd, const detail::request_head& head,
                                const std::string& body, bool& closed) {
   const bool keep = head.keep_alive;
-  auto send_error = [&](int status, const std::string& message,
-                        const std::optional<std::string>& code,
-                        const std::string& extra) {
+  auto error_response = [&](int status, const std::string& message,
+                            const std::optional<std::string>& code,
+                            const std::string& extra) {
     auto content = error_body(status, message, code);
     auto out = response_head(status, "application/json", content.size(),
                              !keep, extra);
     out += content;
-    return send_all(fd, out);
+    return out;
   };
   chat_request req;
   if (auto problem = parse_chat(body, req); !problem.empty()) {
     log_rejected(req.model, 400, req.stream, head.has_bearer);
-    return send_error(400, problem, std::nullopt, {}) && keep;
+    return send_all(fd, error_response(400, problem, std::nullopt, {}))
+           && keep;
   }
   auto it = model_index.find(req.model);
   if (it == model_index.end()) {
     log_rejected(req.model, 404, req.stream, head.has_bearer);
-    return send_error(404,
-                      fmt::format("The model '{}' does not exist", req.model),
-                      std::string("model_not_found"), {})
+    return send_all(fd, error_response(
+                          404,
+                          fmt::format("The model '{}' does not exist",
+                                      req.model),
+                          std::string("model_not_found"), {}))
            && keep;
   }
   detail::plan p;
@@ -693,6 +696,16 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   auto end_conn = [&](bool rst) {
     close_conn(fd, rst);
     closed = true;
+    return false;
+  };
+  // The last write of a response: the log row is completed first, so a
+  // client holding the whole response already finds it in the log.
+  auto deliver = [&](const std::string& out, int status, uint32_t tokens,
+                     int status_if_failed) {
+    finish(t, status, false, tokens);
+    if (send_all(fd, out))
+      return true;
+    finish(t, status_if_failed, true, status_if_failed ? tokens : 0);
     return false;
   };
   // A client that left (or a stop) while we waited: record it and close.
@@ -721,9 +734,10 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
       extra += "retry-after-ms: " + *f.retry_after_ms + "\r\n";
     auto message = f.message ? *f.message
                              : fmt::format("simulated {}", f.status);
-    bool ok = send_error(f.status, message, f.code, extra);
-    finish(t, ok ? f.status : 0, !ok, 0);
-    return ok ? keep : end_conn(false);
+    if (!deliver(error_response(f.status, message, f.code, extra), f.status,
+                 0, 0))
+      return end_conn(false);
+    return keep;
   }
 
   // A normal answer, possibly with a stream fault.
@@ -771,10 +785,10 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
       content.resize(content.size() / 2); // valid prefix, invalid JSON
     auto out = response_head(200, "application/json", content.size(), !keep);
     out += content;
-    bool ok = send_all(fd, out);
-    finish(t, ok ? 200 : 0, !ok,
-           ok && sp.malformed_at < 0 ? static_cast<uint32_t>(produced) : 0);
-    return ok ? keep : end_conn(false);
+    if (!deliver(out, 200,
+                 sp.malformed_at < 0 ? static_cast<uint32_t>(produced) : 0, 0))
+      return end_conn(false);
+    return keep;
   }
 
   // Streaming.
@@ -795,9 +809,9 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   std::string out = response_head(200, "text/event-stream", std::nullopt,
                                   !keep, "Cache-Control: no-cache\r\n");
   event(out, R"([{"index":0,"delta":{"role":"assistant"},"finish_reason":null}])");
+  mark_status(t, 200);
   if (!send_all(fd, out))
     return left(waited::client_left, 0, 0);
-  mark_status(t, 200);
   auto t1 = clock_type::now();
   auto tokens = detail::answer_tokens(model, opts.seed, produced);
   uint32_t sent = 0;
@@ -842,9 +856,9 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   if (!sp.omit_done)
     append_chunk(out, "data: [DONE]\n\n");
   out += "0\r\n\r\n";
-  bool ok = send_all(fd, out);
-  finish(t, 200, !ok, sent);
-  return ok ? keep : end_conn(false);
+  if (!deliver(out, 200, sent, 200))
+    return end_conn(false);
+  return keep;
 }
 
 std::string server::impl::log_json() const {

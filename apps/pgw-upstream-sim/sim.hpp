@@ -60,7 +60,7 @@ public:
   /// request counters, restarts outage windows and the random draws.
   void reset();
 
-  struct impl;
+  struct impl; ///< implementation detail (sim.cpp)
 
 private:
   std::unique_ptr<impl> impl_;
