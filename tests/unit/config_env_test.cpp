@@ -267,3 +267,44 @@ TEST_CASE("load_environment: a malformed default ./.env is an error") {
   CHECK(message_of(env.error()).find(":1: malformed line")
         != std::string::npos);
 }
+
+TEST_CASE("config/.env.example loads, and its commented defaults are the "
+          "real defaults") {
+  auto path = std::string{PGW_SOURCE_DIR} + "/config/.env.example";
+  auto env = read_env_file(path);
+  REQUIRE(env);
+  auto s = load_settings(*env);
+  REQUIRE(s);
+  auto sc = s->find("LLM");
+  REQUIRE(sc != nullptr);
+  REQUIRE(sc->sources.size() == 2);
+  CHECK(sc->sources[0].provider == "generic");
+  CHECK(sc->sources[1].provider == "openai");
+  // Uncomment every "# KEY=value" line with a value: same settings, still
+  // valid, and no warning (a default never warns).
+  std::ifstream in{path};
+  std::string line;
+  std::string uncommented;
+  int shown = 0;
+  while (std::getline(in, line)) {
+    if (line.rfind("# ", 0) != 0)
+      continue;
+    auto text = line.substr(2);
+    auto eq = text.find('=');
+    if (eq == std::string::npos || eq + 1 == text.size()
+        || text.find(' ') < eq)
+      continue;
+    uncommented += text + "\n";
+    ++shown;
+  }
+  CHECK(shown >= 30);
+  temp_dir dir;
+  auto defaults = read_env_file(dir.write("defaults.env", uncommented));
+  REQUIRE(defaults);
+  for (auto& [key, value] : *defaults)
+    (*env)[key] = value;
+  auto with_defaults = load_settings(*env);
+  REQUIRE(with_defaults);
+  CHECK(with_defaults->warnings.empty());
+  CHECK(show_settings(*with_defaults) == show_settings(*s));
+}
