@@ -124,6 +124,10 @@ std::string parse_value(const std::string& raw, std::string& out) {
 } // namespace
 
 caf::expected<env_map> read_env_file(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(path, ec))
+    return make_error(error_code::invalid_config,
+                      fmt::format("env file {}: is a directory", path));
   std::ifstream in{path, std::ios::binary};
   if (!in)
     return make_error(error_code::invalid_config,

@@ -127,7 +127,7 @@ TEST_CASE("env file: single quotes are literal") {
   CHECK(env->at("A") == "  spaced # not comment \\n \"x\" ");
 }
 
-TEST_CASE("env file: double quotes take \\\" \\\\ \\n escapes") {
+TEST_CASE("env file: double quotes take backslash escapes") {
   temp_dir dir;
   auto path = dir.write("a.env", "A=\"say \\\"hi\\\"\\nback\\\\slash # kept\""
                                  " # comment\n"
@@ -212,6 +212,14 @@ TEST_CASE("env file: a file that cannot be read is an error") {
   REQUIRE_FALSE(env);
   CHECK(message_of(env.error()).find("/nonexistent/pgw/.env")
         != std::string::npos);
+}
+
+TEST_CASE("env file: a directory is an error, not an empty file") {
+  temp_dir dir;
+  auto env = read_env_file(dir.path().string());
+  REQUIRE_FALSE(env);
+  CHECK(message_of(env.error()).find("is a directory") != std::string::npos);
+  CHECK_FALSE(load_environment(dir.path().string()));
 }
 
 TEST_CASE("process_environment sees the process's variables") {

@@ -135,7 +135,7 @@ TEST_CASE("every source field and scope key is read into its typed field") {
   CHECK(*s->global.telemetry_db == "off");
 }
 
-TEST_CASE("sources are ordered by name; provider and name are "
+TEST_CASE("sources are ordered by name, provider and name are "
           "case-insensitive, names stored lower case") {
   auto s = load_settings({
     {"LLM__GENERIC__Zeta__BASE_URL", "http://z"},
@@ -197,7 +197,7 @@ TEST_CASE("unknown scope keys and source fields are warnings, not errors") {
     CHECK_FALSE(contains(w, "typo"));
 }
 
-TEST_CASE("unknown PGW_ keys are warnings; known global keys are read") {
+TEST_CASE("unknown PGW_ keys are warnings, known global keys are read") {
   auto s = load_settings(base({{"PGW_LIMITER_BACKNED", "memory"},
                                {"PGW_PROVIDERS_PATH_X", "x"}}));
   REQUIRE(s);
@@ -329,7 +329,7 @@ TEST_CASE("booleans accept true/false/1/0/yes/no/on/off in any case") {
   CHECK(contains(load_error(base({{"LLM__STREAM", ""}})), "not a boolean"));
 }
 
-TEST_CASE("HEADERS must be a JSON object of strings; values never echoed") {
+TEST_CASE("HEADERS must be a JSON object of strings, values never echoed") {
   const std::string key = "LLM__OPENAI__A__HEADERS";
   auto not_json = load_error(base({{key, "{\"X-Secret\": \"hdr-SECRET"}}));
   CHECK(contains(not_json, key + "=***: not valid JSON"));
@@ -365,7 +365,7 @@ TEST_CASE("OVERLAY must be a JSON object") {
   CHECK(load_settings(base({{key, R"({"extra": {"nested": [1, 2]}})"}})));
 }
 
-TEST_CASE("BASE_URL must be http(s) with a host; one trailing slash is "
+TEST_CASE("BASE_URL must be http(s) with a host, one trailing slash is "
           "stripped, paths kept") {
   const std::string key = "LLM__OPENAI__A__BASE_URL";
   auto url_of = [&](const std::string& url) {

@@ -246,7 +246,7 @@ TEST_CASE("HEDGE__AFTER_S < CALL_DEADLINE_S when both are set") {
   CHECK(loads(two({{"LLM__HEDGE__AFTER_S", "100"}})));
 }
 
-TEST_CASE("HEDGE__MAX_EXTRA is an integer in [1, 3]") {
+TEST_CASE("HEDGE__MAX_EXTRA is an integer from 1 to 3") {
   CHECK(load_error(two({{"LLM__HEDGE__MAX_EXTRA", "0"}}))
         == "LLM__HEDGE__MAX_EXTRA=0: must be an integer in [1, 3] (extra "
            "hedge legs per round)");
@@ -277,7 +277,7 @@ TEST_CASE("BREAKER__MIN_CALLS >= 1") {
   CHECK(loads(base({{"LLM__BREAKER__MIN_CALLS", "1"}})));
 }
 
-TEST_CASE("BREAKER__FAIL_RATE in (0, 1]") {
+TEST_CASE("BREAKER__FAIL_RATE is above 0 and at most 1") {
   CHECK(load_error(base({{"LLM__BREAKER__FAIL_RATE", "0"}}))
         == "LLM__BREAKER__FAIL_RATE=0: must be in (0, 1] (failure rate in "
            "the window that opens the breaker)");
@@ -323,7 +323,7 @@ TEST_CASE("STRUCTURED__MAX_REASKS >= 0") {
 
 // -- global keys -------------------------------------------------------------------
 
-TEST_CASE("backends are a known choice; redis is not built yet") {
+TEST_CASE("backends are a known choice, redis is not built yet") {
   CHECK(load_error(base({{"PGW_LIMITER_BACKEND", "etcd"}}))
         == "PGW_LIMITER_BACKEND=etcd: must be one of memory, redis (limiter "
            "state backend)");
@@ -361,7 +361,7 @@ TEST_CASE("PGW_CACHE_TTL_S > 0") {
   CHECK(loads(base({{"PGW_CACHE_TTL_S", "0.5"}})));
 }
 
-TEST_CASE("REDIS_URL is redis://[:password@]host:port[/db]") {
+TEST_CASE("REDIS_URL is redis://, optional :password@, host:port, optional /db") {
   for (auto good : {"redis://127.0.0.1:6379/0", "redis://h:6379",
                     "redis://:pw@redis.internal:6380/15", "redis://[::1]:1/2"}) {
     CAPTURE(good);
