@@ -1,0 +1,552 @@
+// Raw configuration → typed `settings` (SPEC §3). This file only turns text
+// into typed fields and sorts keys into scopes and sources; every range,
+// choice and cross-field rule lives in config/validate.cpp.
+
+#include "config/loader.hpp"
+#include "messages/errors.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <cstdlib>
+#include <functional>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pgw::detail {
+
+// Defined in config/keys.cpp.
+std::string to_upper(std::string text);
+std::string to_lower(std::string text);
+bool is_reserved_segment(const std::string& segment);
+
+} // namespace pgw::detail
+
+namespace pgw {
+
+namespace {
+
+namespace json = boost::json;
+
+// -- key anatomy ---------------------------------------------------------------
+
+/// The fields of a source key, `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}`.
+const std::vector<std::string> source_fields = {
+  "BASE_URL",       "MODEL",          "API_KEY",           "RPM",
+  "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
+  "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
+  "OVERLAY",        "HEADERS",        "KIND",
+};
+
+bool is_source_field(const std::string& field) {
+  return std::find(source_fields.begin(), source_fields.end(), field)
+         != source_fields.end();
+}
+
+/// `[A-Z][A-Z0-9_]*`
+bool is_scope_name(const std::string& name) {
+  if (name.empty() || name.front() < 'A' || name.front() > 'Z')
+    return false;
+  return std::all_of(name.begin(), name.end(), [](char ch) {
+    return (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_';
+  });
+}
+
+/// Letters, digits, `-` and `_`, starting and ending with a letter or digit.
+bool is_source_name(const std::string& name) {
+  if (name.empty())
+    return false;
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (!std::isalnum(c) && c != '_' && c != '-')
+      return false;
+  }
+  return std::isalnum(static_cast<unsigned char>(name.front()))
+         && std::isalnum(static_cast<unsigned char>(name.back()));
+}
+
+std::vector<std::string> split_key(const std::string& key) {
+  std::vector<std::string> segments;
+  size_t start = 0;
+  for (;;) {
+    auto pos = key.find("__", start);
+    if (pos == std::string::npos) {
+      segments.push_back(key.substr(start));
+      return segments;
+    }
+    segments.push_back(key.substr(start, pos - start));
+    start = pos + 2;
+  }
+}
+
+caf::error bad_value(const std::string& key, const std::string& shown,
+                     const std::string& problem) {
+  return make_error(error_code::invalid_config,
+                    fmt::format("{}={}: {}", key, shown, problem));
+}
+
+// -- strict value parsing --------------------------------------------------------
+
+caf::error parse_int(const std::string& key, const std::string& text,
+                     int64_t& out) {
+  int64_t value = 0;
+  auto first = text.data();
+  auto last = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, value);
+  if (text.empty() || ptr != last
+      || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+    return bad_value(key, text,
+                     "not an integer (expected a whole number such as 10)");
+  if (ec == std::errc::result_out_of_range)
+    return bad_value(key, text, "out of range (a 64-bit integer)");
+  out = value;
+  return {};
+}
+
+caf::error parse_int(const std::string& key, const std::string& text,
+                     std::optional<int64_t>& out) {
+  int64_t value = 0;
+  if (auto err = parse_int(key, text, value))
+    return err;
+  out = value;
+  return {};
+}
+
+caf::error parse_number(const std::string& key, const std::string& text,
+                        double& out) {
+  double value = 0;
+  auto first = text.data();
+  auto last = first + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, value);
+  if (text.empty() || ptr != last
+      || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+    return bad_value(key, text,
+                     "not a number (expected a decimal number such as 1.5)");
+  if (ec == std::errc::result_out_of_range) {
+    // Overflow is not finite; underflow reads as (almost) zero.
+    value = std::strtod(text.c_str(), nullptr);
+    if (std::abs(value) == HUGE_VAL)
+      return bad_value(key, text,
+                       "not a finite number (expected a decimal number such "
+                       "as 1.5)");
+  }
+  if (!std::isfinite(value))
+    return bad_value(key, text,
+                     "not a finite number (expected a decimal number such as "
+                     "1.5)");
+  out = value;
+  return {};
+}
+
+caf::error parse_number(const std::string& key, const std::string& text,
+                        std::optional<double>& out) {
+  double value = 0;
+  if (auto err = parse_number(key, text, value))
+    return err;
+  out = value;
+  return {};
+}
+
+caf::error parse_bool(const std::string& key, const std::string& text,
+                      bool& out) {
+  auto word = detail::to_lower(text);
+  if (word == "true" || word == "1" || word == "yes" || word == "on") {
+    out = true;
+    return {};
+  }
+  if (word == "false" || word == "0" || word == "no" || word == "off") {
+    out = false;
+    return {};
+  }
+  return bad_value(key, text,
+                   "not a boolean (expected true/false, 1/0, yes/no, "
+                   "on/off)");
+}
+
+/// HEADERS: a JSON object of string values. Values may be secrets, so the
+/// key's value is shown as `***` in every message.
+caf::error parse_headers(const std::string& key, const std::string& text,
+                         std::vector<std::pair<std::string, std::string>>& out) {
+  boost::system::error_code ec;
+  auto doc = json::parse(text, ec);
+  if (ec)
+    return bad_value(key, "***",
+                     fmt::format("not valid JSON: {} (expected a JSON object "
+                                 "of header names to string values)",
+                                 ec.message()));
+  if (!doc.is_object())
+    return bad_value(key, "***",
+                     "not a JSON object (expected a JSON object of header "
+                     "names to string values)");
+  std::vector<std::pair<std::string, std::string>> headers;
+  for (auto& [name, value] : doc.get_object()) {
+    if (!value.is_string())
+      return bad_value(key, "***",
+                       fmt::format("the value of header \"{}\" is not a "
+                                   "string (header values are JSON strings)",
+                                   std::string(name)));
+    headers.emplace_back(std::string(name), std::string(value.get_string()));
+  }
+  out = std::move(headers);
+  return {};
+}
+
+// -- key tables --------------------------------------------------------------------
+
+using source_setter = std::function<caf::error(
+  source_config&, const std::string& key, const std::string& value)>;
+
+/// FIELD → how a source key's text becomes a typed field.
+const std::map<std::string, source_setter>& source_setters() {
+  static const std::map<std::string, source_setter> table = {
+    {"BASE_URL",
+     [](source_config& src, const std::string&, const std::string& value) {
+       src.base_url = value;
+       // One trailing slash is stripped: paths are appended with their own.
+       // "https://" itself stays whole so validate reports the missing host.
+       auto& url = src.base_url;
+       if (!url.empty() && url.back() == '/'
+           && (url.size() < 3 || url.compare(url.size() - 3, 3, "://") != 0))
+         url.pop_back();
+       return caf::error{};
+     }},
+    {"MODEL",
+     [](source_config& src, const std::string&, const std::string& value) {
+       src.model = value;
+       return caf::error{};
+     }},
+    {"API_KEY",
+     [](source_config& src, const std::string&, const std::string& value) {
+       src.api_key = value;
+       return caf::error{};
+     }},
+    {"RPM",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_int(key, v, src.rpm);
+     }},
+    {"TPM",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_int(key, v, src.tpm);
+     }},
+    {"MAX_CONCURRENCY",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_int(key, v, src.max_concurrency);
+     }},
+    {"EST_TOKENS",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_int(key, v, src.est_tokens);
+     }},
+    {"TIMEOUT_S",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_number(key, v, src.timeout_s);
+     }},
+    {"CONNECT_TIMEOUT_S",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_number(key, v, src.connect_timeout_s);
+     }},
+    {"TTFT_TIMEOUT_S",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_number(key, v, src.ttft_timeout_s);
+     }},
+    {"STREAM_IDLE_TIMEOUT_S",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_number(key, v, src.stream_idle_timeout_s);
+     }},
+    {"PRIORITY",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_int(key, v, src.priority);
+     }},
+    {"OVERLAY",
+     [](source_config& src, const std::string&, const std::string& value) {
+       src.overlay = value; // must be a JSON object: checked by validate
+       return caf::error{};
+     }},
+    {"HEADERS",
+     [](source_config& src, const std::string& key, const std::string& v) {
+       return parse_headers(key, v, src.headers);
+     }},
+    {"KIND",
+     [](source_config& src, const std::string&, const std::string& value) {
+       src.kind = value;
+       return caf::error{};
+     }},
+  };
+  return table;
+}
+
+using scope_setter = std::function<caf::error(
+  scope_config&, const std::string& key, const std::string& value)>;
+
+/// Scope key suffix (everything after `{SCOPE}__`) → typed field.
+const std::map<std::string, scope_setter>& scope_setters() {
+  static const std::map<std::string, scope_setter> table = {
+    {"SELECTOR",
+     [](scope_config& sc, const std::string&, const std::string& value) {
+       sc.selector = value;
+       return caf::error{};
+     }},
+    {"STREAM",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_bool(key, v, sc.stream);
+     }},
+    {"MAX_ATTEMPTS",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_int(key, v, sc.max_attempts);
+     }},
+    {"BACKOFF_BASE_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.backoff_base_s);
+     }},
+    {"BACKOFF_MAX_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.backoff_max_s);
+     }},
+    {"STALL_WINDOW_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.stall_window_s);
+     }},
+    {"CALL_DEADLINE_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.call_deadline_s);
+     }},
+    {"HEDGE__AFTER_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.hedge.after_s);
+     }},
+    {"HEDGE__MAX_EXTRA",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_int(key, v, sc.hedge.max_extra);
+     }},
+    {"BREAKER__THRESHOLD",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_int(key, v, sc.breaker.threshold);
+     }},
+    {"BREAKER__COOLDOWN_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.breaker.cooldown_s);
+     }},
+    {"BREAKER__MIN_CALLS",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_int(key, v, sc.breaker.min_calls);
+     }},
+    {"BREAKER__FAIL_RATE",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.breaker.fail_rate);
+     }},
+    {"BREAKER__WINDOW_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.breaker.window_s);
+     }},
+    {"BREAKER__MAX_COOLDOWN_S",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_number(key, v, sc.breaker.max_cooldown_s);
+     }},
+    {"ON_QUOTA_FULL",
+     [](scope_config& sc, const std::string&, const std::string& value) {
+       sc.on_quota_full = value;
+       return caf::error{};
+     }},
+    {"ON_CIRCUIT_OPEN",
+     [](scope_config& sc, const std::string&, const std::string& value) {
+       sc.on_circuit_open = value;
+       return caf::error{};
+     }},
+    {"STRUCTURED__MAX_REASKS",
+     [](scope_config& sc, const std::string& key, const std::string& v) {
+       return parse_int(key, v, sc.structured_max_reasks);
+     }},
+  };
+  return table;
+}
+
+using global_setter = std::function<caf::error(
+  global_config&, const std::string& key, const std::string& value)>;
+
+const std::map<std::string, global_setter>& global_setters() {
+  static const std::map<std::string, global_setter> table = {
+    {"PGW_LIMITER_BACKEND",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.limiter_backend = value;
+       return caf::error{};
+     }},
+    {"PGW_BREAKER_BACKEND",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.breaker_backend = value;
+       return caf::error{};
+     }},
+    {"PGW_CACHE_BACKEND",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.cache_backend = value;
+       return caf::error{};
+     }},
+    {"PGW_CACHE_TTL_S",
+     [](global_config& g, const std::string& key, const std::string& v) {
+       return parse_number(key, v, g.cache_ttl_s);
+     }},
+    {"PGW_CACHE_NAMESPACE",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.cache_namespace = value;
+       return caf::error{};
+     }},
+    {"REDIS_URL",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.redis_url = value;
+       return caf::error{};
+     }},
+    {"PGW_PRICING_PATH",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.pricing_path = value;
+       return caf::error{};
+     }},
+    {"PGW_TELEMETRY_DB",
+     [](global_config& g, const std::string&, const std::string& value) {
+       g.telemetry_db = value;
+       return caf::error{};
+     }},
+    {"PGW_PROVIDERS_PATH", // read by load_providers
+     [](global_config&, const std::string&, const std::string&) {
+       return caf::error{};
+     }},
+  };
+  return table;
+}
+
+// -- sources -----------------------------------------------------------------------
+
+/// A source being assembled, with the key that set each field so far.
+struct source_draft {
+  source_config config;
+  std::map<std::string, std::string> keys; ///< FIELD → key as spelled
+};
+
+std::string known_providers(
+  const std::map<std::string, provider_profile>& providers) {
+  std::string out;
+  for (auto& entry : providers) {
+    if (!out.empty())
+      out += ", ";
+    out += entry.first;
+  }
+  return out;
+}
+
+/// Handles one key `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` with a known FIELD.
+caf::error
+add_source_key(const std::string& key, const std::string& value,
+               const std::vector<std::string>& seg,
+               const std::map<std::string, provider_profile>& providers,
+               std::map<std::string, source_draft>& drafts) {
+  auto& provider_seg = seg[1];
+  auto& name_seg = seg[2];
+  auto& field = seg[3];
+  if (detail::is_reserved_segment(provider_seg))
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: {} is a reserved segment and cannot "
+                                  "be a provider name (source keys are "
+                                  "{{SCOPE}}__{{PROVIDER}}__{{NAME}}__{{FIELD}})",
+                                  key, provider_seg));
+  auto provider = detail::to_lower(provider_seg);
+  auto profile = providers.find(provider);
+  if (profile == providers.end())
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: unknown provider {} (known providers: "
+                                  "{})",
+                                  key, provider_seg,
+                                  known_providers(providers)));
+  if (!is_source_name(name_seg))
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: invalid source name \"{}\" (letters, "
+                                  "digits, '-' and '_', starting and ending "
+                                  "with a letter or digit)",
+                                  key, name_seg));
+  auto name = detail::to_lower(name_seg);
+  auto [i, added] = drafts.try_emplace(name);
+  auto& draft = i->second;
+  if (added) {
+    draft.config.scope = seg[0];
+    draft.config.provider = provider;
+    draft.config.name = name;
+    draft.config.profile = profile->second;
+  } else if (draft.config.provider != provider) {
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: source name {} is already used by "
+                                  "provider {} in scope {} (source names "
+                                  "must be unique within a scope)",
+                                  key, name, draft.config.provider, seg[0]));
+  }
+  auto [k, fresh] = draft.keys.try_emplace(field, key);
+  if (!fresh)
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: sets the same field as {} (provider "
+                                  "and source names are case-insensitive)",
+                                  key, k->second));
+  return source_setters().at(field)(draft.config, key, value);
+}
+
+void warn(settings& s, std::string text) {
+  if (std::find(s.warnings.begin(), s.warnings.end(), text)
+      == s.warnings.end())
+    s.warnings.push_back(std::move(text));
+}
+
+} // namespace
+
+caf::expected<settings> load_settings(const env_map& env) {
+  auto providers = load_providers(env);
+  if (!providers)
+    return providers.error();
+  settings result;
+  // A scope is a first segment with at least one source key.
+  std::set<std::string> scope_names;
+  for (auto& entry : env) {
+    auto seg = split_key(entry.first);
+    if (seg.size() == 4 && is_scope_name(seg[0]) && is_source_field(seg[3]))
+      scope_names.insert(seg[0]);
+  }
+  std::map<std::string, std::map<std::string, source_draft>> drafts;
+  for (auto& [key, value] : env) {
+    auto seg = split_key(key);
+    if (seg.size() >= 2 && scope_names.count(seg[0]) > 0) {
+      auto& scope = result.scopes[seg[0]];
+      scope.name = seg[0];
+      if (seg.size() == 4 && is_source_field(seg[3])) {
+        if (auto err = add_source_key(key, value, seg, *providers,
+                                      drafts[seg[0]]))
+          return err;
+        continue;
+      }
+      auto suffix = key.substr(seg[0].size() + 2);
+      auto& setters = scope_setters();
+      if (auto i = setters.find(suffix); i != setters.end()) {
+        if (auto err = i->second(scope, key, value))
+          return err;
+      } else {
+        warn(result, fmt::format("unknown key {} ignored", key));
+      }
+      continue;
+    }
+    auto& globals = global_setters();
+    if (auto i = globals.find(key); i != globals.end()) {
+      if (auto err = i->second(result.global, key, value))
+        return err;
+    } else if (key.rfind("PGW_", 0) == 0) {
+      warn(result, fmt::format("unknown key {} ignored", key));
+    }
+    // Anything else (PATH, HOME, …) is not ours.
+  }
+  for (auto& [scope_name, by_name] : drafts) {
+    auto& sources = result.scopes[scope_name].sources;
+    for (auto& entry : by_name) // std::map: ordered by name
+      sources.push_back(std::move(entry.second.config));
+  }
+  if (auto err = validate(result))
+    return err;
+  return result;
+}
+
+} // namespace pgw

@@ -1,0 +1,295 @@
+// The effective settings for `pgw-actor config show`, secrets masked.
+
+#include "config/loader.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <string>
+
+namespace pgw::detail {
+
+// Defined in config/keys.cpp.
+std::string source_key(const std::string& scope, const source_config& src,
+                       const std::string& field);
+std::string scope_key(const std::string& scope, const std::string& suffix);
+std::string format_number(double x);
+std::string mask_url(const std::string& url);
+
+} // namespace pgw::detail
+
+namespace pgw {
+
+namespace {
+
+namespace json = boost::json;
+
+using detail::format_number;
+using detail::mask_url;
+
+constexpr const char* unset = "(unset)";
+constexpr const char* masked = "***";
+
+/// Unset = max(300, cooldown) (SPEC §3).
+double effective_max_cooldown(const breaker_config& br) {
+  return br.max_cooldown_s ? *br.max_cooldown_s
+                           : std::max(300.0, br.cooldown_s);
+}
+
+std::string text(double x) {
+  return format_number(x);
+}
+
+std::string text(int64_t x) {
+  return std::to_string(x);
+}
+
+std::string text(bool x) {
+  return x ? "true" : "false";
+}
+
+template <class T>
+std::string text(const std::optional<T>& x) {
+  return x ? text(*x) : unset;
+}
+
+json::value value_of(double x) {
+  return x;
+}
+
+json::value value_of(int64_t x) {
+  return x;
+}
+
+template <class T>
+json::value value_of(const std::optional<T>& x) {
+  return x ? value_of(*x) : json::value{};
+}
+
+/// Header names with every value replaced by `***`.
+json::object masked_headers(const source_config& src) {
+  json::object out;
+  for (auto& header : src.headers)
+    out[header.first] = masked;
+  return out;
+}
+
+/// The overlay as JSON; text that does not parse (only possible for settings
+/// that skipped validate) is kept as a string.
+json::value overlay_value(const source_config& src) {
+  boost::system::error_code ec;
+  auto doc = json::parse(src.overlay, ec);
+  if (ec)
+    return json::string(src.overlay);
+  return doc;
+}
+
+/// JSON text with numbers written the short way ("0.5", "3600"), which
+/// Boost.JSON 1.81 would write as "5E-1" and "3.6E3".
+void write_json(std::string& out, const json::value& v) {
+  switch (v.kind()) {
+    case json::kind::double_: {
+      auto x = v.get_double();
+      out += std::isfinite(x) ? format_number(x) : "null";
+      return;
+    }
+    case json::kind::object: {
+      out += '{';
+      bool first = true;
+      for (auto& [key, item] : v.get_object()) {
+        if (!first)
+          out += ',';
+        first = false;
+        out += json::serialize(json::string(key));
+        out += ':';
+        write_json(out, item);
+      }
+      out += '}';
+      return;
+    }
+    case json::kind::array: {
+      out += '[';
+      bool first = true;
+      for (auto& item : v.get_array()) {
+        if (!first)
+          out += ',';
+        first = false;
+        write_json(out, item);
+      }
+      out += ']';
+      return;
+    }
+    default:
+      out += json::serialize(v);
+  }
+}
+
+/// Compact text of a JSON value, numbers the short way.
+std::string to_text(const json::value& v) {
+  std::string out;
+  write_json(out, v);
+  return out;
+}
+
+/// (key, value) pairs of a source in env-key spelling, values as shown.
+std::vector<std::pair<std::string, std::string>>
+source_lines(const std::string& scope, const source_config& src) {
+  auto key = [&](const char* field) {
+    return detail::source_key(scope, src, field);
+  };
+  return {
+    {key("BASE_URL"), mask_url(src.base_url)},
+    {key("MODEL"), src.model},
+    {key("API_KEY"), src.api_key.empty() ? unset : masked},
+    {key("RPM"), text(src.rpm)},
+    {key("TPM"), text(src.tpm)},
+    {key("MAX_CONCURRENCY"), text(src.max_concurrency)},
+    {key("EST_TOKENS"), text(src.est_tokens)},
+    {key("TIMEOUT_S"), text(src.timeout_s)},
+    {key("CONNECT_TIMEOUT_S"), text(src.connect_timeout_s)},
+    {key("TTFT_TIMEOUT_S"), text(src.ttft_timeout_s)},
+    {key("STREAM_IDLE_TIMEOUT_S"), text(src.stream_idle_timeout_s)},
+    {key("PRIORITY"), text(src.priority)},
+    {key("OVERLAY"), to_text(overlay_value(src))},
+    {key("HEADERS"), to_text(masked_headers(src))},
+    {key("KIND"), src.kind},
+  };
+}
+
+std::vector<std::pair<std::string, std::string>>
+scope_lines(const std::string& name, const scope_config& sc) {
+  auto key = [&](const char* suffix) { return detail::scope_key(name, suffix); };
+  auto& br = sc.breaker;
+  return {
+    {key("SELECTOR"), sc.selector},
+    {key("STREAM"), text(sc.stream)},
+    {key("MAX_ATTEMPTS"), text(sc.max_attempts)},
+    {key("BACKOFF_BASE_S"), text(sc.backoff_base_s)},
+    {key("BACKOFF_MAX_S"), text(sc.backoff_max_s)},
+    {key("STALL_WINDOW_S"), text(sc.stall_window_s)},
+    {key("CALL_DEADLINE_S"), text(sc.call_deadline_s)},
+    {key("HEDGE__AFTER_S"), text(sc.hedge.after_s)},
+    {key("HEDGE__MAX_EXTRA"), text(sc.hedge.max_extra)},
+    {key("BREAKER__THRESHOLD"), text(br.threshold)},
+    {key("BREAKER__COOLDOWN_S"), text(br.cooldown_s)},
+    {key("BREAKER__MIN_CALLS"), text(br.min_calls)},
+    {key("BREAKER__FAIL_RATE"), text(br.fail_rate)},
+    {key("BREAKER__WINDOW_S"), text(br.window_s)},
+    {key("BREAKER__MAX_COOLDOWN_S"), text(effective_max_cooldown(br))},
+    {key("ON_QUOTA_FULL"), sc.on_quota_full},
+    {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
+    {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
+  };
+}
+
+std::vector<std::pair<std::string, std::string>>
+global_lines(const global_config& g) {
+  return {
+    {"PGW_LIMITER_BACKEND", g.limiter_backend},
+    {"PGW_BREAKER_BACKEND", g.breaker_backend},
+    {"PGW_CACHE_BACKEND", g.cache_backend},
+    {"PGW_CACHE_TTL_S", text(g.cache_ttl_s)},
+    {"PGW_CACHE_NAMESPACE", g.cache_namespace},
+    {"REDIS_URL", mask_url(g.redis_url)},
+    {"PGW_PRICING_PATH", g.pricing_path},
+    {"PGW_TELEMETRY_DB", g.telemetry_db ? *g.telemetry_db : unset},
+  };
+}
+
+void append(std::string& out,
+            const std::vector<std::pair<std::string, std::string>>& lines) {
+  for (auto& [key, value] : lines) {
+    out += key;
+    out += '=';
+    out += value;
+    out += '\n';
+  }
+}
+
+} // namespace
+
+std::string show_settings(const settings& s) {
+  std::string out = "# global\n";
+  append(out, global_lines(s.global));
+  for (auto& [name, sc] : s.scopes) {
+    out += fmt::format("\n# scope {} ({} source{})\n", name,
+                       sc.sources.size(), sc.sources.size() == 1 ? "" : "s");
+    append(out, scope_lines(name, sc));
+    for (auto& src : sc.sources) {
+      out += fmt::format("\n# source {} of scope {} (provider {})\n",
+                         src.name, name, src.provider);
+      append(out, source_lines(name, src));
+    }
+  }
+  return out;
+}
+
+std::string show_settings_json(const settings& s) {
+  auto& g = s.global;
+  json::object global{
+    {"limiter_backend", g.limiter_backend},
+    {"breaker_backend", g.breaker_backend},
+    {"cache_backend", g.cache_backend},
+    {"cache_ttl_s", g.cache_ttl_s},
+    {"cache_namespace", g.cache_namespace},
+    {"redis_url", mask_url(g.redis_url)},
+    {"pricing_path", g.pricing_path},
+    {"telemetry_db", g.telemetry_db ? json::value(*g.telemetry_db)
+                                    : json::value{}},
+  };
+  json::object scopes;
+  for (auto& [name, sc] : s.scopes) {
+    json::array sources;
+    for (auto& src : sc.sources) {
+      sources.push_back(json::object{
+        {"name", src.name},
+        {"provider", src.provider},
+        {"base_url", mask_url(src.base_url)},
+        {"model", src.model},
+        {"api_key", src.api_key.empty() ? json::value{} : json::value(masked)},
+        {"rpm", value_of(src.rpm)},
+        {"tpm", value_of(src.tpm)},
+        {"max_concurrency", value_of(src.max_concurrency)},
+        {"est_tokens", src.est_tokens},
+        {"timeout_s", src.timeout_s},
+        {"connect_timeout_s", src.connect_timeout_s},
+        {"ttft_timeout_s", value_of(src.ttft_timeout_s)},
+        {"stream_idle_timeout_s", src.stream_idle_timeout_s},
+        {"priority", src.priority},
+        {"overlay", overlay_value(src)},
+        {"headers", masked_headers(src)},
+        {"kind", src.kind},
+      });
+    }
+    auto& br = sc.breaker;
+    scopes[name] = json::object{
+      {"selector", sc.selector},
+      {"stream", sc.stream},
+      {"max_attempts", sc.max_attempts},
+      {"backoff_base_s", sc.backoff_base_s},
+      {"backoff_max_s", sc.backoff_max_s},
+      {"stall_window_s", sc.stall_window_s},
+      {"call_deadline_s", value_of(sc.call_deadline_s)},
+      {"hedge",
+       json::object{{"after_s", value_of(sc.hedge.after_s)},
+                    {"max_extra", sc.hedge.max_extra}}},
+      {"breaker",
+       json::object{{"threshold", br.threshold},
+                    {"cooldown_s", br.cooldown_s},
+                    {"min_calls", br.min_calls},
+                    {"fail_rate", br.fail_rate},
+                    {"window_s", br.window_s},
+                    {"max_cooldown_s", effective_max_cooldown(br)}}},
+      {"on_quota_full", sc.on_quota_full},
+      {"on_circuit_open", sc.on_circuit_open},
+      {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
+      {"sources", std::move(sources)},
+    };
+  }
+  return to_text(json::object{{"global", std::move(global)},
+                              {"scopes", std::move(scopes)}});
+}
+
+} // namespace pgw

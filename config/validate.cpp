@@ -1,0 +1,660 @@
+// Every configuration rule (SPEC §3): ranges, finite numbers, choices,
+// cross-field rules, features not built yet. Parsing (config/load.cpp) only
+// produces typed fields; a new rule goes here.
+//
+// Messages: `KEY=VALUE: problem (rule)` naming the full key; a required key
+// that is missing is `KEY: missing (rule)`; secrets (API_KEY, HEADERS,
+// passwords in URLs) are shown as `***`.
+
+#include "config/loader.hpp"
+#include "messages/errors.hpp"
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cmath>
+#include <set>
+#include <string>
+#include <vector>
+
+namespace pgw::detail {
+
+// Defined in config/keys.cpp.
+std::string source_key(const std::string& scope, const source_config& src,
+                       const std::string& field);
+std::string scope_key(const std::string& scope, const std::string& suffix);
+std::string format_number(double x);
+std::string mask_url(const std::string& url);
+
+} // namespace pgw::detail
+
+namespace pgw {
+
+namespace {
+
+using detail::format_number;
+using detail::mask_url;
+using detail::scope_key;
+using detail::source_key;
+
+// -- message helpers -------------------------------------------------------------
+
+caf::error violation(const std::string& key, const std::string& shown,
+                     const std::string& problem, const std::string& rule) {
+  return make_error(error_code::invalid_config,
+                    fmt::format("{}={}: {} ({})", key, shown, problem, rule));
+}
+
+caf::error missing(const std::string& key, const std::string& rule) {
+  return make_error(error_code::invalid_config,
+                    fmt::format("{}: missing ({})", key, rule));
+}
+
+void warn(settings& s, std::string text) {
+  if (std::find(s.warnings.begin(), s.warnings.end(), text)
+      == s.warnings.end())
+    s.warnings.push_back(std::move(text));
+}
+
+caf::error positive(const std::string& key, double x, const char* rule) {
+  if (std::isfinite(x) && x > 0)
+    return {};
+  return violation(key, format_number(x), "must be a finite number > 0",
+                   rule);
+}
+
+caf::error non_negative(const std::string& key, double x, const char* rule) {
+  if (std::isfinite(x) && x >= 0)
+    return {};
+  return violation(key, format_number(x), "must be a finite number >= 0",
+                   rule);
+}
+
+caf::error at_least(const std::string& key, int64_t x, int64_t min,
+                    const char* rule) {
+  if (x >= min)
+    return {};
+  return violation(key, std::to_string(x),
+                   fmt::format("must be an integer >= {}", min), rule);
+}
+
+caf::error one_of(const std::string& key, const std::string& value,
+                  const std::vector<std::string>& choices, const char* rule) {
+  if (std::find(choices.begin(), choices.end(), value) != choices.end())
+    return {};
+  std::string list;
+  for (auto& choice : choices) {
+    if (!list.empty())
+      list += ", ";
+    list += choice;
+  }
+  return violation(key, value, "must be one of " + list, rule);
+}
+
+bool has_control_char(const std::string& text) {
+  return std::any_of(text.begin(), text.end(), [](char ch) {
+    auto c = static_cast<unsigned char>(ch);
+    return (c < 0x20 && c != '\t') || c == 0x7f;
+  });
+}
+
+bool is_digits(const std::string& text) {
+  return !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
+    return ch >= '0' && ch <= '9';
+  });
+}
+
+/// A port: 1..65535 in decimal.
+bool is_port(const std::string& text) {
+  return is_digits(text) && text.size() <= 5 && std::stol(text) >= 1
+         && std::stol(text) <= 65535;
+}
+
+/// Checks `host[:port]`; `port_required` for Redis. Returns the problem or
+/// an empty string.
+std::string check_host_port(const std::string& authority,
+                            bool port_required) {
+  std::string host;
+  std::string port;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string::npos)
+      return "has an unterminated IPv6 address";
+    host = authority.substr(1, close - 1);
+    auto rest = authority.substr(close + 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':')
+        return "has text after the IPv6 address";
+      has_port = true;
+      port = rest.substr(1);
+    }
+    if (host.empty()
+        || !std::all_of(host.begin(), host.end(), [](char ch) {
+             return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':'
+                    || ch == '.';
+           }))
+      return "has an invalid IPv6 address";
+  } else {
+    auto colon = authority.find(':');
+    host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      has_port = true;
+      port = authority.substr(colon + 1);
+    }
+    if (host.empty())
+      return "has no host";
+    if (!std::all_of(host.begin(), host.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'
+                 || ch == '.' || ch == '_';
+        }))
+      return "has an invalid host";
+  }
+  if (has_port && !is_port(port))
+    return "has an invalid port (1-65535)";
+  if (port_required && !has_port)
+    return "has no port";
+  return {};
+}
+
+/// BASE_URL: `http(s)://[userinfo@]host[:port][/path]`. Returns the problem
+/// or an empty string.
+std::string check_base_url(const std::string& url) {
+  auto lower = url.substr(0, 8);
+  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
+    return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  });
+  size_t start = 0;
+  if (lower.rfind("http://", 0) == 0)
+    start = 7;
+  else if (lower.rfind("https://", 0) == 0)
+    start = 8;
+  else
+    return "must start with http:// or https://";
+  if (std::any_of(url.begin(), url.end(), [](char ch) {
+        return std::isspace(static_cast<unsigned char>(ch)) != 0;
+      })
+      || has_control_char(url))
+    return "must not contain spaces or control characters";
+  if (url.find_first_of("?#") != std::string::npos)
+    return "must not contain a query or fragment (request paths are "
+           "appended to it)";
+  auto slash = url.find('/', start);
+  auto authority = url.substr(start, slash == std::string::npos
+                                       ? std::string::npos
+                                       : slash - start);
+  if (auto at = authority.rfind('@'); at != std::string::npos)
+    authority.erase(0, at + 1);
+  return check_host_port(authority, false);
+}
+
+/// REDIS_URL: `redis://[:password@]host:port[/db]`.
+std::string check_redis_url(const std::string& url) {
+  const std::string scheme = "redis://";
+  if (url.rfind(scheme, 0) != 0)
+    return "must start with redis://";
+  auto rest = url.substr(scheme.size());
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  if (auto at = authority.rfind('@'); at != std::string::npos) {
+    auto userinfo = authority.substr(0, at);
+    if (userinfo.size() < 2 || userinfo.front() != ':')
+      return "credentials must be :password@ (no user name)";
+    authority.erase(0, at + 1);
+  }
+  if (auto problem = check_host_port(authority, true); !problem.empty())
+    return problem;
+  if (slash != std::string::npos) {
+    auto db = rest.substr(slash + 1);
+    if (!is_digits(db) || db.size() > 9)
+      return "has an invalid database number (a non-negative integer)";
+  }
+  return {};
+}
+
+/// RFC 9110 token characters.
+bool is_header_name(const std::string& name) {
+  static const std::string extra = "!#$%&'*+-.^_`|~";
+  return !name.empty() && std::all_of(name.begin(), name.end(), [](char ch) {
+    return std::isalnum(static_cast<unsigned char>(ch))
+           || extra.find(ch) != std::string::npos;
+  });
+}
+
+// -- global keys -----------------------------------------------------------------
+
+caf::error check_global(const global_config& g) {
+  if (auto err = one_of("PGW_LIMITER_BACKEND", g.limiter_backend,
+                        {"memory", "redis"}, "limiter state backend"))
+    return err;
+  if (g.limiter_backend != "memory")
+    return violation("PGW_LIMITER_BACKEND", g.limiter_backend,
+                     "not available in this build yet",
+                     "memory is the only limiter backend so far");
+  if (auto err = one_of("PGW_BREAKER_BACKEND", g.breaker_backend,
+                        {"memory", "redis"}, "breaker state backend"))
+    return err;
+  if (g.breaker_backend != "memory")
+    return violation("PGW_BREAKER_BACKEND", g.breaker_backend,
+                     "not available in this build yet",
+                     "memory is the only breaker backend so far");
+  if (auto err = one_of("PGW_CACHE_BACKEND", g.cache_backend,
+                        {"none", "memory", "redis"}, "response cache"))
+    return err;
+  if (g.cache_backend != "none")
+    return violation("PGW_CACHE_BACKEND", g.cache_backend,
+                     "not available in this build yet",
+                     "none is the only cache backend so far");
+  if (auto err = positive("PGW_CACHE_TTL_S", g.cache_ttl_s,
+                          "cache entry lifetime"))
+    return err;
+  if (g.cache_namespace.empty())
+    return violation("PGW_CACHE_NAMESPACE", "", "must not be empty",
+                     "prefix of cache keys");
+  if (auto problem = check_redis_url(g.redis_url); !problem.empty())
+    return violation("REDIS_URL", mask_url(g.redis_url), problem,
+                     "expected redis://[:password@]host:port[/db]");
+  if (g.pricing_path.empty())
+    return violation("PGW_PRICING_PATH", "", "must not be empty",
+                     "price table file");
+  if (g.telemetry_db && g.telemetry_db->empty())
+    return violation("PGW_TELEMETRY_DB", "", "must not be empty",
+                     "SQLite file for telemetry, or off");
+  return {};
+}
+
+// -- sources ---------------------------------------------------------------------
+
+caf::error check_source(const std::string& scope, const source_config& src) {
+  auto key = [&](const char* field) { return source_key(scope, src, field); };
+  if (src.base_url.empty())
+    return missing(key("BASE_URL"),
+                   "required for every source: upstream base URL such as "
+                   "https://api.example.com/v1");
+  if (auto problem = check_base_url(src.base_url); !problem.empty())
+    return violation(key("BASE_URL"), mask_url(src.base_url), problem,
+                     "expected http(s)://host[:port][/path]");
+  if (src.model.empty())
+    return missing(key("MODEL"),
+                   "required for every source: upstream model name");
+  if (has_control_char(src.api_key))
+    return violation(key("API_KEY"), "***",
+                     "contains a line break or control character",
+                     "sent as a bearer token header");
+  if (src.rpm)
+    if (auto err = at_least(key("RPM"), *src.rpm, 1,
+                            "requests per minute; leave unset for unlimited"))
+      return err;
+  if (src.tpm)
+    if (auto err = at_least(key("TPM"), *src.tpm, 1,
+                            "tokens per minute; leave unset for unlimited"))
+      return err;
+  if (src.max_concurrency)
+    if (auto err = at_least(key("MAX_CONCURRENCY"), *src.max_concurrency, 1,
+                            "requests in flight; leave unset for unlimited"))
+      return err;
+  if (auto err = at_least(key("EST_TOKENS"), src.est_tokens, 0,
+                          "tokens reserved per attempt before usage is "
+                          "known"))
+    return err;
+  if (src.tpm && src.est_tokens == 0)
+    return violation(key("EST_TOKENS"), "0",
+                     fmt::format("must be > 0 when {} is set", key("TPM")),
+                     "a TPM limit needs a token estimate per attempt");
+  if (auto err = positive(key("TIMEOUT_S"), src.timeout_s,
+                          "total time for one attempt"))
+    return err;
+  if (auto err = positive(key("CONNECT_TIMEOUT_S"), src.connect_timeout_s,
+                          "TCP/TLS connect timeout"))
+    return err;
+  if (src.ttft_timeout_s)
+    if (auto err = positive(key("TTFT_TIMEOUT_S"), *src.ttft_timeout_s,
+                            "streaming: max wait for the first token"))
+      return err;
+  if (auto err = positive(key("STREAM_IDLE_TIMEOUT_S"),
+                          src.stream_idle_timeout_s,
+                          "streaming: max silence after the first token"))
+    return err;
+  {
+    boost::system::error_code ec;
+    auto doc = boost::json::parse(src.overlay, ec);
+    const char* rule = "a JSON object merged into every request body";
+    if (ec)
+      return violation(key("OVERLAY"), src.overlay,
+                       "not valid JSON: " + ec.message(), rule);
+    if (!doc.is_object())
+      return violation(key("OVERLAY"), src.overlay, "not a JSON object",
+                       rule);
+  }
+  for (auto& [name, value] : src.headers) {
+    if (!is_header_name(name))
+      return violation(key("HEADERS"), "***",
+                       fmt::format("\"{}\" is not a valid header name", name),
+                       "header names are RFC 9110 tokens");
+    if (has_control_char(value))
+      return violation(key("HEADERS"), "***",
+                       fmt::format("the value of header \"{}\" contains a "
+                                   "line break or control character",
+                                   name),
+                       "header values are one line of text");
+  }
+  if (auto err = one_of(key("KIND"), src.kind,
+                        {"chat", "embedding", "ocr_vision", "ocr_monkey"},
+                        "what the source serves"))
+    return err;
+  return {};
+}
+
+// -- scopes ----------------------------------------------------------------------
+
+caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
+  auto key = [&](const char* suffix) { return scope_key(name, suffix); };
+  if (auto err = one_of(key("SELECTOR"), sc.selector,
+                        {"health_aware", "round_robin", "priority"},
+                        "how sources are ordered for admission"))
+    return err;
+  if (auto err = at_least(key("MAX_ATTEMPTS"), sc.max_attempts, 1,
+                          "retry budget of a call"))
+    return err;
+  if (auto err = non_negative(key("BACKOFF_BASE_S"), sc.backoff_base_s,
+                              "base of the exponential backoff"))
+    return err;
+  if (auto err = non_negative(key("BACKOFF_MAX_S"), sc.backoff_max_s,
+                              "cap of the exponential backoff"))
+    return err;
+  if (sc.backoff_max_s < sc.backoff_base_s)
+    return violation(key("BACKOFF_MAX_S"), format_number(sc.backoff_max_s),
+                     fmt::format("must be >= {}={}", key("BACKOFF_BASE_S"),
+                                 format_number(sc.backoff_base_s)),
+                     "cap of the exponential backoff");
+  if (auto err = positive(key("STALL_WINDOW_S"), sc.stall_window_s,
+                          "max time without progress"))
+    return err;
+  if (sc.call_deadline_s)
+    if (auto err = positive(key("CALL_DEADLINE_S"), *sc.call_deadline_s,
+                            "wall-clock bound of a whole call"))
+      return err;
+  if (sc.hedge.after_s)
+    if (auto err = positive(key("HEDGE__AFTER_S"), *sc.hedge.after_s,
+                            "delay before a hedge leg starts"))
+      return err;
+  if (sc.hedge.max_extra < 1 || sc.hedge.max_extra > 3)
+    return violation(key("HEDGE__MAX_EXTRA"),
+                     std::to_string(sc.hedge.max_extra),
+                     "must be an integer in [1, 3]",
+                     "extra hedge legs per round");
+  auto& br = sc.breaker;
+  if (auto err = at_least(key("BREAKER__THRESHOLD"), br.threshold, 1,
+                          "consecutive failures that open the breaker"))
+    return err;
+  if (auto err = positive(key("BREAKER__COOLDOWN_S"), br.cooldown_s,
+                          "base open time of the breaker"))
+    return err;
+  if (auto err = at_least(key("BREAKER__MIN_CALLS"), br.min_calls, 1,
+                          "attempts in the window before the failure rate "
+                          "counts"))
+    return err;
+  if (!(std::isfinite(br.fail_rate) && br.fail_rate > 0 && br.fail_rate <= 1))
+    return violation(key("BREAKER__FAIL_RATE"), format_number(br.fail_rate),
+                     "must be in (0, 1]",
+                     "failure rate in the window that opens the breaker");
+  if (auto err = positive(key("BREAKER__WINDOW_S"), br.window_s,
+                          "window of the failure-rate channel"))
+    return err;
+  if (br.max_cooldown_s) {
+    if (auto err = positive(key("BREAKER__MAX_COOLDOWN_S"),
+                            *br.max_cooldown_s,
+                            "cap of the breaker's open time"))
+      return err;
+    if (*br.max_cooldown_s < br.cooldown_s)
+      return violation(key("BREAKER__MAX_COOLDOWN_S"),
+                       format_number(*br.max_cooldown_s),
+                       fmt::format("must be >= {}={}",
+                                   key("BREAKER__COOLDOWN_S"),
+                                   format_number(br.cooldown_s)),
+                       "cap of the breaker's open time");
+  }
+  if (auto err = one_of(key("ON_QUOTA_FULL"), sc.on_quota_full,
+                        {"wait", "fail"},
+                        "when every source is out of quota"))
+    return err;
+  if (auto err = one_of(key("ON_CIRCUIT_OPEN"), sc.on_circuit_open,
+                        {"wait", "fail"},
+                        "when every source's circuit is open"))
+    return err;
+  if (auto err = at_least(key("STRUCTURED__MAX_REASKS"),
+                          sc.structured_max_reasks, 0,
+                          "structured-output re-asks"))
+    return err;
+  return {};
+}
+
+caf::error check_cross_fields(const std::string& name, const scope_config& sc,
+                              settings& s) {
+  auto key = [&](const char* suffix) { return scope_key(name, suffix); };
+  for (auto& src : sc.sources)
+    if (src.ttft_timeout_s && sc.stall_window_s < *src.ttft_timeout_s)
+      return violation(key("STALL_WINDOW_S"), format_number(sc.stall_window_s),
+                       fmt::format("must be >= {}={}",
+                                   source_key(name, src, "TTFT_TIMEOUT_S"),
+                                   format_number(*src.ttft_timeout_s)),
+                       "a call must be able to wait out a slow first token");
+  if (sc.hedge.after_s) {
+    auto after = *sc.hedge.after_s;
+    auto shown = format_number(after);
+    auto shortest = std::min_element(
+      sc.sources.begin(), sc.sources.end(),
+      [](auto& x, auto& y) { return x.timeout_s < y.timeout_s; });
+    if (after >= shortest->timeout_s)
+      return violation(key("HEDGE__AFTER_S"), shown,
+                       fmt::format("must be < {}={}, the shortest source "
+                                   "timeout",
+                                   source_key(name, *shortest, "TIMEOUT_S"),
+                                   format_number(shortest->timeout_s)),
+                       "a hedge must start before the primary attempt "
+                       "times out");
+    if (sc.call_deadline_s && after >= *sc.call_deadline_s)
+      return violation(key("HEDGE__AFTER_S"), shown,
+                       fmt::format("must be < {}={}", key("CALL_DEADLINE_S"),
+                                   format_number(*sc.call_deadline_s)),
+                       "a hedge must start before the call deadline");
+    for (auto& src : sc.sources)
+      if (src.ttft_timeout_s && after >= *src.ttft_timeout_s)
+        warn(s, fmt::format("{}={} >= {}={}: streaming hedges can never "
+                            "fire on source {} (its TTFT timeout ends the "
+                            "attempt first)",
+                            key("HEDGE__AFTER_S"), shown,
+                            source_key(name, src, "TTFT_TIMEOUT_S"),
+                            format_number(*src.ttft_timeout_s), src.name));
+    if (sc.sources.size() == 1)
+      warn(s, fmt::format("{} is set but scope {} has only one source: a "
+                          "hedge needs another source and never fires",
+                          key("HEDGE__AFTER_S"), name));
+  }
+  if (sc.hedge.max_extra > 1)
+    warn(s, fmt::format("{}={}: only one extra leg is used",
+                        key("HEDGE__MAX_EXTRA"), sc.hedge.max_extra));
+  return {};
+}
+
+caf::error check_scope(const std::string& name, const scope_config& sc,
+                       settings& s) {
+  if (sc.sources.empty())
+    return make_error(error_code::invalid_config,
+                      fmt::format("scope {}: no sources (a scope needs at "
+                                  "least one {}__{{PROVIDER}}__{{NAME}}__MODEL "
+                                  "and __BASE_URL)",
+                                  name, name));
+  std::set<std::string> names;
+  for (auto& src : sc.sources) {
+    if (src.name.empty() || src.provider.empty())
+      return make_error(error_code::invalid_config,
+                        fmt::format("scope {}: a source has no name or no "
+                                    "provider (keys are "
+                                    "{}__{{PROVIDER}}__{{NAME}}__{{FIELD}})",
+                                    name, name));
+    if (!names.insert(src.name).second)
+      return make_error(error_code::invalid_config,
+                        fmt::format("{}: source name {} is used twice in "
+                                    "scope {} (source names must be unique "
+                                    "within a scope)",
+                                    source_key(name, src, "MODEL"), src.name,
+                                    name));
+    if (auto err = check_source(name, src))
+      return err;
+  }
+  if (auto err = check_scope_keys(name, sc))
+    return err;
+  return check_cross_fields(name, sc, s);
+}
+
+// -- accepted, no effect yet -----------------------------------------------------
+
+/// What a row of the table looks at.
+struct target {
+  const global_config* global = nullptr;
+  const scope_config* scope = nullptr;
+  const source_config* source = nullptr;
+};
+
+enum class level { global, scope, source };
+
+/// A key that validates but does nothing in this build yet. When the feature
+/// lands, delete its rows.
+struct no_effect_row {
+  level where;
+  const char* key; ///< global key, scope suffix or source FIELD
+  const char* missing_feature;
+  bool (*is_set)(const target&);
+  /// Non-null: the value is echoed (never for a secret).
+  std::string (*shown)(const target&) = nullptr;
+};
+
+const source_config default_source{};
+const scope_config default_scope{};
+const global_config default_global{};
+
+const no_effect_row no_effect_table[] = {
+  {level::source, "RPM", "limiter not built",
+   [](const target& t) { return t.source->rpm.has_value(); }},
+  {level::source, "TPM", "limiter not built",
+   [](const target& t) { return t.source->tpm.has_value(); }},
+  {level::source, "MAX_CONCURRENCY", "limiter not built",
+   [](const target& t) { return t.source->max_concurrency.has_value(); }},
+  {level::source, "EST_TOKENS", "limiter not built",
+   [](const target& t) {
+     return t.source->est_tokens != default_source.est_tokens;
+   }},
+  {level::source, "KIND", "only chat sources are served so far",
+   [](const target& t) { return t.source->kind != "chat"; },
+   [](const target& t) { return t.source->kind; }},
+  {level::scope, "HEDGE__AFTER_S", "hedging not built",
+   [](const target& t) { return t.scope->hedge.after_s.has_value(); }},
+  {level::scope, "HEDGE__MAX_EXTRA", "hedging not built",
+   [](const target& t) {
+     return t.scope->hedge.max_extra != default_scope.hedge.max_extra;
+   }},
+  {level::scope, "BREAKER__THRESHOLD", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.threshold != default_scope.breaker.threshold;
+   }},
+  {level::scope, "BREAKER__COOLDOWN_S", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.cooldown_s != default_scope.breaker.cooldown_s;
+   }},
+  {level::scope, "BREAKER__MIN_CALLS", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.min_calls != default_scope.breaker.min_calls;
+   }},
+  {level::scope, "BREAKER__FAIL_RATE", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.fail_rate != default_scope.breaker.fail_rate;
+   }},
+  {level::scope, "BREAKER__WINDOW_S", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.window_s != default_scope.breaker.window_s;
+   }},
+  {level::scope, "BREAKER__MAX_COOLDOWN_S", "breaker not built",
+   [](const target& t) {
+     return t.scope->breaker.max_cooldown_s.has_value();
+   }},
+  {level::scope, "ON_QUOTA_FULL", "limiter not built",
+   [](const target& t) {
+     return t.scope->on_quota_full != default_scope.on_quota_full;
+   }},
+  {level::scope, "ON_CIRCUIT_OPEN", "breaker not built",
+   [](const target& t) {
+     return t.scope->on_circuit_open != default_scope.on_circuit_open;
+   }},
+  {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
+   [](const target& t) {
+     return t.scope->structured_max_reasks
+            != default_scope.structured_max_reasks;
+   }},
+  {level::global, "PGW_PRICING_PATH", "pricing not built",
+   [](const target& t) {
+     return t.global->pricing_path != default_global.pricing_path;
+   }},
+  {level::global, "PGW_TELEMETRY_DB", "telemetry not built",
+   [](const target& t) { return t.global->telemetry_db.has_value(); }},
+  {level::global, "PGW_CACHE_TTL_S", "cache not built",
+   [](const target& t) {
+     return t.global->cache_ttl_s != default_global.cache_ttl_s;
+   }},
+  {level::global, "PGW_CACHE_NAMESPACE", "cache not built",
+   [](const target& t) {
+     return t.global->cache_namespace != default_global.cache_namespace;
+   }},
+  {level::global, "REDIS_URL", "no Redis backend built",
+   [](const target& t) {
+     return t.global->redis_url != default_global.redis_url;
+   }},
+};
+
+void warn_no_effect(const no_effect_row& row, const std::string& key,
+                    const target& t, settings& s) {
+  if (!row.is_set(t))
+    return;
+  auto shown = row.shown != nullptr ? key + "=" + row.shown(t) : key;
+  warn(s, fmt::format("{} is accepted but has no effect yet ({})", shown,
+                      row.missing_feature));
+}
+
+/// One warning per key of the table that is set (differs from its default;
+/// settings built in code carry no record of which keys were written).
+void warn_no_effect(settings& s) {
+  for (auto& row : no_effect_table) {
+    switch (row.where) {
+      case level::global:
+        warn_no_effect(row, row.key, target{&s.global, nullptr, nullptr}, s);
+        break;
+      case level::scope:
+        for (auto& [name, sc] : s.scopes)
+          warn_no_effect(row, scope_key(name, row.key),
+                         target{&s.global, &sc, nullptr}, s);
+        break;
+      case level::source:
+        for (auto& entry : s.scopes)
+          for (auto& src : entry.second.sources)
+            warn_no_effect(row, source_key(entry.first, src, row.key),
+                           target{&s.global, &entry.second, &src}, s);
+        break;
+    }
+  }
+}
+
+} // namespace
+
+caf::error validate(settings& s) {
+  if (auto err = check_global(s.global))
+    return err;
+  for (auto& [name, sc] : s.scopes)
+    if (auto err = check_scope(name, sc, s))
+      return err;
+  warn_no_effect(s);
+  return {};
+}
+
+} // namespace pgw
