@@ -96,9 +96,11 @@ TEST_CASE_FIXTURE(e2e_fixture, "every source cuts its stream: exit 4, never part
 }
 
 TEST_CASE_FIXTURE(e2e_fixture, "400 content_policy_violation: exit 3 after exactly one request") {
+  // The rejecting source goes first; the healthy one must not be asked.
   auto env = concat(source("A", "reject"), source("B", "ok"));
+  env.push_back("LLM__SELECTOR=round_robin");
   auto r = chat({"--json", "hi"}, env);
-  CHECK(r.exit_code == 3);
+  REQUIRE(r.exit_code == 3);
   auto err = parse(r.out).at("error").as_object();
   CHECK(err.at("code").as_string() == "request_rejected");
   CHECK(err.at("upstream_code").as_string() == "content_policy_violation");
