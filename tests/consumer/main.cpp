@@ -9,6 +9,7 @@
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/send.hpp>
 
 #include <csignal>
 #include <cstdio>
