@@ -13,6 +13,10 @@ namespace pgw {
 
 namespace {
 
+/// Timer kinds armed at the gateway (the tag's top byte).
+constexpr uint64_t stall_timer = uint64_t{1} << 56;
+constexpr uint64_t deadline_timer = uint64_t{2} << 56;
+
 using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
 
 caf::timespan to_timespan(double seconds) {
@@ -136,13 +140,14 @@ void succeed(self_ptr self, call_leg& leg) {
 }
 
 /// Records progress: any upstream answer other than a rate limit, or a
-/// first token. Re-arms the stall timer.
+/// first token. The stall timer checks it when it fires.
 void progress(self_ptr self) {
-  auto& st = self->state;
-  st.last_progress = self->clock().now();
-  auto gen = ++st.stall_gen;
-  self->delayed_send(self, to_timespan(st.args.scope->stall_window_s),
-                     atom::stall_v, gen);
+  self->state.last_progress = self->clock().now();
+}
+
+/// Arms the stall timer at the gateway for the end of the window.
+void arm_stall_timer(self_ptr self, caf::timespan in) {
+  self->send(self->state.args.gateway, atom::timer_v, stall_timer, in);
 }
 
 void admit(self_ptr self);
@@ -386,9 +391,10 @@ call_supervisor(self_ptr self, call_args args) {
       st.started = true;
       st.started_at = self->clock().now();
       progress(self);
+      arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
       if (st.args.deadline_s)
-        self->delayed_send(self, to_timespan(*st.args.deadline_s),
-                           atom::deadline_v);
+        self->send(st.args.gateway, atom::timer_v, deadline_timer,
+                   to_timespan(*st.args.deadline_s));
       admit(self);
       return st.promise;
     },
@@ -406,21 +412,27 @@ call_supervisor(self_ptr self, call_args args) {
       if (gen == self->state.retry_gen)
         admit(self);
     },
-    [self](atom::stall, uint64_t gen) {
+    [self](atom::timer, uint64_t tag) {
       auto& st = self->state;
-      if (gen != st.stall_gen || st.finishing)
+      if (st.finishing)
         return;
-      // A stream that is producing tokens is progress in itself.
+      if (tag == deadline_timer) {
+        fail(self, error_code::call_deadline_exceeded,
+             "the call deadline passed");
+        return;
+      }
+      // The stall timer: fail when the window since the last progress is
+      // over, else wait for the rest of it. A stream that is producing
+      // tokens is progress in itself.
+      auto now = self->clock().now();
       for (auto& leg : st.legs)
-        if (leg.first_token && !leg.done && !leg.down) {
-          progress(self);
-          return;
-        }
-      fail(self, error_code::stalled, "no progress within STALL_WINDOW_S");
-    },
-    [self](atom::deadline) {
-      fail(self, error_code::call_deadline_exceeded,
-           "the call deadline passed");
+        if (leg.first_token && !leg.done && !leg.down)
+          st.last_progress = now;
+      auto due = st.last_progress + to_timespan(st.args.scope->stall_window_s);
+      if (now >= due)
+        fail(self, error_code::stalled, "no progress within STALL_WINDOW_S");
+      else
+        arm_stall_timer(self, due - now);
     },
     [self](atom::cancel) {
       fail(self, error_code::cancelled, "the caller cancelled the call");

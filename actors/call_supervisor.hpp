@@ -58,7 +58,6 @@ struct call_supervisor_state {
 
   caf::actor_clock::time_point started_at;
   caf::actor_clock::time_point last_progress;
-  uint64_t stall_gen = 0;
   uint64_t retry_gen = 0;
   bool admitting = false;
 

@@ -113,6 +113,29 @@ void on_report(self_ptr self, const attempt_report& rep) {
   }
 }
 
+/// Makes sure a tick comes no later than the earliest armed timer.
+void schedule_tick(self_ptr self) {
+  auto& st = self->state;
+  auto next = st.timers.next();
+  if (!next || (st.tick_at && *st.tick_at <= *next))
+    return;
+  st.tick_at = *next;
+  auto now = self->clock().now();
+  self->delayed_send(self, *next > now ? *next - now : caf::timespan{0},
+                     atom::timer_v);
+}
+
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  auto now = self->clock().now();
+  if (st.tick_at && *st.tick_at <= now)
+    st.tick_at.reset();
+  for (auto& f : st.timers.take_due(now))
+    self->send(caf::actor_cast<call_supervisor_actor>(f.owner), atom::timer_v,
+               f.tag);
+  schedule_tick(self);
+}
+
 gateway_status status_of(self_ptr self) {
   auto& st = self->state;
   gateway_status out;
@@ -122,6 +145,7 @@ gateway_status status_of(self_ptr self) {
   out.calls_ok = st.calls_ok;
   out.calls_failed = st.calls_failed;
   out.calls_active = static_cast<int64_t>(st.calls.size());
+  out.timers_armed = static_cast<int64_t>(st.timers.size());
   auto now = self->clock().now();
   for (auto& src : st.sources) {
     source_status s;
@@ -165,6 +189,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     if (i == st.call_of.end())
       return;
     auto id = i->second;
+    st.timers.drop(msg.source);
     st.calls.erase(id);
     st.call_of.erase(i);
     if (auto p = st.pending.find(id); p != st.pending.end()) {
@@ -239,6 +264,16 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
         self->send(i->second, atom::cancel_v);
     },
     [self](atom::status) -> gateway_status { return status_of(self); },
+    [self](atom::timer, uint64_t tag, caf::timespan delay) {
+      auto& st = self->state;
+      auto sender = self->current_sender();
+      if (!sender || st.call_of.count(caf::actor_cast<caf::actor_addr>(sender))
+                       == 0)
+        return; // only live calls arm timers
+      st.timers.arm(sender, tag, self->clock().now() + delay);
+      schedule_tick(self);
+    },
+    [self](atom::timer) { on_tick(self); },
   };
 }
 

@@ -4,6 +4,7 @@
 
 #include "actors/interfaces.hpp"
 #include "actors/selector.hpp"
+#include "actors/timer_table.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
 
@@ -52,6 +53,10 @@ struct gateway_state {
   /// Callers waiting for an answer, by call id.
   std::unordered_map<std::string, caf::typed_response_promise<chat_response>>
     pending;
+  /// Stall-window and deadline timers of the live calls.
+  timer_table timers;
+  /// When the pending tick (a delayed message to self) fires, if any.
+  std::optional<caf::actor_clock::time_point> tick_at;
   std::mt19937_64 rng;
   uint64_t next_call = 0;
   int64_t calls_started = 0;

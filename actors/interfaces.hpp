@@ -27,7 +27,15 @@ using gateway_actor = caf::typed_actor<
   /// Cancels the call with this id (no-op when unknown or finished).
   caf::reacts_to<atom::cancel, std::string>,
   /// Live counters and per-source state.
-  caf::replies_to<atom::status>::with<gateway_status>>;
+  caf::replies_to<atom::status>::with<gateway_status>,
+  /// Arms (or replaces) the caller's timer of kind `tag >> 56` to fire after
+  /// the delay; the caller gets `(atom::timer, tag)`. Timers of a call that
+  /// ended are dropped. CAF 0.17 cannot cancel a delayed message, so long
+  /// timers that usually never fire (stall window, deadline) live here and
+  /// do not pile up in the actor clock.
+  caf::reacts_to<atom::timer, uint64_t, caf::timespan>,
+  /// The gateway's own timer tick.
+  caf::reacts_to<atom::timer>>;
 
 /// One per logical call: the retry loop, timers, winner choice.
 using call_supervisor_actor = caf::typed_actor<
@@ -39,10 +47,8 @@ using call_supervisor_actor = caf::typed_actor<
   caf::reacts_to<atom::done, uint64_t, attempt_result>,
   /// Timer: wait over, admit again (round generation).
   caf::reacts_to<atom::retry, uint64_t>,
-  /// Timer: the stall window may have run out (progress generation).
-  caf::reacts_to<atom::stall, uint64_t>,
-  /// Timer: the call's deadline.
-  caf::reacts_to<atom::deadline>,
+  /// A timer armed at the gateway fired (stall window, deadline).
+  caf::reacts_to<atom::timer, uint64_t>,
   /// The caller cancelled the call.
   caf::reacts_to<atom::cancel>>;
 

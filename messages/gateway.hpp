@@ -93,6 +93,8 @@ struct gateway_status {
   int64_t calls_ok = 0;
   int64_t calls_failed = 0;
   int64_t calls_active = 0;
+  /// Stall-window and deadline timers armed for live calls.
+  int64_t timers_armed = 0;
   std::vector<source_status> sources;
 };
 
@@ -100,7 +102,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gateway_status& x) {
   return f(caf::meta::type_name("pgw.gateway_status"), x.scope, x.selector,
            x.calls_started, x.calls_ok, x.calls_failed, x.calls_active,
-           x.sources);
+           x.timers_armed, x.sources);
 }
 
 } // namespace pgw

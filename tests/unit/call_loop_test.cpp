@@ -279,6 +279,7 @@ TEST_CASE_FIXTURE(actor_fixture, "in-flight returns to zero on every path") {
   auto st = status(gw);
   for (auto& s : st.sources)
     CHECK(s.in_flight == 0);
+  CHECK(st.timers_armed == 0);
   CHECK(st.calls_started == 4);
   CHECK(st.calls_ok + st.calls_failed == 4);
   CHECK(st.calls_active == 0);
@@ -337,4 +338,20 @@ TEST_CASE_FIXTURE(actor_fixture, "a streaming answer in progress is not stalled"
   auto out = call(gw, hello());
   REQUIRE(out->response);
   CHECK(out->response->stats.attempts == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a call's long timers are dropped when it ends") {
+  fake->script("a", {fake_step::ok().after(1s)});
+  auto sc = test_scope({"a"});
+  sc.call_deadline_s = 600;
+  auto gw = spawn_gateway(sc);
+  auto out = start_call(gw, hello());
+  sched.run();
+  // Running: a stall-window and a deadline timer are armed.
+  CHECK(status(gw).timers_armed == 2);
+  advance(2s);
+  REQUIRE(out->response);
+  // Done: both are gone at once, not 300 or 600 s later.
+  CHECK(status(gw).timers_armed == 0);
+  CHECK(sched.clock().schedule().size() <= 1);
 }
