@@ -1,8 +1,4 @@
-// Small helpers shared by the configuration sources: key spelling, reserved
-// segments, number formatting and URL masking. The other config/*.cpp files
-// declare the ones they use in their own `pgw::detail` block.
-
-#include "config/settings.hpp"
+#include "config/keys.hpp"
 
 #include <fmt/format.h>
 

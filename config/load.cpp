@@ -3,6 +3,7 @@
 // choice and cross-field rule lives in config/validate.cpp.
 
 #include "config/loader.hpp"
+#include "config/keys.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -17,15 +18,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-namespace pgw::detail {
-
-// Defined in config/keys.cpp.
-std::string to_upper(std::string text);
-std::string to_lower(std::string text);
-bool is_reserved_segment(const std::string& segment);
-
-} // namespace pgw::detail
 
 namespace pgw {
 

@@ -2,6 +2,7 @@
 // PGW_PROVIDERS_PATH names.
 
 #include "config/loader.hpp"
+#include "config/keys.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -16,10 +17,6 @@ namespace pgw::detail {
 
 /// Generated from config/providers.json by CMake.
 const std::string& embedded_providers_json();
-
-// Defined in config/keys.cpp.
-std::string to_lower(std::string text);
-bool is_reserved_segment(const std::string& segment);
 
 } // namespace pgw::detail
 

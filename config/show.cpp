@@ -1,6 +1,7 @@
 // The effective settings for `pgw-actor config show`, secrets masked.
 
 #include "config/loader.hpp"
+#include "config/keys.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -8,17 +9,6 @@
 #include <algorithm>
 #include <cmath>
 #include <string>
-
-namespace pgw::detail {
-
-// Defined in config/keys.cpp.
-std::string source_key(const std::string& scope, const source_config& src,
-                       const std::string& field);
-std::string scope_key(const std::string& scope, const std::string& suffix);
-std::string format_number(double x);
-std::string mask_url(const std::string& url);
-
-} // namespace pgw::detail
 
 namespace pgw {
 

@@ -7,6 +7,7 @@
 // passwords in URLs) are shown as `***`.
 
 #include "config/loader.hpp"
+#include "config/keys.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -18,17 +19,6 @@
 #include <set>
 #include <string>
 #include <vector>
-
-namespace pgw::detail {
-
-// Defined in config/keys.cpp.
-std::string source_key(const std::string& scope, const source_config& src,
-                       const std::string& field);
-std::string scope_key(const std::string& scope, const std::string& suffix);
-std::string format_number(double x);
-std::string mask_url(const std::string& url);
-
-} // namespace pgw::detail
 
 namespace pgw {
 

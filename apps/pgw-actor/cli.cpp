@@ -37,7 +37,17 @@ system_config::system_config() {
   set("logger.console-verbosity", caf::atom("quiet"));
   // Work sharing wakes an idle worker at once; the default work stealing
   // lets idle workers sleep, which adds ~100 us to a call from a thread.
+  // Actors never block (HTTP runs on the transport's own threads), so one
+  // scheduler thread is enough and saves hand-offs between workers;
+  // PGW_SCHEDULER_THREADS overrides it.
   set("scheduler.policy", caf::atom("sharing"));
+  size_t threads = 1;
+  if (auto env = std::getenv("PGW_SCHEDULER_THREADS")) {
+    auto n = std::strtoul(env, nullptr, 10);
+    if (n >= 1 && n <= 256)
+      threads = n;
+  }
+  set("scheduler.max-threads", threads);
 }
 
 std::optional<settings> load(const std::optional<std::string>& env_file) {
