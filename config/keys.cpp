@@ -40,6 +40,18 @@ bool is_reserved_segment(const std::string& segment) {
   return std::find(names.begin(), names.end(), upper) != names.end();
 }
 
+bool is_name_segment(const std::string& name) {
+  if (name.empty())
+    return false;
+  for (char ch : name) {
+    auto c = static_cast<unsigned char>(ch);
+    if (!std::isalnum(c) && c != '_' && c != '-')
+      return false;
+  }
+  return std::isalnum(static_cast<unsigned char>(name.front()))
+         && std::isalnum(static_cast<unsigned char>(name.back()));
+}
+
 /// `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` for a source, upper case.
 std::string source_key(const std::string& scope, const source_config& src,
                        const std::string& field) {

@@ -21,6 +21,10 @@ const std::vector<std::string>& reserved_segments();
 /// True when `segment` (any case) is a reserved scope-key segment.
 bool is_reserved_segment(const std::string& segment);
 
+/// Letters, digits, `-` and `_`, starting and ending with a letter or digit
+/// (source and provider names).
+bool is_name_segment(const std::string& name);
+
 /// `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` for a source, upper case.
 std::string source_key(const std::string& scope, const source_config& src,
                        const std::string& field);

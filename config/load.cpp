@@ -49,19 +49,6 @@ bool is_scope_name(const std::string& name) {
   });
 }
 
-/// Letters, digits, `-` and `_`, starting and ending with a letter or digit.
-bool is_source_name(const std::string& name) {
-  if (name.empty())
-    return false;
-  for (char ch : name) {
-    auto c = static_cast<unsigned char>(ch);
-    if (!std::isalnum(c) && c != '_' && c != '-')
-      return false;
-  }
-  return std::isalnum(static_cast<unsigned char>(name.front()))
-         && std::isalnum(static_cast<unsigned char>(name.back()));
-}
-
 std::vector<std::string> split_key(const std::string& key) {
   std::vector<std::string> segments;
   size_t start = 0;
@@ -190,14 +177,68 @@ caf::error parse_headers(const std::string& key, const std::string& text,
 
 // -- key tables --------------------------------------------------------------------
 
-using source_setter = std::function<caf::error(
-  source_config&, const std::string& key, const std::string& value)>;
+caf::error parse_into(const std::string& key, const std::string& text,
+                      int64_t& out) {
+  return parse_int(key, text, out);
+}
+
+caf::error parse_into(const std::string& key, const std::string& text,
+                      std::optional<int64_t>& out) {
+  return parse_int(key, text, out);
+}
+
+caf::error parse_into(const std::string& key, const std::string& text,
+                      double& out) {
+  return parse_number(key, text, out);
+}
+
+caf::error parse_into(const std::string& key, const std::string& text,
+                      std::optional<double>& out) {
+  return parse_number(key, text, out);
+}
+
+caf::error parse_into(const std::string& key, const std::string& text,
+                      bool& out) {
+  return parse_bool(key, text, out);
+}
+
+/// Text fields take the value as it is; validate checks them.
+caf::error parse_into(const std::string&, const std::string& text,
+                      std::string& out) {
+  out = text;
+  return {};
+}
+
+caf::error parse_into(const std::string&, const std::string& text,
+                      std::optional<std::string>& out) {
+  out = text;
+  return {};
+}
+
+template <class Config>
+using setter = std::function<caf::error(Config&, const std::string& key,
+                                        const std::string& value)>;
+
+/// A setter that parses into the field `get(config)` returns.
+template <class Config, class Get>
+setter<Config> field(Get get) {
+  return [get](Config& cfg, const std::string& key, const std::string& value) {
+    return parse_into(key, value, get(cfg));
+  };
+}
+
+/// A setter for a direct member.
+template <class Config, class T>
+setter<Config> field(T Config::*member) {
+  return field<Config>([member](Config& cfg) -> T& { return cfg.*member; });
+}
 
 /// FIELD → how a source key's text becomes a typed field.
-const std::map<std::string, source_setter>& source_setters() {
-  static const std::map<std::string, source_setter> table = {
+const std::map<std::string, setter<source_config>>& source_setters() {
+  using sc = source_config;
+  static const std::map<std::string, setter<sc>> table = {
     {"BASE_URL",
-     [](source_config& src, const std::string&, const std::string& value) {
+     [](sc& src, const std::string&, const std::string& value) {
        src.base_url = value;
        // One trailing slash is stripped: paths are appended with their own.
        // "https://" itself stays whole so validate reports the missing host.
@@ -207,203 +248,75 @@ const std::map<std::string, source_setter>& source_setters() {
          url.pop_back();
        return caf::error{};
      }},
-    {"MODEL",
-     [](source_config& src, const std::string&, const std::string& value) {
-       src.model = value;
-       return caf::error{};
-     }},
-    {"API_KEY",
-     [](source_config& src, const std::string&, const std::string& value) {
-       src.api_key = value;
-       return caf::error{};
-     }},
-    {"RPM",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_int(key, v, src.rpm);
-     }},
-    {"TPM",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_int(key, v, src.tpm);
-     }},
-    {"MAX_CONCURRENCY",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_int(key, v, src.max_concurrency);
-     }},
-    {"EST_TOKENS",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_int(key, v, src.est_tokens);
-     }},
-    {"TIMEOUT_S",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_number(key, v, src.timeout_s);
-     }},
-    {"CONNECT_TIMEOUT_S",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_number(key, v, src.connect_timeout_s);
-     }},
-    {"TTFT_TIMEOUT_S",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_number(key, v, src.ttft_timeout_s);
-     }},
-    {"STREAM_IDLE_TIMEOUT_S",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_number(key, v, src.stream_idle_timeout_s);
-     }},
-    {"PRIORITY",
-     [](source_config& src, const std::string& key, const std::string& v) {
-       return parse_int(key, v, src.priority);
-     }},
-    {"OVERLAY",
-     [](source_config& src, const std::string&, const std::string& value) {
-       src.overlay = value; // must be a JSON object: checked by validate
-       return caf::error{};
-     }},
+    {"MODEL", field(&sc::model)},
+    {"API_KEY", field(&sc::api_key)},
+    {"RPM", field(&sc::rpm)},
+    {"TPM", field(&sc::tpm)},
+    {"MAX_CONCURRENCY", field(&sc::max_concurrency)},
+    {"EST_TOKENS", field(&sc::est_tokens)},
+    {"TIMEOUT_S", field(&sc::timeout_s)},
+    {"CONNECT_TIMEOUT_S", field(&sc::connect_timeout_s)},
+    {"TTFT_TIMEOUT_S", field(&sc::ttft_timeout_s)},
+    {"STREAM_IDLE_TIMEOUT_S", field(&sc::stream_idle_timeout_s)},
+    {"PRIORITY", field(&sc::priority)},
+    // OVERLAY must be a JSON object: checked by validate.
+    {"OVERLAY", field(&sc::overlay)},
     {"HEADERS",
-     [](source_config& src, const std::string& key, const std::string& v) {
+     [](sc& src, const std::string& key, const std::string& v) {
        return parse_headers(key, v, src.headers);
      }},
-    {"KIND",
-     [](source_config& src, const std::string&, const std::string& value) {
-       src.kind = value;
-       return caf::error{};
-     }},
+    {"KIND", field(&sc::kind)},
   };
   return table;
 }
-
-using scope_setter = std::function<caf::error(
-  scope_config&, const std::string& key, const std::string& value)>;
 
 /// Scope key suffix (everything after `{SCOPE}__`) → typed field.
-const std::map<std::string, scope_setter>& scope_setters() {
-  static const std::map<std::string, scope_setter> table = {
-    {"SELECTOR",
-     [](scope_config& sc, const std::string&, const std::string& value) {
-       sc.selector = value;
-       return caf::error{};
-     }},
-    {"STREAM",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_bool(key, v, sc.stream);
-     }},
-    {"MAX_ATTEMPTS",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_int(key, v, sc.max_attempts);
-     }},
-    {"BACKOFF_BASE_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.backoff_base_s);
-     }},
-    {"BACKOFF_MAX_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.backoff_max_s);
-     }},
-    {"STALL_WINDOW_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.stall_window_s);
-     }},
-    {"CALL_DEADLINE_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.call_deadline_s);
-     }},
+const std::map<std::string, setter<scope_config>>& scope_setters() {
+  using sc = scope_config;
+  static const std::map<std::string, setter<sc>> table = {
+    {"SELECTOR", field(&sc::selector)},
+    {"STREAM", field(&sc::stream)},
+    {"MAX_ATTEMPTS", field(&sc::max_attempts)},
+    {"BACKOFF_BASE_S", field(&sc::backoff_base_s)},
+    {"BACKOFF_MAX_S", field(&sc::backoff_max_s)},
+    {"STALL_WINDOW_S", field(&sc::stall_window_s)},
+    {"CALL_DEADLINE_S", field(&sc::call_deadline_s)},
     {"HEDGE__AFTER_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.hedge.after_s);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.hedge.after_s; })},
     {"HEDGE__MAX_EXTRA",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_int(key, v, sc.hedge.max_extra);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.hedge.max_extra; })},
     {"BREAKER__THRESHOLD",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_int(key, v, sc.breaker.threshold);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.threshold; })},
     {"BREAKER__COOLDOWN_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.breaker.cooldown_s);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.cooldown_s; })},
     {"BREAKER__MIN_CALLS",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_int(key, v, sc.breaker.min_calls);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.min_calls; })},
     {"BREAKER__FAIL_RATE",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.breaker.fail_rate);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.fail_rate; })},
     {"BREAKER__WINDOW_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.breaker.window_s);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.window_s; })},
     {"BREAKER__MAX_COOLDOWN_S",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_number(key, v, sc.breaker.max_cooldown_s);
-     }},
-    {"ON_QUOTA_FULL",
-     [](scope_config& sc, const std::string&, const std::string& value) {
-       sc.on_quota_full = value;
-       return caf::error{};
-     }},
-    {"ON_CIRCUIT_OPEN",
-     [](scope_config& sc, const std::string&, const std::string& value) {
-       sc.on_circuit_open = value;
-       return caf::error{};
-     }},
-    {"STRUCTURED__MAX_REASKS",
-     [](scope_config& sc, const std::string& key, const std::string& v) {
-       return parse_int(key, v, sc.structured_max_reasks);
-     }},
+     field<sc>([](sc& x) -> auto& { return x.breaker.max_cooldown_s; })},
+    {"ON_QUOTA_FULL", field(&sc::on_quota_full)},
+    {"ON_CIRCUIT_OPEN", field(&sc::on_circuit_open)},
+    {"STRUCTURED__MAX_REASKS", field(&sc::structured_max_reasks)},
   };
   return table;
 }
 
-using global_setter = std::function<caf::error(
-  global_config&, const std::string& key, const std::string& value)>;
-
-const std::map<std::string, global_setter>& global_setters() {
-  static const std::map<std::string, global_setter> table = {
-    {"PGW_LIMITER_BACKEND",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.limiter_backend = value;
-       return caf::error{};
-     }},
-    {"PGW_BREAKER_BACKEND",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.breaker_backend = value;
-       return caf::error{};
-     }},
-    {"PGW_CACHE_BACKEND",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.cache_backend = value;
-       return caf::error{};
-     }},
-    {"PGW_CACHE_TTL_S",
-     [](global_config& g, const std::string& key, const std::string& v) {
-       return parse_number(key, v, g.cache_ttl_s);
-     }},
-    {"PGW_CACHE_NAMESPACE",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.cache_namespace = value;
-       return caf::error{};
-     }},
-    {"REDIS_URL",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.redis_url = value;
-       return caf::error{};
-     }},
-    {"PGW_PRICING_PATH",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.pricing_path = value;
-       return caf::error{};
-     }},
-    {"PGW_TELEMETRY_DB",
-     [](global_config& g, const std::string&, const std::string& value) {
-       g.telemetry_db = value;
-       return caf::error{};
-     }},
+const std::map<std::string, setter<global_config>>& global_setters() {
+  using gc = global_config;
+  static const std::map<std::string, setter<gc>> table = {
+    {"PGW_LIMITER_BACKEND", field(&gc::limiter_backend)},
+    {"PGW_BREAKER_BACKEND", field(&gc::breaker_backend)},
+    {"PGW_CACHE_BACKEND", field(&gc::cache_backend)},
+    {"PGW_CACHE_TTL_S", field(&gc::cache_ttl_s)},
+    {"PGW_CACHE_NAMESPACE", field(&gc::cache_namespace)},
+    {"REDIS_URL", field(&gc::redis_url)},
+    {"PGW_PRICING_PATH", field(&gc::pricing_path)},
+    {"PGW_TELEMETRY_DB", field(&gc::telemetry_db)},
     {"PGW_PROVIDERS_PATH", // read by load_providers
-     [](global_config&, const std::string&, const std::string&) {
-       return caf::error{};
-     }},
+     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
   };
   return table;
 }
@@ -450,7 +363,7 @@ add_source_key(const std::string& key, const std::string& value,
                                   "{})",
                                   key, provider_seg,
                                   known_providers(providers)));
-  if (!is_source_name(name_seg))
+  if (!detail::is_name_segment(name_seg))
     return make_error(error_code::invalid_config,
                       fmt::format("{}: invalid source name \"{}\" (letters, "
                                   "digits, '-' and '_', starting and ending "

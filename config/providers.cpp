@@ -54,15 +54,7 @@ const char* kind_name(json::kind k) {
 /// Provider names become key segments: letters and digits, `-` or single
 /// `_` inside.
 bool is_provider_name(const std::string& name) {
-  if (name.empty() || name.find("__") != std::string::npos)
-    return false;
-  for (char ch : name) {
-    auto c = static_cast<unsigned char>(ch);
-    if (!std::isalnum(c) && c != '_' && c != '-')
-      return false;
-  }
-  return std::isalnum(static_cast<unsigned char>(name.front()))
-         && std::isalnum(static_cast<unsigned char>(name.back()));
+  return name.find("__") == std::string::npos && detail::is_name_segment(name);
 }
 
 /// A dotted body path: non-empty segments separated by single dots.
