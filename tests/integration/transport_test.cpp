@@ -190,6 +190,7 @@ TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
     {"dead", outcome::source_dead, 429, "insufficient_quota"},
     {"unauth", outcome::source_dead, 401, "http_401"},
     {"no-such-model", outcome::source_rejected, 404, "model_not_found"},
+    {"flap", outcome::transient, 503, "http_503"}, // inside its outage
   };
   for (auto& r : rows) {
     for (bool stream : {false, true}) {
