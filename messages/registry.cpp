@@ -3,6 +3,7 @@
 #include "messages/chat.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
+#include "messages/governance.hpp"
 #include "messages/outcome.hpp"
 
 namespace pgw {

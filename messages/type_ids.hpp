@@ -16,6 +16,11 @@ struct admit_request;
 struct admit_result;
 struct attempt_report;
 struct gateway_status;
+struct permit;
+struct acquire_result;
+struct limiter_status;
+struct breaker_entry;
+struct breaker_status;
 
 } // namespace pgw
 
@@ -29,6 +34,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::admit_result))
   CAF_ADD_TYPE_ID(pgw, (pgw::attempt_report))
   CAF_ADD_TYPE_ID(pgw, (pgw::gateway_status))
+  CAF_ADD_TYPE_ID(pgw, (pgw::permit))
+  CAF_ADD_TYPE_ID(pgw, (pgw::acquire_result))
+  CAF_ADD_TYPE_ID(pgw, (pgw::limiter_status))
+  CAF_ADD_TYPE_ID(pgw, (pgw::breaker_entry))
+  CAF_ADD_TYPE_ID(pgw, (pgw::breaker_status))
 
   // Atom texts are at most 10 characters of [A-Za-z0-9_ ].
   CAF_ADD_ATOM(pgw, pgw::atom, chat, "chat")
@@ -42,5 +52,11 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, hedge, "hedge")
   CAF_ADD_ATOM(pgw, pgw::atom, start, "start")
   CAF_ADD_ATOM(pgw, pgw::atom, timer, "timer")
+  CAF_ADD_ATOM(pgw, pgw::atom, acquire, "acquire")
+  CAF_ADD_ATOM(pgw, pgw::atom, settle, "settle")
+  CAF_ADD_ATOM(pgw, pgw::atom, release, "release")
+  CAF_ADD_ATOM(pgw, pgw::atom, enter, "enter")
+  CAF_ADD_ATOM(pgw, pgw::atom, record, "record")
+  CAF_ADD_ATOM(pgw, pgw::atom, abandon, "abandon")
 
 CAF_END_TYPE_ID_BLOCK(pgw)
