@@ -1,5 +1,6 @@
 #include "actors/attempt.hpp"
 
+#include "actors/settlement.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -10,13 +11,24 @@ namespace pgw {
 
 namespace {
 
-void report(attempt_actor::stateful_pointer<attempt_state> self, outcome kind,
-            caf::optional<double> retry_after) {
+using self_ptr = attempt_actor::stateful_pointer<attempt_state>;
+
+void report(self_ptr self, outcome kind, caf::optional<double> retry_after) {
   attempt_report rep;
   rep.source = self->state.args.source->name;
   rep.kind = kind;
   rep.retry_after_s = retry_after;
   self->send(self->state.args.gateway, atom::report_v, std::move(rep));
+}
+
+/// Settles and releases the permit, exactly once per attempt.
+void settle(self_ptr self, int64_t amount) {
+  auto& args = self->state.args;
+  auto& id = args.granted_permit.id;
+  if (id.empty())
+    return;
+  self->send(args.limiter, atom::settle_v, id, amount);
+  self->send(args.limiter, atom::release_v, id);
 }
 
 } // namespace
@@ -31,6 +43,12 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       st.finished = true;
       if (st.handle)
         st.handle->cancel();
+      // The upstream may have generated tokens: settle the estimate unless
+      // nothing was sent. Waiting is not death: no breaker feed.
+      settle(self, settle_cancelled(static_cast<bool>(st.handle),
+                                    st.args.granted_permit.est));
+      if (st.args.probe)
+        self->send(st.args.breaker, atom::release_v, st.args.epoch);
       report(self, outcome::cancelled, caf::none);
     }
     self->quit(msg.reason);
@@ -65,6 +83,8 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       if (st.finished)
         return;
       st.finished = true;
+      settle(self, settle_amount(res, st.args.granted_permit.est));
+      self->send(st.args.breaker, atom::record_v, st.args.epoch, res.kind);
       report(self, res.kind, res.retry_after_s);
       self->send(st.args.supervisor, atom::done_v, st.args.leg,
                  std::move(res));

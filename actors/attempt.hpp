@@ -20,6 +20,12 @@ struct attempt_args {
   std::shared_ptr<const chat_request> request;
   bool stream = false;
   bool hedge = false;
+  /// Governance of this attempt: its limiter permit and breaker entry.
+  limiter_actor limiter;
+  breaker_actor breaker;
+  permit granted_permit;
+  uint64_t epoch = 0;
+  bool probe = false;
 };
 
 struct attempt_state {
@@ -31,11 +37,14 @@ struct attempt_state {
 };
 
 /// Starts the request at once. Promises: forwards the first token to the
-/// supervisor; reports its outcome exactly once to the gateway (selector and
-/// cooldown memo) and to the supervisor, then quits. On an exit signal
+/// supervisor; when the outcome is known, settles its permit by the SPEC §8
+/// rule and releases it, feeds the breaker (stamped with its epoch), reports
+/// to the gateway (selector, in-flight, cooldown memo) and to the
+/// supervisor, exactly once each, then quits. On an exit signal
 /// (`user_shutdown`: cancelled or hedge loser) before the outcome is known,
-/// it cancels the transport call (closing the connection) and reports
-/// `cancelled` to the gateway instead.
+/// it cancels the transport call (closing the connection), settles the
+/// estimate (0 if nothing was sent), releases, gives a probe lease back,
+/// feeds nothing to the breaker and reports `cancelled` to the gateway.
 attempt_actor::behavior_type
 attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args);
 

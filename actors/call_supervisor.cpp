@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 namespace pgw {
 
@@ -117,10 +118,10 @@ void succeed(self_ptr self, call_leg& leg) {
   resp.reasoning_content = std::move(res.reasoning_content);
   resp.finish_reason = res.finish_reason;
   resp.source = leg.source;
-  auto src = st.args.sources.find(leg.source);
+  auto src = st.args.sources->find(leg.source);
   resp.model = !res.model.empty() ? res.model
-               : src != st.args.sources.end() ? src->second->model
-                                              : std::string{};
+               : src != st.args.sources->end() ? src->second.config->model
+                                               : std::string{};
   resp.usage.prompt_tokens = res.prompt_tokens;
   resp.usage.completion_tokens = res.completion_tokens;
   resp.call_id = st.args.call_id;
@@ -171,15 +172,12 @@ void retry_after(self_ptr self, double delay_s,
     self->delayed_send(self, to_timespan(delay_s), atom::retry_v, gen);
 }
 
-void start_leg(self_ptr self, const std::string& source, bool hedge) {
+void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   auto& st = self->state;
-  auto src = st.args.sources.find(source);
-  if (src == st.args.sources.end()) {
+  auto src = st.args.sources->find(admitted.source);
+  if (src == st.args.sources->end()) {
     // The gateway admitted a source this call does not know: give it back.
-    attempt_report rep;
-    rep.source = source;
-    rep.kind = outcome::cancelled;
-    self->send(st.args.gateway, atom::report_v, std::move(rep));
+    self->send(st.args.gateway, atom::abandon_v, admitted);
     fail(self, error_code::internal, "gateway admitted unknown source");
     return;
   }
@@ -188,13 +186,18 @@ void start_leg(self_ptr self, const std::string& source, bool hedge) {
   aa.supervisor = self;
   aa.gateway = st.args.gateway;
   aa.transport = st.args.transport;
-  aa.source = src->second;
+  aa.source = src->second.config;
   aa.request = st.args.request;
   aa.stream = st.args.stream;
   aa.hedge = hedge;
+  aa.limiter = src->second.limiter;
+  aa.breaker = src->second.breaker;
+  aa.granted_permit = std::move(admitted.granted_permit);
+  aa.epoch = admitted.epoch;
+  aa.probe = admitted.probe;
   call_leg leg;
   leg.id = aa.leg;
-  leg.source = source;
+  leg.source = admitted.source;
   leg.hedge = hedge;
   leg.actor = self->spawn(attempt, std::move(aa));
   self->monitor(leg.actor);
@@ -216,21 +219,36 @@ void on_refused(self_ptr self, admit_result& r) {
     }
     return;
   }
-  auto wait_s = r.retry_after_s ? *r.retry_after_s : 0.0;
+  // Which skipped sources may be waited for: cooling ones (429 memo)
+  // always, quota and open circuits by the scope's policies.
   auto& scope = *st.args.scope;
-  if (r.refusal == "circuit_open" && scope.on_circuit_open == "fail") {
-    fail(self, error_code::circuit_open, "every source's circuit is open",
-         r.retry_after_s);
+  std::optional<double> wait_s;
+  bool quota = false;
+  for (auto& [source, reason] : r.skipped) {
+    quota = quota || reason == "quota";
+    bool waits = reason == "cooling"
+                 || (reason == "quota" && scope.on_quota_full == "wait")
+                 || (reason == "circuit_open"
+                     && scope.on_circuit_open == "wait");
+    if (!waits)
+      continue;
+    auto in = r.retry_in.count(source) ? r.retry_in.at(source) : 0.0;
+    if (!wait_s || in < *wait_s)
+      wait_s = in;
+  }
+  if (!wait_s) {
+    if (quota)
+      fail(self, error_code::quota_exhausted,
+           "no source may run: quota full or circuit open everywhere",
+           r.retry_after_s);
+    else
+      fail(self, error_code::circuit_open, "every source's circuit is open",
+           r.retry_after_s);
     return;
   }
-  if (r.refusal == "quota" && scope.on_quota_full == "fail") {
-    fail(self, error_code::quota_exhausted, "every source's quota is full",
-         r.retry_after_s);
-    return;
-  }
-  // `cooling` (429 memo) and the `wait` policies: wait for the earliest
-  // source, bounded by the stall window (and the deadline's own timer).
-  retry_after(self, wait_s, r.retry_after_s);
+  // Wait for the earliest source, bounded by the stall window (and the
+  // deadline's own timer).
+  retry_after(self, *wait_s, r.retry_after_s);
 }
 
 void admit(self_ptr self) {
@@ -249,23 +267,24 @@ void admit(self_ptr self) {
         auto& st = self->state;
         st.admitting = false;
         if (st.finishing) {
-          if (r.admitted) {
-            attempt_report rep;
-            rep.source = r.source;
-            rep.kind = outcome::cancelled;
-            self->send(st.args.gateway, atom::report_v, std::move(rep));
-          }
+          if (r.admitted)
+            self->send(st.args.gateway, atom::abandon_v, r);
           return;
         }
         if (r.admitted)
-          start_leg(self, r.source, false);
+          start_leg(self, r, false);
         else
           on_refused(self, r);
       },
       [self](caf::error& err) {
         self->state.admitting = false;
-        fail(self, error_code::internal,
-             "admission failed: " + to_string(err));
+        if (code_of(err) == error_code::governance_unavailable)
+          fail(self, error_code::governance_unavailable,
+               "the limiter or breaker backend is unavailable: "
+                 + describe(err));
+        else
+          fail(self, error_code::internal,
+               "admission failed: " + to_string(err));
       });
 }
 

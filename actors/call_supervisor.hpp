@@ -17,13 +17,20 @@
 
 namespace pgw {
 
+/// A source as a call sees it: its settings and governance actors.
+struct call_source {
+  std::shared_ptr<const source_config> config;
+  limiter_actor limiter;
+  breaker_actor breaker;
+};
+
 /// What a supervisor needs; built by its gateway.
 struct call_args {
   std::string call_id;
   std::shared_ptr<const chat_request> request;
   scope_ptr scope;
-  /// The scope's sources, by name, sharing ownership with `scope`.
-  std::map<std::string, std::shared_ptr<const source_config>> sources;
+  /// The scope's sources, by name.
+  std::shared_ptr<const std::map<std::string, call_source>> sources;
   gateway_actor gateway;
   transport_ptr transport;
   bool stream = true;

@@ -1,6 +1,8 @@
 #include "actors/gateway.hpp"
 
+#include "actors/admission.hpp"
 #include "actors/call_supervisor.hpp"
+#include "actors/governance.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -34,52 +36,6 @@ std::string new_call_id(self_ptr self) {
                      static_cast<uint32_t>(st.rng()), ++st.next_call);
 }
 
-admit_result admit(self_ptr self, const admit_request& req) {
-  auto& st = self->state;
-  auto n = st.sources.size();
-  std::vector<int32_t> in_flight(n), failures(n, 0);
-  for (size_t i = 0; i < n; ++i) {
-    in_flight[i] = st.sources[i].in_flight;
-    if (auto f = req.failures.find(st.sources[i].config->name);
-        f != req.failures.end())
-      failures[i] = f->second;
-  }
-  std::vector<size_t> order;
-  try {
-    order = st.picker->order(in_flight, st.rng);
-  } catch (...) {
-    // An error inside the selector never fails a call (SPEC §7).
-    order.resize(n);
-    std::iota(order.begin(), order.end(), size_t{0});
-  }
-  demote_failed(order, failures);
-  auto now = self->clock().now();
-  admit_result out;
-  std::optional<caf::actor_clock::time_point> earliest;
-  for (auto i : order) {
-    auto& src = st.sources[i];
-    auto& name = src.config->name;
-    if (std::find(req.exclude.begin(), req.exclude.end(), name)
-        != req.exclude.end())
-      continue;
-    if (src.cool_until > now) {
-      out.skipped[name] = "cooling";
-      if (!earliest || src.cool_until < *earliest)
-        earliest = src.cool_until;
-      continue;
-    }
-    out.admitted = true;
-    out.source = name;
-    ++src.in_flight;
-    ++src.attempts;
-    return out;
-  }
-  out.refusal = out.skipped.empty() ? "none" : "cooling";
-  if (earliest)
-    out.retry_after_s = seconds_until(now, *earliest);
-  return out;
-}
-
 void on_report(self_ptr self, const attempt_report& rep) {
   auto& st = self->state;
   auto i = st.index.find(rep.source);
@@ -88,6 +44,7 @@ void on_report(self_ptr self, const attempt_report& rep) {
   auto& src = st.sources[i->second];
   if (src.in_flight > 0)
     --src.in_flight;
+  ++src.outcomes[to_string(rep.kind)];
   switch (rep.kind) {
     case outcome::ok:
       ++src.ok;
@@ -147,7 +104,8 @@ gateway_status status_of(self_ptr self) {
   out.calls_active = static_cast<int64_t>(st.calls.size());
   out.timers_armed = static_cast<int64_t>(st.timers.size());
   auto now = self->clock().now();
-  for (auto& src : st.sources) {
+  for (size_t i = 0; i < st.sources.size(); ++i) {
+    auto& src = st.sources[i];
     source_status s;
     s.name = src.config->name;
     s.model = src.config->model;
@@ -158,9 +116,49 @@ gateway_status status_of(self_ptr self) {
     s.ok = src.ok;
     s.failed = src.failed;
     s.rate_limited = src.rate_limited;
+    s.outcomes = src.outcomes;
+    s.ewma = st.picker->ewma(i);
     out.sources.push_back(std::move(s));
   }
   return out;
+}
+
+/// Answers `status` after asking every source's limiter and breaker.
+void collect_status(self_ptr self,
+                    caf::typed_response_promise<gateway_status> rp) {
+  auto& st = self->state;
+  auto out = std::make_shared<gateway_status>(status_of(self));
+  auto pending = std::make_shared<size_t>(2 * st.sources.size());
+  auto failed = std::make_shared<bool>(false);
+  if (*pending == 0) {
+    rp.deliver(std::move(*out));
+    return;
+  }
+  auto done = [out, pending, failed, rp](caf::error* err) mutable {
+    if (*failed)
+      return;
+    if (err != nullptr) {
+      *failed = true;
+      rp.deliver(std::move(*err));
+      return;
+    }
+    if (--*pending == 0)
+      rp.deliver(std::move(*out));
+  };
+  for (size_t i = 0; i < st.sources.size(); ++i) {
+    self->request(st.sources[i].limiter, caf::infinite, atom::status_v)
+      .then([out, i, done](limiter_status& ls) mutable {
+              out->sources[i].limiter = std::move(ls);
+              done(nullptr);
+            },
+            [done](caf::error& err) mutable { done(&err); });
+    self->request(st.sources[i].breaker, caf::infinite, atom::status_v)
+      .then([out, i, done](breaker_status& bs) mutable {
+              out->sources[i].breaker = std::move(bs);
+              done(nullptr);
+            },
+            [done](caf::error& err) mutable { done(&err); });
+  }
 }
 
 } // namespace
@@ -173,16 +171,28 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
   st.transport = std::move(transport);
   st.rng.seed(opts.seed != 0 ? opts.seed : std::random_device{}());
   std::vector<selector::source_entry> entries;
+  std::map<std::string, call_source> call_sources;
   for (auto& src : st.scope->sources) {
     std::shared_ptr<const source_config> ptr{st.scope, &src};
     st.index.emplace(src.name, st.sources.size());
-    st.by_name.emplace(src.name, ptr);
     source_runtime rt;
     rt.config = ptr;
+    auto lim = opts.make_limiter ? opts.make_limiter(*st.scope, src)
+                                 : make_memory_limiter(limits_of(src));
+    auto brk = opts.make_breaker
+                 ? opts.make_breaker(*st.scope, src)
+                 : make_memory_breaker(breaker_settings_of(*st.scope, src));
+    rt.limiter = self->spawn<caf::linked>(
+      limiter, std::shared_ptr<limiter_backend>{std::move(lim)});
+    rt.breaker = self->spawn<caf::linked>(
+      breaker, std::shared_ptr<breaker_backend>{std::move(brk)});
+    call_sources[src.name] = call_source{ptr, rt.limiter, rt.breaker};
     st.sources.push_back(std::move(rt));
     entries.push_back({src.name, src.priority});
   }
   st.picker.emplace(selector::parse(st.scope->selector), std::move(entries));
+  st.call_sources = std::make_shared<const std::map<std::string, call_source>>(
+    std::move(call_sources));
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
     auto i = st.call_of.find(msg.source);
@@ -216,7 +226,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       call_args args;
       args.call_id = req.call_id;
       args.scope = st.scope;
-      args.sources = st.by_name;
+      args.sources = st.call_sources;
       args.gateway = self;
       args.transport = st.transport;
       args.stream = req.stream ? *req.stream : st.scope->stream;
@@ -254,8 +264,13 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
           });
       return rp;
     },
-    [self](atom::admit, admit_request& req) -> admit_result {
-      return admit(self, req);
+    [self](atom::admit, admit_request& req) -> caf::result<admit_result> {
+      auto rp = self->make_response_promise<admit_result>();
+      detail::admit(self, std::move(req), rp);
+      return rp;
+    },
+    [self](atom::abandon, const admit_result& admitted) {
+      detail::abandon(self, admitted);
     },
     [self](atom::report, attempt_report& rep) { on_report(self, rep); },
     [self](atom::cancel, std::string& call_id) {
@@ -263,7 +278,11 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       if (auto i = st.calls.find(call_id); i != st.calls.end())
         self->send(i->second, atom::cancel_v);
     },
-    [self](atom::status) -> gateway_status { return status_of(self); },
+    [self](atom::status) -> caf::result<gateway_status> {
+      auto rp = self->make_response_promise<gateway_status>();
+      collect_status(self, rp);
+      return rp;
+    },
     [self](atom::timer, uint64_t tag, caf::timespan delay) {
       auto& st = self->state;
       auto sender = self->current_sender();
@@ -275,6 +294,32 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     },
     [self](atom::timer) { on_tick(self); },
   };
+}
+
+limiter_limits limits_of(const source_config& src) {
+  limiter_limits out;
+  out.source = src.name;
+  out.rpm = src.rpm;
+  out.tpm = src.tpm;
+  out.max_concurrency = src.max_concurrency;
+  out.lease_s = src.timeout_s + 10;
+  return out;
+}
+
+breaker_settings breaker_settings_of(const scope_config& scope,
+                                     const source_config& src) {
+  auto& b = scope.breaker;
+  breaker_settings out;
+  out.source = src.name;
+  out.threshold = effective_threshold(b.threshold, src.max_concurrency);
+  out.cooldown_s = b.cooldown_s;
+  out.min_calls = b.min_calls;
+  out.fail_rate = b.fail_rate;
+  out.window_s = b.window_s;
+  out.max_cooldown_s = b.max_cooldown_s ? *b.max_cooldown_s
+                                        : std::max(300.0, b.cooldown_s);
+  out.probe_lease_s = src.timeout_s + 5;
+  return out;
 }
 
 caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,

@@ -3,14 +3,19 @@
 /// The `gateway` actor: one per scope (SPEC §2).
 
 #include "actors/interfaces.hpp"
+#include "actors/call_supervisor.hpp"
 #include "actors/selector.hpp"
 #include "actors/timer_table.hpp"
+#include "backends/breaker.hpp"
+#include "backends/limiter.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
 
 #include <caf/actor_clock.hpp>
 #include <caf/expected.hpp>
 #include <caf/typed_response_promise.hpp>
+
+#include <functional>
 
 #include <map>
 #include <memory>
@@ -29,6 +34,9 @@ namespace pgw {
 /// Per-source state the gateway keeps.
 struct source_runtime {
   std::shared_ptr<const source_config> config;
+  limiter_actor limiter;
+  breaker_actor breaker;
+  /// Attempts admitted and not yet reported.
   int32_t in_flight = 0;
   /// The 429 cooldown memo: not admitted before this time.
   caf::actor_clock::time_point cool_until{};
@@ -36,6 +44,8 @@ struct source_runtime {
   int64_t ok = 0;
   int64_t failed = 0;
   int64_t rate_limited = 0;
+  /// Attempts that ended, by outcome name.
+  std::map<std::string, int64_t> outcomes;
 };
 
 struct gateway_state {
@@ -45,7 +55,8 @@ struct gateway_state {
   transport_ptr transport;
   std::optional<selector> picker;
   std::vector<source_runtime> sources;
-  std::map<std::string, std::shared_ptr<const source_config>> by_name;
+  /// What every call of this scope gets to know about the sources.
+  std::shared_ptr<const std::map<std::string, call_source>> call_sources;
   std::unordered_map<std::string, size_t> index;
   /// Live calls by id (for cancellation).
   std::unordered_map<std::string, call_supervisor_actor> calls;
@@ -69,7 +80,21 @@ struct gateway_options {
   /// Seeds the selector's randomness and each call's backoff jitter;
   /// 0 = from std::random_device.
   uint64_t seed = 0;
+  /// Builds each source's limiter and breaker backends; unset = the memory
+  /// backends with the source's and scope's settings.
+  std::function<limiter_backend_ptr(const scope_config&, const source_config&)>
+    make_limiter;
+  std::function<breaker_backend_ptr(const scope_config&, const source_config&)>
+    make_breaker;
 };
+
+/// The limits of `src` (SPEC §5): its RPM/TPM/MAX_CONCURRENCY, a lease of
+/// TIMEOUT_S + 10 s.
+limiter_limits limits_of(const source_config& src);
+
+/// The breaker settings of `src` in `scope` (SPEC §6), threshold lifted.
+breaker_settings breaker_settings_of(const scope_config& scope,
+                                     const source_config& src);
 
 /// Serves one scope. `chat` checks the request (`invalid_request` before
 /// anything starts), spawns a `call_supervisor` and delegates the request to

@@ -5,6 +5,7 @@
 #include "messages/chat.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
+#include "messages/governance.hpp"
 #include "messages/outcome.hpp"
 #include "messages/type_ids.hpp"
 
@@ -24,6 +25,9 @@ using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::admit, admit_request>::with<admit_result>,
   /// The end of an admitted attempt (attempts only), exactly once each.
   caf::reacts_to<atom::report, attempt_report>,
+  /// An admission that will not run (its call ended meanwhile): settle 0,
+  /// release, give a probe lease back.
+  caf::reacts_to<atom::abandon, admit_result>,
   /// Cancels the call with this id (no-op when unknown or finished).
   caf::reacts_to<atom::cancel, std::string>,
   /// Live counters and per-source state.
@@ -51,6 +55,26 @@ using call_supervisor_actor = caf::typed_actor<
   caf::reacts_to<atom::timer, uint64_t>,
   /// The caller cancelled the call.
   caf::reacts_to<atom::cancel>>;
+
+/// One per source: RPM/TPM/concurrency state and permits (SPEC §5).
+using limiter_actor = caf::typed_actor<
+  /// A permit for `est` tokens, or a refusal with a reason and retry time.
+  caf::replies_to<atom::acquire, int64_t>::with<acquire_result>,
+  /// Replaces the permit's reservation by the actual amount, once.
+  caf::reacts_to<atom::settle, std::string, int64_t>,
+  /// Frees the permit's in-flight slot, once.
+  caf::reacts_to<atom::release, std::string>,
+  caf::replies_to<atom::status>::with<limiter_status>>;
+
+/// One per source: the breaker state machine (SPEC §6).
+using breaker_actor = caf::typed_actor<
+  /// May a caller run an attempt now (and is it the probe)?
+  caf::replies_to<atom::enter>::with<breaker_entry>,
+  /// An attempt's outcome, stamped with the epoch it entered at.
+  caf::reacts_to<atom::record, uint64_t, outcome>,
+  /// A probe that was cancelled or lost admission gives its lease back.
+  caf::reacts_to<atom::release, uint64_t>,
+  caf::replies_to<atom::status>::with<breaker_status>>;
 
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<

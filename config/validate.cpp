@@ -293,6 +293,11 @@ caf::error check_source(const std::string& scope, const source_config& src) {
     return violation(key("EST_TOKENS"), "0",
                      fmt::format("must be > 0 when {} is set", key("TPM")),
                      "a TPM limit needs a token estimate per attempt");
+  if (src.tpm && src.est_tokens > *src.tpm)
+    return violation(key("EST_TOKENS"), std::to_string(src.est_tokens),
+                     fmt::format("must be <= {}={}", key("TPM"), *src.tpm),
+                     "an attempt reserves EST_TOKENS of the minute's TPM; a "
+                     "larger estimate could never be admitted");
   if (auto err = positive(key("TIMEOUT_S"), src.timeout_s,
                           "total time for one attempt"))
     return err;
@@ -527,16 +532,6 @@ const scope_config default_scope{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
-  {level::source, "RPM", "limiter not built",
-   [](const target& t) { return t.source->rpm.has_value(); }},
-  {level::source, "TPM", "limiter not built",
-   [](const target& t) { return t.source->tpm.has_value(); }},
-  {level::source, "MAX_CONCURRENCY", "limiter not built",
-   [](const target& t) { return t.source->max_concurrency.has_value(); }},
-  {level::source, "EST_TOKENS", "limiter not built",
-   [](const target& t) {
-     return t.source->est_tokens != default_source.est_tokens;
-   }},
   {level::source, "KIND", "only chat sources are served so far",
    [](const target& t) { return t.source->kind != "chat"; },
    [](const target& t) { return t.source->kind; }},
@@ -545,38 +540,6 @@ const no_effect_row no_effect_table[] = {
   {level::scope, "HEDGE__MAX_EXTRA", "hedging not built",
    [](const target& t) {
      return t.scope->hedge.max_extra != default_scope.hedge.max_extra;
-   }},
-  {level::scope, "BREAKER__THRESHOLD", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.threshold != default_scope.breaker.threshold;
-   }},
-  {level::scope, "BREAKER__COOLDOWN_S", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.cooldown_s != default_scope.breaker.cooldown_s;
-   }},
-  {level::scope, "BREAKER__MIN_CALLS", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.min_calls != default_scope.breaker.min_calls;
-   }},
-  {level::scope, "BREAKER__FAIL_RATE", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.fail_rate != default_scope.breaker.fail_rate;
-   }},
-  {level::scope, "BREAKER__WINDOW_S", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.window_s != default_scope.breaker.window_s;
-   }},
-  {level::scope, "BREAKER__MAX_COOLDOWN_S", "breaker not built",
-   [](const target& t) {
-     return t.scope->breaker.max_cooldown_s.has_value();
-   }},
-  {level::scope, "ON_QUOTA_FULL", "limiter not built",
-   [](const target& t) {
-     return t.scope->on_quota_full != default_scope.on_quota_full;
-   }},
-  {level::scope, "ON_CIRCUIT_OPEN", "breaker not built",
-   [](const target& t) {
-     return t.scope->on_circuit_open != default_scope.on_circuit_open;
    }},
   {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
    [](const target& t) {

@@ -3,6 +3,7 @@
 /// Messages between a call supervisor and its gateway: admission (which
 /// source runs the next attempt), attempt reports, and the gateway's status.
 
+#include "messages/governance.hpp"
 #include "messages/outcome.hpp"
 #include "messages/type_ids.hpp"
 
@@ -32,24 +33,31 @@ typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
            x.failures, x.hedge);
 }
 
-/// The gateway's answer: a source, or why none can run now.
+/// The gateway's answer: a source with its permit and breaker entry, or why
+/// none can run now.
 struct admit_result {
   bool admitted = false;
-  std::string source; ///< when admitted
+  std::string source;    ///< when admitted
+  permit granted_permit; ///< when admitted: the limiter permit
+  uint64_t epoch = 0;    ///< when admitted: the breaker epoch entered at
+  bool probe = false;    ///< when admitted: the half-open probe
   /// When refused: each source that was skipped and why (`cooling`,
   /// `circuit_open`, `quota`).
   std::map<std::string, std::string> skipped;
+  /// When refused: seconds until each skipped source may run again.
+  std::map<std::string, double> retry_in;
   /// When refused: seconds until the earliest skipped source may run again.
   caf::optional<double> retry_after_s;
-  /// When refused: the deciding reason ("cooling", "circuit_open", "quota"),
-  /// or "none" when every source is excluded.
+  /// When refused: "none" when every source is excluded, else the reason of
+  /// the skipped sources ("cooling", "circuit_open", "quota", "mixed").
   std::string refusal;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
   return f(caf::meta::type_name("pgw.admit_result"), x.admitted, x.source,
-           x.skipped, x.retry_after_s, x.refusal);
+           x.granted_permit, x.epoch, x.probe, x.skipped, x.retry_in,
+           x.retry_after_s, x.refusal);
 }
 
 /// Sent to the gateway exactly once for every admitted attempt when it ends.
@@ -76,13 +84,18 @@ struct source_status {
   int64_t ok = 0;
   int64_t failed = 0;
   int64_t rate_limited = 0;
+  /// Attempts that ended, by SPEC §4 outcome name.
+  std::map<std::string, int64_t> outcomes;
+  double ewma = 1.0; ///< the health_aware selector's score input
+  limiter_status limiter;
+  breaker_status breaker;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, source_status& x) {
   return f(caf::meta::type_name("pgw.source_status"), x.name, x.model,
            x.in_flight, x.cooling_s, x.attempts, x.ok, x.failed,
-           x.rate_limited);
+           x.rate_limited, x.outcomes, x.ewma, x.limiter, x.breaker);
 }
 
 /// The answer to `status` on a gateway.

@@ -6,6 +6,8 @@
 
 #include <caf/type_id.hpp>
 
+#include <cstdint>
+
 namespace pgw {
 
 struct chat_request;
@@ -16,6 +18,7 @@ struct admit_request;
 struct admit_result;
 struct attempt_report;
 struct gateway_status;
+enum class outcome : uint8_t;
 struct permit;
 struct acquire_result;
 struct limiter_status;
@@ -34,6 +37,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::admit_result))
   CAF_ADD_TYPE_ID(pgw, (pgw::attempt_report))
   CAF_ADD_TYPE_ID(pgw, (pgw::gateway_status))
+  CAF_ADD_TYPE_ID(pgw, (pgw::outcome))
   CAF_ADD_TYPE_ID(pgw, (pgw::permit))
   CAF_ADD_TYPE_ID(pgw, (pgw::acquire_result))
   CAF_ADD_TYPE_ID(pgw, (pgw::limiter_status))

@@ -1,0 +1,24 @@
+#pragma once
+
+/// The settlement rule (SPEC §8): settle what is known; if the upstream may
+/// have generated tokens and the amount is unknown, settle the estimate; if
+/// it certainly generated nothing, settle 0.
+
+#include "messages/outcome.hpp"
+
+#include <cstdint>
+
+namespace pgw {
+
+/// Tokens to settle for an attempt whose outcome is known:
+/// ok → reported usage (even 0), else est; request_rejected,
+/// source_rejected, source_dead, rate_limited → 0; result_invalid → reported
+/// usage, else est; transient → est when the upstream was reached, else 0
+/// (connect failure before sending).
+int64_t settle_amount(const attempt_result& res, int64_t est);
+
+/// Tokens to settle for an attempt stopped before its outcome was known:
+/// est once its request may be in flight, 0 when nothing was sent.
+int64_t settle_cancelled(bool request_started, int64_t est);
+
+} // namespace pgw
