@@ -54,5 +54,6 @@ int chat_main(const std::vector<std::string>& args);
 int config_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_main(const std::vector<std::string>& args);
+int soak_main(const std::vector<std::string>& args);
 
 } // namespace pgw::cli

@@ -15,6 +15,8 @@ commands:
   config check      validate the configuration (exit 0, or 2 with the reason)
   config show       print the effective settings, secrets masked
   demo              the embedded default: an in-process simulator, no setup
+  soak              many calls through one gateway, with a report and
+                    invariant checks (see `pgw-actor soak --help`)
   bench overhead    added latency of the gateway vs direct calls
 
 configuration: environment variables plus ./.env (or --env-file F).
@@ -36,6 +38,8 @@ int main(int argc, char** argv) {
     return pgw::cli::config_main(args);
   if (cmd == "demo")
     return pgw::cli::demo_main(args);
+  if (cmd == "soak")
+    return pgw::cli::soak_main(args);
   if (cmd == "bench")
     return pgw::cli::bench_main(args);
   std::fprintf(stderr, "pgw-actor: unknown command '%s'\n\n%s", cmd.c_str(),

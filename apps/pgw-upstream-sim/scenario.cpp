@@ -299,7 +299,7 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   if (auto* x = obj.if_contains("outage")) {
     auto opath = path + ".outage";
     auto& o = as_object(*x, opath);
-    only_fields(o, opath, {"first_ms", "status"});
+    only_fields(o, opath, {"first_ms", "status", "retry_after"});
     outage_spec out;
     if (auto* y = o.if_contains("first_ms"))
       out.first_ms = as_ms(*y, opath + ".first_ms");
@@ -307,6 +307,8 @@ model_spec parse_model(const json::value& v, const std::string& path) {
       fail(opath + ".first_ms", "required");
     if (auto* y = o.if_contains("status"))
       out.status = as_status(*y, opath + ".status");
+    if (auto* y = o.if_contains("retry_after"))
+      out.retry_after = as_header_text(*y, opath + ".retry_after");
     m.outage = out;
   }
   return m;
@@ -436,6 +438,8 @@ plan decide(const std::string& name, const model_spec& m, uint64_t seed,
   p.latency_ms = draw_latency(p.b.latency, seed, name, n);
   if (m.outage && since_reset_ms < m.outage->first_ms * time_scale) {
     p.fault.status = m.outage->status;
+    if (m.outage->retry_after)
+      p.fault.retry_after = *m.outage->retry_after;
     p.outage = true;
   } else if (entry) {
     p.fault = entry->fault;

@@ -70,6 +70,8 @@ struct script_entry {
 struct outage_spec {
   double first_ms = 0;
   int status = 503;
+  /// Header text sent as `Retry-After` during the outage (e.g. a 429 storm).
+  std::optional<std::string> retry_after;
 };
 
 struct model_spec {

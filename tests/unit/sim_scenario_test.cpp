@@ -290,3 +290,21 @@ TEST_CASE("sim scenario: latency draws follow their distribution") {
   CHECK(detail::decide("l", s["l"], 1, 5, 0, 1).latency_ms
         == detail::decide("l", s["l"], 1, 5, 0, 1).latency_ms);
 }
+
+TEST_CASE("sim scenario: an outage may send Retry-After (a 429 storm)") {
+  auto sc = detail::load_scenario(
+    R"({"models": {"storm": {"outage": {"first_ms": 1000, "status": 429,
+                                        "retry_after": "1"}}}})");
+  auto& storm = sc.at("storm");
+  auto during = detail::decide("storm", storm, 1, 1, 500, 1);
+  CHECK(during.outage);
+  CHECK(during.fault.status == 429);
+  REQUIRE(during.fault.retry_after);
+  CHECK(*during.fault.retry_after == "1");
+  auto after = detail::decide("storm", storm, 1, 2, 1500, 1);
+  CHECK_FALSE(after.outage);
+  CHECK(after.fault.status == 0);
+  CHECK(rejection(R"({"models": {"x": {"outage": {"first_ms": 1,
+                                       "retry_after": "a\nb"}}}})")
+          .find("models.x.outage.retry_after") != std::string::npos);
+}

@@ -1,0 +1,333 @@
+// `pgw-actor soak`: drives N calls through one gateway with C callers, shows
+// progress, and ends with a report whose invariants fail the run when broken.
+
+#include "cli.hpp"
+
+#include "actors/client.hpp"
+#include "actors/gateway.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace pgw::cli {
+
+namespace {
+
+namespace json = boost::json;
+using clock_type = std::chrono::steady_clock;
+
+constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurrency C [options]
+
+  --calls N          logical calls to make (default 1000)
+  --concurrency C    callers in parallel (default 16)
+  --scope S          scope to use (default LLM)
+  --env-file F       read configuration from F (default ./.env when present)
+  --stream           ask sources for streamed answers (default: the scope's)
+  --no-stream        ask for single JSON answers
+  --json-report P    also write the report as JSON to P
+exit: 0 when every invariant holds, 1 when one is broken, 2 usage/config.
+)";
+
+/// What the callers saw.
+struct tally {
+  std::mutex mtx;
+  std::vector<double> latency_ms;
+  std::map<std::string, int64_t> errors; ///< by error code
+  int64_t ok = 0;
+  int64_t answers = 0;
+  int64_t attempts = 0; ///< sum of call_stats.attempts of the answered calls
+};
+
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  auto i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
+  return v[i];
+}
+
+/// Reads the gateway status until every permit is settled and released and
+/// nothing is in flight (attempts settle just after their call answers), or
+/// two seconds pass.
+caf::expected<gateway_status> quiet_status(client& cl) {
+  auto until = clock_type::now() + std::chrono::seconds(2);
+  for (;;) {
+    auto st = cl.status();
+    if (!st)
+      return st;
+    bool quiet = st->calls_active == 0;
+    for (auto& s : st->sources)
+      quiet = quiet && s.in_flight == 0 && s.limiter.in_flight == 0
+              && s.limiter.acquired == s.limiter.settled
+              && s.limiter.acquired == s.limiter.released;
+    if (quiet || clock_type::now() > until)
+      return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+} // namespace
+
+int soak_main(const std::vector<std::string>& args) {
+  int64_t calls = 1000;
+  int concurrency = 16;
+  std::string scope = "LLM";
+  std::optional<std::string> env_file;
+  std::optional<std::string> json_path;
+  caf::optional<bool> stream;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= args.size())
+        return std::nullopt;
+      return args[++i];
+    };
+    auto bad = [&](const std::string& msg) {
+      std::fprintf(stderr, "pgw-actor soak: %s\n", msg.c_str());
+      return exit_usage;
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(soak_usage, stdout);
+      return exit_ok;
+    } else if (a == "--calls" || a == "--concurrency") {
+      auto v = value();
+      auto n = v ? parse_number(*v) : std::nullopt;
+      if (!n || *n < 1 || *n > 1e9 || *n != static_cast<int64_t>(*n))
+        return bad(a + " must be an integer >= 1");
+      if (a == "--calls")
+        calls = static_cast<int64_t>(*n);
+      else if (*n > 10000)
+        return bad("--concurrency must be <= 10000");
+      else
+        concurrency = static_cast<int>(*n);
+    } else if (a == "--scope" || a == "--env-file" || a == "--json-report") {
+      auto v = value();
+      if (!v)
+        return bad(a + " needs a value");
+      if (a == "--scope")
+        scope = *v;
+      else if (a == "--env-file")
+        env_file = *v;
+      else
+        json_path = *v;
+    } else if (a == "--stream") {
+      stream = true;
+    } else if (a == "--no-stream") {
+      stream = false;
+    } else {
+      return bad("unknown option " + a + "\n" + soak_usage);
+    }
+  }
+  auto cfg = load(env_file);
+  if (!cfg)
+    return exit_usage;
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto gw = spawn_gateway(sys, *cfg, scope);
+  if (!gw) {
+    std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
+    return exit_usage;
+  }
+  client cl{sys, *gw};
+
+  tally t;
+  std::atomic<int64_t> next{0};
+  auto t0 = clock_type::now();
+  std::vector<std::thread> callers;
+  for (int c = 0; c < concurrency; ++c) {
+    callers.emplace_back([&, c] {
+      for (;;) {
+        auto n = next.fetch_add(1);
+        if (n >= calls)
+          return;
+        chat_request req;
+        req.messages.push_back(
+          {"user", fmt::format("soak call {} from caller {}", n, c), {}});
+        req.stream = stream;
+        auto start = clock_type::now();
+        auto res = cl.chat(std::move(req));
+        auto ms = std::chrono::duration<double, std::milli>(clock_type::now()
+                                                            - start)
+                    .count();
+        std::lock_guard<std::mutex> guard{t.mtx};
+        ++t.answers;
+        t.latency_ms.push_back(ms);
+        if (res) {
+          ++t.ok;
+          t.attempts += res->stats.attempts;
+        } else {
+          auto code = code_of(res.error());
+          ++t.errors[code ? to_string(*code) : "internal"];
+        }
+      }
+    });
+  }
+  // Progress: one updating line on a terminal, a plain line per second else.
+  bool tty = ::isatty(STDOUT_FILENO) != 0;
+  for (;;) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 1000));
+    int64_t done, ok;
+    {
+      std::lock_guard<std::mutex> guard{t.mtx};
+      done = t.answers;
+      ok = t.ok;
+    }
+    auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+    auto line = fmt::format("calls {}/{}  ok {:.2f}%  {:.0f} calls/s", done,
+                            calls, done ? 100.0 * ok / done : 100.0,
+                            secs > 0 ? done / secs : 0.0);
+    if (tty)
+      std::printf("\r%s   ", line.c_str());
+    else
+      std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (done >= calls)
+      break;
+  }
+  for (auto& th : callers)
+    th.join();
+  auto wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  if (tty)
+    std::printf("\n");
+
+  auto st = quiet_status(cl);
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+  if (!st) {
+    std::fprintf(stderr, "pgw-actor soak: status failed: %s\n",
+                 describe(st.error()).c_str());
+    return exit_other;
+  }
+  // -- invariants --
+  std::map<std::string, bool> inv;
+  bool in_flight_zero = st->calls_active == 0;
+  bool permits_balanced = true;
+  int64_t rate_limited = 0, attempts = 0;
+  for (auto& s : st->sources) {
+    in_flight_zero = in_flight_zero && s.in_flight == 0
+                     && s.limiter.in_flight == 0;
+    permits_balanced = permits_balanced
+                       && s.limiter.acquired == s.limiter.settled
+                       && s.limiter.acquired == s.limiter.released;
+    for (auto& [name, n] : s.outcomes) {
+      attempts += n;
+      if (name == "rate_limited")
+        rate_limited += n;
+    }
+  }
+  inv["in_flight_zero"] = in_flight_zero;
+  inv["permits_settled_and_released"] = permits_balanced;
+  inv["one_answer_per_call"] = t.answers == calls
+                               && st->calls_started == calls
+                               && st->calls_ok + st->calls_failed == calls;
+
+  // -- report --
+  auto p50 = percentile(t.latency_ms, 0.5);
+  auto p95 = percentile(t.latency_ms, 0.95);
+  auto p99 = percentile(t.latency_ms, 0.99);
+  auto p999 = percentile(t.latency_ms, 0.999);
+  auto rate = calls ? static_cast<double>(t.ok) / calls : 0.0;
+  std::printf("\npgw soak report: scope %s, %lld calls, concurrency %d, "
+              "%.1f s, %.0f calls/s\n",
+              scope.c_str(), static_cast<long long>(calls), concurrency,
+              wall_s, calls / wall_s);
+  std::printf("  success   %lld / %lld = %.3f %%\n",
+              static_cast<long long>(t.ok), static_cast<long long>(calls),
+              100.0 * rate);
+  for (auto& [code, n] : t.errors)
+    std::printf("  failed    %-22s %lld\n", code.c_str(),
+                static_cast<long long>(n));
+  std::printf("  latency   p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  p99.9 "
+              "%.1f ms\n",
+              p50, p95, p99, p999);
+  std::printf("  attempts  %lld (%.3f per call), 429s seen %lld\n",
+              static_cast<long long>(attempts),
+              calls ? static_cast<double>(attempts) / calls : 0.0,
+              static_cast<long long>(rate_limited));
+  std::printf("  per source (share of attempts; outcomes; breaker):\n");
+  for (auto& s : st->sources) {
+    int64_t n = 0;
+    std::string outcomes;
+    for (auto& [name, k] : s.outcomes) {
+      n += k;
+      outcomes += fmt::format("{}={} ", name, k);
+    }
+    auto& b = s.breaker;
+    std::printf("    %-12s %5.1f %%  %s| breaker %s, epoch %llu, opens %llu, "
+                "probes %llu (%llu failed), streak %lld\n",
+                s.name.c_str(), attempts ? 100.0 * n / attempts : 0.0,
+                outcomes.c_str(), b.state.c_str(),
+                static_cast<unsigned long long>(b.epoch),
+                static_cast<unsigned long long>(b.opens),
+                static_cast<unsigned long long>(b.probes),
+                static_cast<unsigned long long>(b.probe_failures),
+                static_cast<long long>(b.reopen_streak));
+  }
+  bool all_ok = true;
+  std::printf("  invariants:\n");
+  for (auto& [name, holds] : inv) {
+    all_ok = all_ok && holds;
+    std::printf("    %-30s %s\n", name.c_str(), holds ? "ok" : "BROKEN");
+  }
+  if (json_path) {
+    json::object by_source;
+    for (auto& s : st->sources) {
+      json::object o;
+      for (auto& [name, k] : s.outcomes)
+        o[name] = k;
+      by_source[s.name] = std::move(o);
+    }
+    json::object invariants;
+    for (auto& [name, holds] : inv)
+      invariants[name] = holds;
+    json::object breakers;
+    for (auto& s : st->sources)
+      breakers[s.name] = json::object{
+        {"state", s.breaker.state},
+        {"epoch", s.breaker.epoch},
+        {"opens", s.breaker.opens},
+        {"probes", s.breaker.probes},
+        {"probe_failures", s.breaker.probe_failures},
+        {"reopen_streak", s.breaker.reopen_streak},
+      };
+    json::object errors;
+    for (auto& [code, n] : t.errors)
+      errors[code] = n;
+    json::object doc{
+      {"calls", calls},
+      {"ok", t.ok},
+      {"success_rate", rate},
+      {"attempts", attempts},
+      {"rate_limited", rate_limited},
+      {"errors", std::move(errors)},
+      {"attempts_by_source", std::move(by_source)},
+      {"breakers", std::move(breakers)},
+      {"latency_ms",
+       json::object{{"p50", p50}, {"p95", p95}, {"p99", p99}, {"p999", p999}}},
+      {"wall_s", wall_s},
+      {"invariants", std::move(invariants)},
+    };
+    std::ofstream out{*json_path};
+    out << json::serialize(doc) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
+                   json_path->c_str());
+      return exit_other;
+    }
+  }
+  return all_ok ? exit_ok : exit_other;
+}
+
+} // namespace pgw::cli
