@@ -1,7 +1,9 @@
 // `pgw-actor demo`: the embedded default. Starts the upstream simulator in
-// this process with a healthy, a flaky (503 half of the time) and a slow
-// source, runs a handful of calls through one gateway and prints what
-// happened to each. Needs no configuration and reads none.
+// this process with a healthy, a flaky (503 half of the time), a slow and a
+// recovering source (down for its first two seconds), runs calls through one
+// gateway and prints what happened to each: failover, and the recovering
+// source isolated by its breaker and let back in through a probe. Needs no
+// configuration and reads none.
 
 #include "cli.hpp"
 
@@ -19,7 +21,7 @@
 namespace pgw::cli {
 
 int demo_main(const std::vector<std::string>& args) {
-  int calls = 12;
+  int calls = 24;
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--calls" && i + 1 < args.size()) {
       auto n = parse_number(args[++i]);
@@ -41,7 +43,9 @@ int demo_main(const std::vector<std::string>& args) {
     "demo-healthy": {"tokens": 12, "latency": {"dist": "fixed", "ms": 120}},
     "demo-flaky":   {"tokens": 12, "latency": {"dist": "fixed", "ms": 80},
                      "faults": [{"p": 0.5, "status": 503}]},
-    "demo-slow":    {"tokens": 12, "ttft_ms": 2000, "token_ms": 10}
+    "demo-slow":    {"tokens": 12, "ttft_ms": 2000, "token_ms": 10},
+    "demo-recovering": {"tokens": 12, "latency": {"dist": "fixed", "ms": 120},
+                        "outage": {"first_ms": 8000, "status": 503}}
   }})";
   sim::server upstream{sim_opts};
   auto base = fmt::format("http://127.0.0.1:{}/v1", upstream.port());
@@ -52,6 +56,10 @@ int demo_main(const std::vector<std::string>& args) {
     {"DEMO__GENERIC__FLAKY__MODEL", "demo-flaky"},
     {"DEMO__GENERIC__SLOW__BASE_URL", base},
     {"DEMO__GENERIC__SLOW__MODEL", "demo-slow"},
+    {"DEMO__GENERIC__RECOVERING__BASE_URL", base},
+    {"DEMO__GENERIC__RECOVERING__MODEL", "demo-recovering"},
+    {"DEMO__BREAKER__THRESHOLD", "2"},
+    {"DEMO__BREAKER__COOLDOWN_S", "0.5"},
     {"DEMO__SELECTOR", "round_robin"},
     {"DEMO__MAX_ATTEMPTS", "3"},
     {"DEMO__BACKOFF_BASE_S", "0.05"},
@@ -71,13 +79,23 @@ int demo_main(const std::vector<std::string>& args) {
     return exit_other;
   }
   client cl{sys, *gw};
-  std::printf("pgw demo: simulator on %s with three sources: healthy "
-              "(answers after 30 ms), flaky (503 half of the time) and slow "
-              "(first token after 500 ms); selector round_robin, "
-              "MAX_ATTEMPTS 3, streaming.\n\n",
+  std::printf("pgw demo: simulator on %s with four sources: healthy "
+              "(answers after 30 ms), flaky (503 half of the time), slow "
+              "(first token after 500 ms) and recovering (503 for its first "
+              "2 s, then healthy); selector round_robin, MAX_ATTEMPTS 3, "
+              "breaker threshold 2 and cooldown 0.5 s, streaming.\n\n",
               base.c_str());
-  std::printf("%-5s %-8s %-9s %-12s %-10s %s\n", "call", "outcome", "source",
-              "attempts", "latency", "answer");
+  std::printf("%-5s %-8s %-11s %-9s %-10s %-34s %s\n", "call", "outcome",
+              "source", "attempts", "latency", "answer", "recovering's breaker");
+  auto breaker_of = [&](const std::string& name) {
+    std::string out = "?";
+    if (auto st = cl.status())
+      for (auto& s : st->sources)
+        if (s.name == name)
+          out = fmt::format("{} (opens {}, probes {})", s.breaker.state,
+                            s.breaker.opens, s.breaker.probes);
+    return out;
+  };
   int ok = 0;
   for (int i = 1; i <= calls; ++i) {
     chat_request req;
@@ -85,10 +103,11 @@ int demo_main(const std::vector<std::string>& args) {
     auto res = cl.chat(std::move(req));
     if (res) {
       ++ok;
-      auto answer = res->content.substr(0, 28);
-      std::printf("%-5d %-8s %-9s %-12d %7.0f ms  %s...\n", i, "ok",
+      auto answer = res->content.substr(0, 28) + "...";
+      std::printf("%-5d %-8s %-11s %-9d %7.0f ms  %-34s %s\n", i, "ok",
                   res->source.c_str(), res->stats.attempts,
-                  res->stats.total_latency_ms, answer.c_str());
+                  res->stats.total_latency_ms, answer.c_str(),
+                  breaker_of("recovering").c_str());
     } else {
       auto detail = detail_of(res.error());
       std::string where;
@@ -100,20 +119,31 @@ int demo_main(const std::vector<std::string>& args) {
     }
   }
   int64_t flaky_failures = 0;
+  breaker_status recovering;
   if (auto st = cl.status()) {
-    std::printf("\nper source: attempts / ok / failed\n");
+    std::printf("\nper source: attempts / ok / failed, breaker\n");
     for (auto& s : st->sources) {
-      std::printf("  %-8s %3lld / %3lld / %3lld\n", s.name.c_str(),
-                  static_cast<long long>(s.attempts),
+      std::printf("  %-11s %3lld / %3lld / %3lld   %s, opened %llu time(s), "
+                  "%llu probe(s)\n",
+                  s.name.c_str(), static_cast<long long>(s.attempts),
                   static_cast<long long>(s.ok),
-                  static_cast<long long>(s.failed));
+                  static_cast<long long>(s.failed), s.breaker.state.c_str(),
+                  static_cast<unsigned long long>(s.breaker.opens),
+                  static_cast<unsigned long long>(s.breaker.probes));
       if (s.name == "flaky")
         flaky_failures = s.failed;
+      if (s.name == "recovering")
+        recovering = s.breaker;
     }
   }
   std::printf("\n%d of %d calls answered; the flaky source failed %lld "
               "time(s), each time the call went on to another source.\n",
               ok, calls, static_cast<long long>(flaky_failures));
+  std::printf("The recovering source's breaker opened %llu time(s) while it "
+              "was down (calls went elsewhere meanwhile) and let it back in "
+              "through a probe: it is %s now.\n",
+              static_cast<unsigned long long>(recovering.opens),
+              recovering.state.c_str());
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
   return ok == calls ? exit_ok : exit_other;
 }
