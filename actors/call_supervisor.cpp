@@ -71,9 +71,14 @@ void maybe_deliver(self_ptr self) {
 void finish(self_ptr self) {
   auto& st = self->state;
   st.finishing = true;
+  // Losers of a won call are hedge_cancelled; a call that failed (deadline,
+  // caller, stall) cancels its legs.
+  auto label = st.response ? "hedge_cancelled" : "cancelled";
   for (auto& leg : st.legs)
-    if (!leg.down && !leg.done)
+    if (!leg.down && !leg.done) {
+      leg.label = label;
       self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
+    }
   maybe_deliver(self);
 }
 
@@ -129,7 +134,7 @@ void succeed(self_ptr self, call_leg& leg) {
   stats.attempts = st.attempts;
   stats.generation_ms = res.latency_ms;
   stats.ttft_ms = res.ttft_ms;
-  stats.hedges = 0;
+  stats.hedges = st.hedges;
   stats.hedge_won = leg.hedge;
   stats.source = resp.source;
   stats.model = resp.model;
@@ -195,10 +200,21 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   aa.granted_permit = std::move(admitted.granted_permit);
   aa.epoch = admitted.epoch;
   aa.probe = admitted.probe;
+  if (hedge) {
+    ++st.hedges;
+    st.round_hedged = true;
+  } else {
+    ++st.round;
+    st.round_first_token = false;
+    st.round_hedged = false;
+    if (auto& after = st.args.scope->hedge.after_s)
+      self->delayed_send(self, to_timespan(*after), atom::hedge_v, st.round);
+  }
   call_leg leg;
   leg.id = aa.leg;
   leg.source = admitted.source;
   leg.hedge = hedge;
+  leg.round = st.round;
   leg.actor = self->spawn(attempt, std::move(aa));
   self->monitor(leg.actor);
   st.legs.push_back(std::move(leg));
@@ -288,6 +304,54 @@ void admit(self_ptr self) {
       });
 }
 
+/// The running primary of the current round, or nullptr.
+call_leg* live_primary(self_ptr self) {
+  auto& st = self->state;
+  for (auto& leg : st.legs)
+    if (!leg.hedge && leg.round == st.round && !leg.done && !leg.down)
+      return &leg;
+  return nullptr;
+}
+
+/// The hedge timer of round `gen` fired.
+void on_hedge_timer(self_ptr self, uint64_t gen) {
+  auto& st = self->state;
+  auto primary = live_primary(self);
+  if (st.finishing || gen != st.round || st.round_first_token
+      || st.round_hedged || st.hedge_admitting || primary == nullptr)
+    return; // stale, disarmed by a first token, or nothing left to hedge
+  admit_request req;
+  req.call_id = st.args.call_id;
+  req.exclude = st.excluded;
+  req.exclude.push_back(primary->source);
+  req.failures = st.failures;
+  req.hedge = true;
+  st.hedge_admitting = true;
+  self
+    ->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
+    .then(
+      [self, gen](admit_result& r) {
+        auto& st = self->state;
+        st.hedge_admitting = false;
+        if (!r.admitted)
+          return; // no candidate: no hedge, keep waiting, silently
+        if (st.finishing || gen != st.round || st.round_first_token
+            || live_primary(self) == nullptr) {
+          // The round moved on while admission ran: give it back.
+          self->send(st.args.gateway, atom::abandon_v, r);
+          return;
+        }
+        start_leg(self, r, true);
+      },
+      [self](caf::error& err) {
+        self->state.hedge_admitting = false;
+        if (code_of(err) == error_code::governance_unavailable)
+          fail(self, error_code::governance_unavailable,
+               "the limiter or breaker backend is unavailable: "
+                 + describe(err));
+      });
+}
+
 /// Every leg of the round has failed: charge the budget and go again.
 void round_failed(self_ptr self) {
   auto& st = self->state;
@@ -328,6 +392,12 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
     progress(self);
   switch (r.kind) {
     case outcome::ok:
+      if (leg->hedge && live_primary(self) != nullptr) {
+        // Decide after the messages already in the mailbox: a primary
+        // success that arrived at the same instant wins (SPEC §9).
+        self->send(self, atom::decide_v, leg->id);
+        return;
+      }
       succeed(self, *leg);
       return;
     case outcome::request_rejected:
@@ -348,6 +418,12 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   }
   if (has_live_legs(self))
     return; // a failed leg waits for the other
+  for (auto& other : st.legs)
+    if (other.done && other.result.kind == outcome::ok) {
+      // A hedge leg won while its decision was pending.
+      succeed(self, other);
+      return;
+    }
   if (r.kind == outcome::source_rejected) {
     // Not a failure of the round: other sources only, no budget.
     st.legs.erase(std::remove_if(st.legs.begin(), st.legs.end(),
@@ -418,11 +494,20 @@ call_supervisor(self_ptr self, call_args args) {
       return st.promise;
     },
     [self](atom::first_token, uint64_t id) {
+      auto& st = self->state;
       auto leg = find_leg(self, id);
-      if (leg == nullptr || leg->first_token || self->state.finishing)
+      if (leg == nullptr || leg->first_token || st.finishing)
         return;
       leg->first_token = true;
+      if (leg->round == st.round)
+        st.round_first_token = true; // disarms the round's hedge timer
       progress(self);
+    },
+    [self](atom::hedge, uint64_t gen) { on_hedge_timer(self, gen); },
+    [self](atom::decide, uint64_t id) {
+      auto leg = find_leg(self, id);
+      if (leg != nullptr && !self->state.finishing)
+        succeed(self, *leg);
     },
     [self](atom::done, uint64_t id, attempt_result& res) {
       on_done(self, id, res);

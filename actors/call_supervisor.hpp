@@ -48,6 +48,10 @@ struct call_leg {
   bool done = false;        ///< its outcome arrived
   bool down = false;        ///< the actor is gone
   bool first_token = false; ///< streamed its first token
+  uint64_t round = 0;       ///< the round it belongs to
+  /// Why the supervisor stopped it: "hedge_cancelled" (lost to another
+  /// leg) or "cancelled" (deadline, caller, stall); empty when it ended.
+  std::string label;
   attempt_result result;
 };
 
@@ -79,11 +83,24 @@ struct call_supervisor_state {
 
   std::vector<call_leg> legs;
   uint64_t next_leg = 0;
+
+  // -- hedging (SPEC §9) --
+  uint64_t round = 0;             ///< generation of the current round
+  bool round_first_token = false; ///< a leg of this round streamed a token
+  bool round_hedged = false;      ///< this round already has its extra leg
+  bool hedge_admitting = false;
+  int32_t hedges = 0;             ///< hedge legs actually sent
   std::mt19937_64 rng;
 };
 
 /// Runs the retry loop of one call and answers the `start` request exactly
-/// once: admission through the gateway, one attempt per round, 429 rounds
+/// once. Hedging (SPEC §9, when `HEDGE__AFTER_S` is set): each round's
+/// primary arms a delayed `hedge` message stamped with the round; if it fires
+/// while the primary runs without a first token, admission runs again
+/// excluding the primary's source (full breaker and limiter path) and a
+/// second leg starts — or nothing, silently, when no source is admitted. The
+/// first success wins (the primary on a tie); a failed leg waits for the
+/// other; the loser is stopped and labelled `hedge_cancelled`. Otherwise: admission through the gateway, one attempt per round, 429 rounds
 /// free of budget, backoff with full jitter (Retry-After enforced per source
 /// by the gateway's cooldown memo, so a round waits max(backoff,
 /// Retry-After) when no other source may run), `request_rejected` ends the

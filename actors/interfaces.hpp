@@ -53,6 +53,11 @@ using call_supervisor_actor = caf::typed_actor<
   caf::reacts_to<atom::retry, uint64_t>,
   /// A timer armed at the gateway fired (stall window, deadline).
   caf::reacts_to<atom::timer, uint64_t>,
+  /// Timer: the round (generation) may need a hedge leg now.
+  caf::reacts_to<atom::hedge, uint64_t>,
+  /// A hedge leg succeeded; it wins unless the primary's success was
+  /// already waiting in the mailbox (leg id).
+  caf::reacts_to<atom::decide, uint64_t>,
   /// The caller cancelled the call.
   caf::reacts_to<atom::cancel>>;
 

@@ -535,12 +535,6 @@ const no_effect_row no_effect_table[] = {
   {level::source, "KIND", "only chat sources are served so far",
    [](const target& t) { return t.source->kind != "chat"; },
    [](const target& t) { return t.source->kind; }},
-  {level::scope, "HEDGE__AFTER_S", "hedging not built",
-   [](const target& t) { return t.scope->hedge.after_s.has_value(); }},
-  {level::scope, "HEDGE__MAX_EXTRA", "hedging not built",
-   [](const target& t) {
-     return t.scope->hedge.max_extra != default_scope.hedge.max_extra;
-   }},
   {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
    [](const target& t) {
      return t.scope->structured_max_reasks

@@ -62,5 +62,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, enter, "enter")
   CAF_ADD_ATOM(pgw, pgw::atom, record, "record")
   CAF_ADD_ATOM(pgw, pgw::atom, abandon, "abandon")
+  CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
 
 CAF_END_TYPE_ID_BLOCK(pgw)

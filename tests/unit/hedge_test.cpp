@@ -1,0 +1,280 @@
+// Hedged requests (SPEC §9, seed 000 batch G) on the test coordinator:
+// virtual time, scriptable fake transport, real memory limiter and breaker.
+
+#include "fixtures/actor_fixture.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+/// Two sources a (primary: lower PRIORITY) and b, hedging after 1 s.
+scope_config hedged(std::vector<std::string> names = {"a", "b"}) {
+  auto sc = test_scope(names, "priority");
+  for (size_t i = 0; i < sc.sources.size(); ++i)
+    sc.sources[i].priority = static_cast<int64_t>(i);
+  sc.hedge.after_s = 1.0;
+  return sc;
+}
+
+const source_status& source(const gateway_status& st, const std::string& name) {
+  for (auto& s : st.sources)
+    if (s.name == name)
+      return s;
+  FAIL("no source " << name);
+  return st.sources.front();
+}
+
+void check_balanced(const gateway_status& st) {
+  for (auto& s : st.sources) {
+    CAPTURE(s.name);
+    CHECK(s.in_flight == 0);
+    CHECK(s.limiter.in_flight == 0);
+    CHECK(s.limiter.acquired == s.limiter.settled);
+    CHECK(s.limiter.acquired == s.limiter.released);
+  }
+}
+
+const fake_call& call_on(const std::vector<fake_call>& calls,
+                         const std::string& source) {
+  for (auto& c : calls)
+    if (c.source == source)
+      return c;
+  FAIL("no call on " << source);
+  return calls.front();
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a hanging non-streaming primary is hedged and the fast leg wins") {
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::ok("from b").after(100ms)});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  auto& r = *out->response;
+  CHECK(r.source == "b");
+  CHECK(r.content == "from b");
+  CHECK(r.stats.hedges == 1);
+  CHECK(r.stats.hedge_won);
+  CHECK(r.stats.attempts == 2);
+  // Generation time is the winner's transport call alone, not the wait.
+  CHECK(r.stats.generation_ms == doctest::Approx(100));
+  CHECK(r.stats.total_latency_ms == doctest::Approx(1100));
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(call_on(calls, "a").cancelled);
+  CHECK_FALSE(call_on(calls, "b").cancelled);
+  CHECK(seconds_between(calls[0].started, calls[1].started)
+        == doctest::Approx(1.0));
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: streaming triggers only while the first token is missing") {
+  auto sc = hedged();
+  sc.stream = true;
+  SUBCASE("a first token before AFTER_S disarms the hedge") {
+    auto step = fake_step::ok("slow but generating").after(5s);
+    step.token_after(500ms);
+    fake->script("a", {step});
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "a");
+    CHECK(out->response->stats.hedges == 0);
+    CHECK(out->response->stats.attempts == 1);
+    CHECK(fake->calls().size() == 1);
+  }
+  SUBCASE("no first token by AFTER_S: hedged") {
+    auto step = fake_step::ok("late").after(5s);
+    step.token_after(3s);
+    fake->script("a", {step});
+    fake->script("b", {fake_step::ok("quick").after(200ms).token_after(50ms)});
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "b");
+    CHECK(out->response->stats.hedges == 1);
+  }
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: no candidate means no hedge, silently") {
+  SUBCASE("the other source's quota is full") {
+    auto sc = hedged();
+    sc.sources[1].rpm = 1;
+    // First call: a rejects it for itself, b serves it and uses b's RPM.
+    fake->script("a", {fake_step::http(400, outcome::source_rejected),
+                       fake_step::ok("a after 3 s").after(3s)});
+    fake->script("b", {fake_step::ok()});
+    auto gw = spawn_gateway(sc);
+    REQUIRE(call(gw, hello())->response);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "a");
+    CHECK(out->response->stats.hedges == 0);
+    CHECK(out->response->stats.attempts == 1);
+    CHECK(fake->count("b") == 1);
+    check_balanced(status(gw));
+  }
+  SUBCASE("a one-source scope") {
+    fake->script("a", {fake_step::ok().after(3s)});
+    auto gw = spawn_gateway(hedged({"a"}));
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->stats.hedges == 0);
+    CHECK(fake->calls().size() == 1);
+  }
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: the winner settles actual, the loser est; neither breaker nor health hears of the loser") {
+  auto sc = hedged();
+  for (auto& src : sc.sources) {
+    src.tpm = 100000;
+    src.est_tokens = 700;
+  }
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::ok("b", 30, 12).after(100ms)});
+  auto gw = spawn_gateway(sc);
+  REQUIRE(call(gw, hello())->response);
+  auto st = status(gw);
+  CHECK(source(st, "a").limiter.tpm_used == 700);
+  CHECK(source(st, "b").limiter.tpm_used == 42);
+  auto& a = source(st, "a");
+  CHECK(a.breaker.failure_count == 0);
+  CHECK(a.breaker.window_attempts == 0);
+  CHECK(a.ewma == doctest::Approx(1.0));
+  CHECK(a.outcomes.at("cancelled") == 1);
+  check_balanced(st);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a primary that finishes first after the hedge started wins back") {
+  fake->script("a", {fake_step::ok("a late").after(1500ms)});
+  fake->script("b", {fake_step::never()});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+  CHECK(out->response->stats.hedges == 1);
+  CHECK_FALSE(out->response->stats.hedge_won);
+  CHECK(out->response->stats.attempts == 2);
+  CHECK(out->response->stats.generation_ms == doctest::Approx(1500));
+  CHECK(call_on(fake->calls(), "b").cancelled);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a simultaneous finish goes to the primary") {
+  // Both answer at t = 2 s: the primary after 2 s, the hedge (started at
+  // 1 s) after 1 s.
+  fake->script("a", {fake_step::ok("a").after(2s)});
+  fake->script("b", {fake_step::ok("b").after(1s)});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+  CHECK_FALSE(out->response->stats.hedge_won);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a failed leg waits for the other") {
+  fake->script("a", {fake_step::http(503, outcome::transient).after(1500ms)});
+  fake->script("b", {fake_step::ok("b").after(2s)});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "b");
+  CHECK(out->response->stats.attempts == 2);
+  // b was not restarted: the round waited for its hedge leg.
+  CHECK(fake->calls().size() == 2);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: both legs failing costs one budget unit") {
+  fake->script("a", {fake_step::http(503, outcome::transient).after(2s)});
+  fake->script("b", {fake_step::http(503, outcome::transient).after(2s)});
+  auto sc = hedged();
+  sc.max_attempts = 2;
+  sc.breaker.threshold = 100;
+  auto gw = spawn_gateway(sc);
+  auto out = call(gw, hello());
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::retry_exhausted);
+  // Two rounds of two legs each.
+  CHECK(fake->calls().size() == 4);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: both legs 429 cost no budget; 429 plus a failure costs one") {
+  SUBCASE("both 429") {
+    fake->script("a", {fake_step::rate_limited(0.5).after(1500ms)});
+    fake->script("b", {fake_step::rate_limited(0.5).after(1s)});
+    auto sc = hedged();
+    sc.max_attempts = 1;
+    sc.stall_window_s = 8;
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->answers == 1);
+    CHECK(code_of(out->error) == error_code::stalled);
+    CHECK(fake->calls().size() > 2);
+  }
+  SUBCASE("429 and a 503") {
+    fake->script("a", {fake_step::http(503, outcome::transient).after(1500ms)});
+    fake->script("b", {fake_step::rate_limited(0.5).after(1s)});
+    auto sc = hedged();
+    sc.max_attempts = 1;
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    CHECK(code_of(out->error) == error_code::retry_exhausted);
+    CHECK(fake->calls().size() == 2);
+  }
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: the caller's cancel stops both legs") {
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::never()});
+  auto gw = spawn_gateway(hedged());
+  auto req = hello();
+  req.call_id = "c1";
+  auto out = start_call(gw, req);
+  advance(2s);
+  REQUIRE(fake->calls().size() == 2);
+  sys.spawn([gw](caf::event_based_actor* self) {
+    self->send(gw, atom::cancel_v, std::string{"c1"});
+  });
+  settle();
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::cancelled);
+  for (auto& c : fake->calls())
+    CHECK(c.cancelled);
+  auto st = status(gw);
+  CHECK(source(st, "a").outcomes.at("cancelled") == 1);
+  CHECK(source(st, "b").outcomes.at("cancelled") == 1);
+  check_balanced(st);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: the deadline cuts the whole hedged tree") {
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::never()});
+  auto gw = spawn_gateway(hedged());
+  auto req = hello();
+  req.deadline_s = 3;
+  auto t0 = now();
+  auto out = call(gw, req);
+  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
+  CHECK(seconds_between(t0, now()) >= 3.0);
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].cancelled);
+  CHECK(calls[1].cancelled);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: off when HEDGE__AFTER_S is unset") {
+  fake->script("a", {fake_step::ok().after(10s)});
+  auto sc = hedged();
+  sc.hedge.after_s.reset();
+  auto gw = spawn_gateway(sc);
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->stats.hedges == 0);
+  CHECK(fake->calls().size() == 1);
+}
