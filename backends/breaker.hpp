@@ -56,24 +56,27 @@ breaker_feed feed_for(outcome x);
 ///   gets the probe lease (half-open, probe = true); half-open with a live
 ///   lease → refused, retry_after_s = lease expiry − now.
 /// - `record(epoch, feed)`: ignored when `epoch` is older than the current
-///   epoch. In half-open, the probe's success closes (failure count and
-///   window cleared) and its failure re-opens with reopen_streak + 1.
+///   epoch. In half-open, the probe's success (success or
+///   success_no_count) closes (failure count and window cleared) and its
+///   failure re-opens with reopen_streak + 1.
 ///   Closed: failure → failure_count + 1 and a failure + attempt in the rate
 ///   window; success → failure_count = 0 and an attempt in the window;
 ///   success_no_count → failure_count = 0 only. Opens when failure_count ≥
 ///   threshold, or when the window (two buckets of window_s / 2) holds ≥
 ///   min_calls attempts with failures / attempts ≥ fail_rate (then
-///   failure_count is shown at the threshold). force_open opens at once for
-///   max_cooldown_s. In half-open, `none` from the probe's epoch (a probe that
-///   was rate limited or rejected) gives the probe lease back like
-///   `release_probe`.
+///   failure_count is shown at the threshold); both are checked when a
+///   failure is recorded, so a success never opens. force_open opens at
+///   once for max_cooldown_s. In half-open, `none` from the probe's epoch (a
+///   probe that was rate limited or rejected) gives the probe lease back
+///   like `release_probe`.
 /// - Every open increments the epoch; open time = min(cooldown_s ×
 ///   2^reopen_streak, max_cooldown_s). The streak grows only when a probe
 ///   fails and decays by one for each cooldown_s spent closed (applied when
 ///   the circuit next opens).
 /// - `release_probe(epoch)`: a probe that was cancelled or lost admission
 ///   gives the lease back at once: open with open_until = now, so the next
-///   caller may probe. No-op otherwise.
+///   caller may probe (not an open: the epoch and `opens` stay). No-op
+///   otherwise (closed, no probe, an older epoch).
 /// - `now_s` as for the limiter (Redis reads its own TIME).
 class breaker_backend {
 public:

@@ -43,7 +43,12 @@ struct limiter_limits {
 ///   TPM can never fit: refused `tpm` with retry_after_s = window_s.
 /// - `settle(id, actual)`: replaces the permit's reservation by `actual`
 ///   (0 refunds it), exactly once: returns true the first time, false for a
-///   repeated or unknown id (no effect).
+///   repeated or unknown id (no effect). An `actual` above the estimate is
+///   accepted: the window may then hold more than TPM, and acquisitions are
+///   refused until enough of it ages out. A settle after the permit's entry
+///   aged out of the window counts (true) and changes no window. A permit
+///   whose lease has ended and whose entry aged out may be forgotten: a
+///   first settle then returns false (there is nothing left to change).
 /// - `release(id)`: frees the in-flight slot, exactly once (true the first
 ///   time, false after, or for an expired lease / unknown id).
 /// - Leases expire `lease_s` after acquisition; an expired lease frees its

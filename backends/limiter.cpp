@@ -1,0 +1,7 @@
+#include "backends/limiter.hpp"
+
+namespace pgw {
+
+limiter_backend::~limiter_backend() = default;
+
+} // namespace pgw
