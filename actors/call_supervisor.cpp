@@ -20,10 +20,15 @@ constexpr uint64_t deadline_timer = uint64_t{2} << 56;
 
 using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
 
+/// Rounded up, so a wait never ends just before what it waits for.
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(
+  return std::chrono::ceil<caf::timespan>(
     std::chrono::duration<double>(std::max(0.0, seconds)));
 }
+
+/// Shortest wait before admitting again after a refusal: a refusal that
+/// says "now" (a window edge in floating point) must not spin.
+constexpr double min_wait_s = 0.001;
 
 double seconds_between(caf::actor_clock::time_point from,
                        caf::actor_clock::time_point to) {
@@ -264,7 +269,7 @@ void on_refused(self_ptr self, admit_result& r) {
   }
   // Wait for the earliest source, bounded by the stall window (and the
   // deadline's own timer).
-  retry_after(self, *wait_s, r.retry_after_s);
+  retry_after(self, std::max(*wait_s, min_wait_s), r.retry_after_s);
 }
 
 void admit(self_ptr self) {

@@ -26,7 +26,7 @@ double seconds_until(caf::actor_clock::time_point from,
 }
 
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::duration_cast<caf::timespan>(
+  return std::chrono::ceil<caf::timespan>(
     std::chrono::duration<double>(std::max(0.0, seconds)));
 }
 

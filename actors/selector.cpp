@@ -56,13 +56,13 @@ std::vector<size_t> selector::order(const std::vector<int32_t>& in_flight,
     return score(a, in_flight_of(a)) > score(b, in_flight_of(b));
   });
   if (n >= 2) {
-    // Power of two choices: the head is the better of two random sources,
-    // so load spreads even when scores are equal.
+    // Power of two choices: the head is the better of two sources drawn at
+    // random (with replacement), so load spreads even when scores are equal,
+    // and a source at the score floor still heads 1/n² of the orders — the
+    // exploration that lets a recovered source earn its score back.
     std::uniform_int_distribution<size_t> pick{0, n - 1};
     auto a = pick(rng);
     auto b = pick(rng);
-    while (b == a)
-      b = pick(rng);
     auto head = score(a, in_flight_of(a)) >= score(b, in_flight_of(b)) ? a : b;
     auto pos = std::find(out.begin(), out.end(), head);
     std::rotate(out.begin(), pos, pos + 1);

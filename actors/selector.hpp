@@ -32,7 +32,7 @@ public:
   /// All source indices, best candidate first. `in_flight[i]` is source i's
   /// attempts in flight. `health_aware`: score = max(ewma, 0.05) / (1 +
   /// in-flight), head chosen by power of two choices (the better of two
-  /// random distinct sources), the rest by score; `round_robin`: rotates the
+  /// random sources, drawn with replacement), the rest by score; `round_robin`: rotates the
   /// start on every call; `priority`: by PRIORITY, then name.
   std::vector<size_t> order(const std::vector<int32_t>& in_flight,
                             std::mt19937_64& rng);

@@ -230,6 +230,9 @@ TEST_CASE("pgw-actor demo runs without any configuration") {
   auto r = run_program({PGW_ACTOR_BIN, "demo"});
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  CHECK(r.out.find("12 of 12 calls answered") != std::string::npos);
+  CHECK(r.out.find("24 of 24 calls answered") != std::string::npos);
   CHECK(r.out.find("flaky") != std::string::npos);
+  // The recovering source was isolated by its breaker and came back.
+  CHECK(r.out.find("let it back in through a probe: it is closed now")
+        != std::string::npos);
 }

@@ -114,6 +114,7 @@ TEST_CASE("RPM, TPM and MAX_CONCURRENCY are integers >= 1") {
            "(requests in flight; leave unset for unlimited)");
   CHECK(loads(base({{"LLM__OPENAI__A__RPM", "1"},
                     {"LLM__OPENAI__A__TPM", "1"},
+                    {"LLM__OPENAI__A__EST_TOKENS", "1"},
                     {"LLM__OPENAI__A__MAX_CONCURRENCY", "1"}})));
 }
 
