@@ -128,3 +128,17 @@ TEST_CASE("backoff: full jitter under min(max, base * 2^(round-1))") {
   CHECK(backoff_delay(4, 0.5, 30, 0.0) == 0);
   CHECK(backoff_delay(0, 0.5, 30, 0.9) == 0);
 }
+
+TEST_CASE("health_aware: with equal scores the head is spread evenly") {
+  selector sel{selector::kind::health_aware, three()};
+  std::mt19937_64 rng{3};
+  std::vector<int32_t> in_flight{0, 0, 0};
+  std::map<size_t, int> heads;
+  for (int i = 0; i < 9000; ++i)
+    ++heads[sel.order(in_flight, rng)[0]];
+  for (size_t i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    CHECK(heads[i] > 2500);
+    CHECK(heads[i] < 3500);
+  }
+}
