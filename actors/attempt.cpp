@@ -49,7 +49,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
                                     st.args.granted_permit.est));
       if (st.args.probe)
         self->send(st.args.breaker, atom::release_v, st.args.epoch);
-      report(self, outcome::cancelled, caf::none);
+      report(self, st.stop_label, caf::none);
     }
     self->quit(msg.reason);
   });
@@ -73,6 +73,11 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
                                          st.args.leg);
   }
   return {
+    [self](atom::cancel, const std::string& label) {
+      self->state.stop_label = label == "hedge_cancelled"
+                                 ? outcome::hedge_cancelled
+                                 : outcome::cancelled;
+    },
     [self](atom::first_token, uint64_t) {
       auto& st = self->state;
       if (!st.finished)

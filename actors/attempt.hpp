@@ -34,6 +34,8 @@ struct attempt_state {
   std::shared_ptr<call_handle> handle;
   /// True once the outcome is known (reported to supervisor and gateway).
   bool finished = false;
+  /// Why the supervisor stops it, if it does: hedge_cancelled or cancelled.
+  outcome stop_label = outcome::cancelled;
 };
 
 /// Starts the request at once. Promises: forwards the first token to the
@@ -44,7 +46,8 @@ struct attempt_state {
 /// (`user_shutdown`: cancelled or hedge loser) before the outcome is known,
 /// it cancels the transport call (closing the connection), settles the
 /// estimate (0 if nothing was sent), releases, gives a probe lease back,
-/// feeds nothing to the breaker and reports `cancelled` to the gateway.
+/// feeds nothing to the breaker and reports `cancelled` (or
+/// `hedge_cancelled`, as the supervisor labelled it) to the gateway.
 attempt_actor::behavior_type
 attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args);
 

@@ -61,6 +61,10 @@ void maybe_deliver(self_ptr self) {
   for (auto& leg : st.legs)
     if (!leg.down)
       return;
+  // An admission under way may still grant a permit: wait for it, so it is
+  // given back (abandoned) before this actor is gone.
+  if (st.admitting || st.hedge_admitting)
+    return;
   st.delivered = true;
   if (st.response) {
     st.response->stats.total_latency_ms = ms_since(self, st.started_at);
@@ -78,10 +82,13 @@ void finish(self_ptr self) {
   st.finishing = true;
   // Losers of a won call are hedge_cancelled; a call that failed (deadline,
   // caller, stall) cancels its legs.
-  auto label = st.response ? "hedge_cancelled" : "cancelled";
+  std::string label = st.response ? "hedge_cancelled" : "cancelled";
   for (auto& leg : st.legs)
     if (!leg.down && !leg.done) {
       leg.label = label;
+      // The label goes first: same sender, same receiver, so the attempt
+      // reads it before its exit handler runs.
+      self->send(leg.actor, atom::cancel_v, label);
       self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
     }
   maybe_deliver(self);
@@ -290,6 +297,7 @@ void admit(self_ptr self) {
         if (st.finishing) {
           if (r.admitted)
             self->send(st.args.gateway, atom::abandon_v, r);
+          maybe_deliver(self);
           return;
         }
         if (r.admitted)
@@ -299,6 +307,7 @@ void admit(self_ptr self) {
       },
       [self](caf::error& err) {
         self->state.admitting = false;
+        maybe_deliver(self);
         if (code_of(err) == error_code::governance_unavailable)
           fail(self, error_code::governance_unavailable,
                "the limiter or breaker backend is unavailable: "
@@ -338,18 +347,22 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
       [self, gen](admit_result& r) {
         auto& st = self->state;
         st.hedge_admitting = false;
-        if (!r.admitted)
+        if (!r.admitted) {
+          maybe_deliver(self);
           return; // no candidate: no hedge, keep waiting, silently
+        }
         if (st.finishing || gen != st.round || st.round_first_token
             || live_primary(self) == nullptr) {
           // The round moved on while admission ran: give it back.
           self->send(st.args.gateway, atom::abandon_v, r);
+          maybe_deliver(self);
           return;
         }
         start_leg(self, r, true);
       },
       [self](caf::error& err) {
         self->state.hedge_admitting = false;
+        maybe_deliver(self);
         if (code_of(err) == error_code::governance_unavailable)
           fail(self, error_code::governance_unavailable,
                "the limiter or breaker backend is unavailable: "

@@ -83,6 +83,9 @@ using breaker_actor = caf::typed_actor<
 
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<
+  /// Sent by the supervisor right before it stops the attempt: why
+  /// ("hedge_cancelled" or "cancelled").
+  caf::reacts_to<atom::cancel, std::string>,
   caf::reacts_to<atom::first_token, uint64_t>,
   caf::reacts_to<atom::done, uint64_t, attempt_result>>;
 

@@ -355,3 +355,32 @@ TEST_CASE_FIXTURE(actor_fixture, "a call's long timers are dropped when it ends"
   CHECK(status(gw).timers_armed == 0);
   CHECK(sched.clock().schedule().size() <= 1);
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during a backoff wait") {
+  fake->script("a", {fake_step::rate_limited(30.0)});
+  auto gw = spawn_gateway(test_scope({"a"}));
+  auto req = hello();
+  req.deadline_s = 5;
+  auto t0 = now();
+  auto out = call(gw, req);
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
+  CHECK(seconds_between(t0, now()) == doctest::Approx(5.0).epsilon(0.01));
+  CHECK(fake->calls().size() == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during an admission wait") {
+  auto sc = test_scope({"a"});
+  sc.sources[0].rpm = 1;
+  sc.on_quota_full = "wait";
+  auto gw = spawn_gateway(sc);
+  REQUIRE(call(gw, hello())->response);
+  auto req = hello();
+  req.deadline_s = 10;
+  auto t0 = now();
+  auto out = call(gw, req);
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
+  CHECK(seconds_between(t0, now()) == doctest::Approx(10.0).epsilon(0.01));
+  CHECK(fake->calls().size() == 1);
+}

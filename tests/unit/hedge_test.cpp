@@ -146,7 +146,9 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: the winner settles actual, the loser es
   CHECK(a.breaker.failure_count == 0);
   CHECK(a.breaker.window_attempts == 0);
   CHECK(a.ewma == doctest::Approx(1.0));
-  CHECK(a.outcomes.at("cancelled") == 1);
+  // The loser is labelled hedge_cancelled, not cancelled.
+  CHECK(a.outcomes.at("hedge_cancelled") == 1);
+  CHECK(a.outcomes.count("cancelled") == 0);
   check_balanced(st);
 }
 
@@ -277,4 +279,60 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: off when HEDGE__AFTER_S is unset") {
   REQUIRE(out->response);
   CHECK(out->response->stats.hedges == 0);
   CHECK(fake->calls().size() == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a delayed hedge message from an earlier round is ignored") {
+  // Round 1's primary fails at 0.2 s; round 2's primary hangs. Round 1's
+  // hedge timer (at 1 s) must not hedge round 2; round 2's own timer does.
+  fake->script("a", {fake_step::http(503, outcome::transient).after(200ms),
+                     fake_step::never()});
+  fake->script("b", {fake_step::ok("b").after(100ms)});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "b");
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[1].source == "a");
+  CHECK(calls[2].source == "b");
+  CHECK(seconds_between(calls[1].started, calls[2].started)
+        == doctest::Approx(1.0));
+  CHECK(out->response->stats.hedges == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: the transport's own clock never triggers a hedge") {
+  // The transport claims its call took a million seconds (its clock jumped);
+  // on the actor clock it answered after 0.5 s, before AFTER_S.
+  auto step = fake_step::ok("a").after(500ms);
+  step.result.latency_ms = 1e9;
+  fake->script("a", {step});
+  auto gw = spawn_gateway(hedged());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->stats.hedges == 0);
+  CHECK(fake->calls().size() == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: an admission that arrives after the round ended is given back, settled 0") {
+  // The primary answers exactly when the hedge timer fires: the hedge's
+  // admission completes after the call was decided.
+  auto sc = hedged();
+  sc.sources[1].tpm = 100000;
+  sc.sources[1].est_tokens = 500;
+  fake->script("a", {fake_step::ok("a").after(1s)});
+  auto gw = spawn_gateway(sc);
+  auto out = start_call(gw, hello());
+  // Both the hedge timer and the primary's answer come due at 1 s and are
+  // delivered together: the hedge's admission is under way when the primary
+  // wins.
+  advance(1s);
+  run_until_answered(out);
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+  CHECK(out->response->stats.hedges == 0);
+  CHECK(fake->count("b") == 0);
+  auto b = source(status(gw), "b");
+  CHECK(b.limiter.acquired == 1); // admission acquired a permit ...
+  CHECK(b.limiter.tpm_used == 0); // ... and gave it back at 0
+  check_balanced(status(gw));
 }
