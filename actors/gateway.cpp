@@ -70,6 +70,26 @@ void on_report(self_ptr self, const attempt_report& rep) {
   }
 }
 
+/// Drops call `id` from its requester's list; stops watching a requester
+/// that has no live call left.
+void forget_requester(self_ptr self, const std::string& id) {
+  auto& st = self->state;
+  auto p = st.pending.find(id);
+  if (p == st.pending.end())
+    return;
+  auto& untyped = static_cast<caf::response_promise&>(p->second);
+  auto addr = caf::actor_cast<caf::actor_addr>(untyped.source());
+  auto r = st.calls_of.find(addr);
+  if (r == st.calls_of.end())
+    return;
+  auto& ids = r->second;
+  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
+  if (ids.empty()) {
+    self->demonitor(addr);
+    st.calls_of.erase(r);
+  }
+}
+
 /// Makes sure a tick comes no later than the earliest armed timer.
 void schedule_tick(self_ptr self) {
   auto& st = self->state;
@@ -195,6 +215,14 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     std::move(call_sources));
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& st = self->state;
+    if (auto r = st.calls_of.find(msg.source); r != st.calls_of.end()) {
+      // A requester went away: its calls are cancelled.
+      for (auto& id : r->second)
+        if (auto c = st.calls.find(id); c != st.calls.end())
+          self->send(c->second, atom::cancel_v);
+      st.calls_of.erase(r);
+      return;
+    }
     auto i = st.call_of.find(msg.source);
     if (i == st.call_of.end())
       return;
@@ -244,10 +272,20 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       ++st.calls_started;
       auto rp = self->make_response_promise<chat_response>();
       st.pending.emplace(id, rp);
+      // make_response_promise took the sender from the current message.
+      auto& sender = static_cast<caf::response_promise&>(rp).source();
+      if (sender) {
+        auto addr = caf::actor_cast<caf::actor_addr>(sender);
+        auto& ids = st.calls_of[addr];
+        if (ids.empty())
+          self->monitor(sender);
+        ids.push_back(id);
+      }
       self->request(sup, caf::infinite, atom::start_v)
         .then(
           [self, id](chat_response& resp) {
             auto& st = self->state;
+            forget_requester(self, id);
             if (auto p = st.pending.find(id); p != st.pending.end()) {
               ++st.calls_ok;
               p->second.deliver(std::move(resp));
@@ -256,6 +294,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
           },
           [self, id](caf::error& err) {
             auto& st = self->state;
+            forget_requester(self, id);
             if (auto p = st.pending.find(id); p != st.pending.end()) {
               ++st.calls_failed;
               p->second.deliver(std::move(err));

@@ -61,6 +61,9 @@ struct gateway_state {
   /// Live calls by id (for cancellation).
   std::unordered_map<std::string, call_supervisor_actor> calls;
   std::unordered_map<caf::actor_addr, std::string> call_of;
+  /// Live calls by requesting actor: a requester that goes away cancels
+  /// its calls (SPEC §8, like a deadline).
+  std::unordered_map<caf::actor_addr, std::vector<std::string>> calls_of;
   /// Callers waiting for an answer, by call id.
   std::unordered_map<std::string, caf::typed_response_promise<chat_response>>
     pending;

@@ -3,6 +3,7 @@
 // a keep-alive connection (the baseline) and N times through a gateway, first
 // one at a time, then from C concurrent callers; both in one run.
 
+#include "bench.hpp"
 #include "cli.hpp"
 
 #include "actors/client.hpp"
@@ -26,63 +27,6 @@ namespace pgw::cli {
 
 namespace {
 
-using clock_type = std::chrono::steady_clock;
-
-struct sample_set {
-  std::vector<double> us; ///< per-call latency, microseconds
-  double wall_s = 0;
-  int errors = 0;
-
-  double pct(double q) {
-    if (us.empty())
-      return 0;
-    std::sort(us.begin(), us.end());
-    auto i = std::min(us.size() - 1, static_cast<size_t>(q * us.size()));
-    return us[i];
-  }
-
-  double rate() const {
-    return wall_s > 0 ? static_cast<double>(us.size()) / wall_s : 0;
-  }
-};
-
-double us_since(clock_type::time_point t0) {
-  return std::chrono::duration<double, std::micro>(clock_type::now() - t0)
-    .count();
-}
-
-/// Runs `calls` calls split over `threads` callers; `one(thread)` makes one
-/// call and returns false on error.
-template <class MakeCaller>
-sample_set run(int calls, int threads, MakeCaller make_caller) {
-  std::vector<sample_set> parts(static_cast<size_t>(threads));
-  std::vector<std::thread> workers;
-  auto t0 = clock_type::now();
-  for (int t = 0; t < threads; ++t) {
-    workers.emplace_back([&, t] {
-      auto one = make_caller();
-      auto& part = parts[static_cast<size_t>(t)];
-      int n = calls / threads + (t < calls % threads ? 1 : 0);
-      for (int i = 0; i < n; ++i) {
-        auto start = clock_type::now();
-        if (one())
-          part.us.push_back(us_since(start));
-        else
-          ++part.errors;
-      }
-    });
-  }
-  for (auto& w : workers)
-    w.join();
-  sample_set all;
-  all.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  for (auto& p : parts) {
-    all.us.insert(all.us.end(), p.us.begin(), p.us.end());
-    all.errors += p.errors;
-  }
-  return all;
-}
-
 void report(const char* label, sample_set& direct, sample_set& via) {
   auto d50 = direct.pct(0.5), d99 = direct.pct(0.99);
   auto g50 = via.pct(0.5), g99 = via.pct(0.99);
@@ -102,9 +46,11 @@ void report(const char* label, sample_set& direct, sample_set& via) {
 } // namespace
 
 int bench_main(const std::vector<std::string>& args) {
+  if (!args.empty() && args[0] == "hedge")
+    return bench_hedge(args);
   if (args.empty() || args[0] != "overhead") {
-    std::fprintf(stderr, "usage: pgw-actor bench overhead [--calls N] "
-                         "[--concurrency C]\n");
+    std::fprintf(stderr, "usage: pgw-actor bench overhead|hedge [options] "
+                         "(--help for each)\n");
     return exit_usage;
   }
   int calls = 2000;

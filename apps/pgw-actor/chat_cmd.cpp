@@ -6,8 +6,13 @@
 #include "actors/gateway.hpp"
 
 #include <caf/actor_system.hpp>
+
+#include <unistd.h>
 #include <caf/send.hpp>
 
+#include <atomic>
+#include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -31,6 +36,12 @@ constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
 exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
+
+std::atomic<bool> interrupted{false};
+
+void on_signal(int) {
+  interrupted = true;
+}
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "pgw-actor chat: %s\n", msg.c_str());
@@ -131,7 +142,24 @@ int chat_main(const std::vector<std::string>& args) {
     return exit_usage;
   }
   client cl{sys, *gw};
-  auto result = cl.chat(std::move(req));
+  // Ctrl-C or SIGTERM cancels the call like a deadline: its attempts are
+  // stopped and settled before the program answers and exits.
+  req.call_id = "cli-" + std::to_string(::getpid());
+  auto call_id = req.call_id;
+  struct sigaction sa {};
+  sa.sa_handler = on_signal;
+  sigemptyset(&sa.sa_mask);
+  sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);
+  auto pending = cl.chat_async(std::move(req));
+  bool cancel_sent = false;
+  while (pending.wait_for(std::chrono::milliseconds(50))
+         != std::future_status::ready)
+    if (interrupted && !cancel_sent) {
+      cl.cancel(call_id);
+      cancel_sent = true;
+    }
+  auto result = pending.get();
   int rc = exit_ok;
   if (result) {
     if (json_out) {

@@ -8,6 +8,7 @@
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <chrono>
 #include <fstream>
 
 using namespace pgw::test;
@@ -235,4 +236,66 @@ TEST_CASE("pgw-actor demo runs without any configuration") {
   // The recovering source was isolated by its breaker and came back.
   CHECK(r.out.find("let it back in through a probe: it is closed now")
         != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "hedging: A hangs, B is healthy, AFTER_S 0.2: answered in under 1 s by the hedge") {
+  auto env = concat(source("A", "hang"), source("B", "ok"));
+  env.push_back("LLM__SELECTOR=round_robin");
+  env.push_back("LLM__HEDGE__AFTER_S=0.2");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = chat({"--json", "--no-stream", "hi"}, env);
+  auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                               - t0)
+                   .count();
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(elapsed < 1.0);
+  auto out = parse(r.out);
+  CHECK(out.at("source").as_string() == "b");
+  CHECK(out.at("call_stats").at("hedges").as_int64() == 1);
+  CHECK(out.at("call_stats").at("hedge_won").as_bool());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "every source hanging and --deadline 0.5: exit 5 in under 1 s, every connection closed") {
+  auto env = concat(source("A", "hang"), source("B", "hang"));
+  env.push_back("LLM__HEDGE__AFTER_S=0.2");
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = chat({"--json", "--deadline", "0.5", "hi"}, env);
+  auto elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                               - t0)
+                   .count();
+  CHECK(r.exit_code == 5);
+  CHECK(elapsed < 1.0);
+  auto entries = log();
+  CHECK(entries.size() == 2);
+  for (auto& e : entries) {
+    CHECK(e.at("client_closed").as_bool());
+    CHECK_FALSE(e.at("ended_ms").is_null());
+  }
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "SIGTERM cancels the call: its connection is closed and the answer is cancelled") {
+  auto env = source("A", "hang");
+  std::vector<std::string> argv{PGW_ACTOR_BIN, "chat", "--json", "hi"};
+  child_process proc{argv, env};
+  // Wait until the simulator holds the request, then ask the CLI to stop.
+  json::array entries;
+  for (int i = 0; i < 500 && entries.empty(); ++i) {
+    entries = log();
+    if (entries.empty())
+      ::usleep(10000);
+  }
+  REQUIRE(entries.size() == 1);
+  proc.signal(SIGTERM);
+  auto line = proc.read_line(std::chrono::seconds(5));
+  CHECK(proc.wait() == 1);
+  auto err = json::parse(line).at("error").as_object();
+  CHECK(err.at("code").as_string() == "cancelled");
+  for (int i = 0; i < 100; ++i) {
+    entries = log();
+    if (!entries[0].at("ended_ms").is_null())
+      break;
+    ::usleep(10000);
+  }
+  CHECK(entries[0].at("client_closed").as_bool());
 }

@@ -384,3 +384,26 @@ TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during an admission wait") 
   CHECK(seconds_between(t0, now()) == doctest::Approx(10.0).epsilon(0.01));
   CHECK(fake->calls().size() == 1);
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "a requester that goes away cancels its call") {
+  fake->script("a", {fake_step::never()});
+  auto sc = test_scope({"a"});
+  sc.sources[0].tpm = 100000;
+  sc.sources[0].est_tokens = 100;
+  auto gw = spawn_gateway(sc);
+  // A requester that asks and then dies before the answer.
+  auto requester = sys.spawn([gw](caf::event_based_actor* self) {
+    self->request(gw, caf::infinite, atom::chat_v, hello())
+      .then([](chat_response&) {}, [](caf::error&) {});
+  });
+  advance(1s);
+  REQUIRE(fake->calls().size() == 1);
+  caf::anon_send_exit(requester, caf::exit_reason::user_shutdown);
+  sched.run(); // no time passes: the cancel is immediate
+  CHECK(fake->calls()[0].cancelled);
+  auto st = status(gw);
+  CHECK(st.calls_active == 0);
+  CHECK(st.sources[0].in_flight == 0);
+  CHECK(st.sources[0].limiter.tpm_used == 100); // in flight: est
+  CHECK(st.sources[0].limiter.settled == 1);
+}

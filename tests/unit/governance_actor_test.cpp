@@ -70,10 +70,17 @@ TEST_CASE_FIXTURE(actor_fixture, "permits settle by the SPEC 8 rule") {
   unreached.result.upstream_reached = false;
   auto ok_no_usage = fake_step::ok();
   ok_no_usage.result.usage_reported = false;
+  auto invalid_usage = fake_step::http(200, outcome::result_invalid);
+  invalid_usage.result.usage_reported = true;
+  invalid_usage.result.prompt_tokens = 5;
+  invalid_usage.result.completion_tokens = 3;
+  auto invalid_no_usage = fake_step::http(200, outcome::result_invalid);
   fake->script("a", {fake_step::ok("x", 30, 12), ok_no_usage,
                      fake_step::http(503, outcome::transient),
                      fake_step::http(400, outcome::request_rejected),
-                     unreached, fake_step::never()});
+                     unreached, invalid_usage, invalid_no_usage,
+                     fake_step::http(401, outcome::source_dead),
+                     fake_step::never()});
   auto gw = spawn_gateway(sc);
   auto tpm = [&] { return source(status(gw), "a").limiter.tpm_used; };
   call(gw, hello());
@@ -86,11 +93,16 @@ TEST_CASE_FIXTURE(actor_fixture, "permits settle by the SPEC 8 rule") {
   CHECK(tpm() == 42 + 2000); // request_rejected: 0
   call(gw, hello());
   CHECK(tpm() == 42 + 2000); // connect failure before sending: 0
-  auto req = hello();
-  req.deadline_s = 5;
-  call(gw, req);
-  CHECK(tpm() == 42 + 3000); // cancelled while in flight: est
-  check_balanced(status(gw));
+  call(gw, hello());
+  CHECK(tpm() == 42 + 2000 + 8); // result_invalid with usage: actual
+  call(gw, hello());
+  CHECK(tpm() == 42 + 3008); // result_invalid without usage: est
+  call(gw, hello());
+  CHECK(tpm() == 42 + 3008); // source_dead: 0
+  // source_dead forced the breaker open.
+  auto st = status(gw);
+  CHECK(source(st, "a").breaker.state == "open");
+  check_balanced(st);
 }
 
 TEST_CASE_FIXTURE(actor_fixture, "an open circuit is skipped; the healthy source serves") {
@@ -291,4 +303,38 @@ TEST_CASE_FIXTURE(actor_fixture, "health_aware moves load away from a failing so
   // Power of two choices puts the sick source first only when it is drawn
   // twice (1/9 of the orders), so it sees a fraction of the traffic.
   CHECK(fake->count("a") < 15);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a call cancelled while its request is in flight settles the estimate") {
+  auto sc = test_scope({"a"});
+  sc.sources[0].tpm = 100000;
+  sc.sources[0].est_tokens = 1000;
+  fake->script("a", {fake_step::never()});
+  auto gw = spawn_gateway(sc);
+  auto req = hello();
+  req.deadline_s = 5;
+  call(gw, req);
+  auto st = status(gw);
+  CHECK(source(st, "a").limiter.tpm_used == 1000);
+  CHECK(source(st, "a").outcomes.at("cancelled") == 1);
+  // Waiting is not death: nothing reached the breaker.
+  CHECK(source(st, "a").breaker.window_attempts == 0);
+  check_balanced(st);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a source_rejected attempt settles 0") {
+  auto sc = test_scope({"a", "b"}, "priority");
+  for (auto& src : sc.sources) {
+    src.tpm = 100000;
+    src.est_tokens = 1000;
+  }
+  fake->script("a", {fake_step::http(400, outcome::source_rejected,
+                                     "context_length_exceeded")});
+  fake->script("b", {fake_step::ok("b", 10, 10)});
+  auto gw = spawn_gateway(sc);
+  REQUIRE(call(gw, hello())->response);
+  auto st = status(gw);
+  CHECK(source(st, "a").limiter.tpm_used == 0);
+  CHECK(source(st, "b").limiter.tpm_used == 20);
+  check_balanced(st);
 }
