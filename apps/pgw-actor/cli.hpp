@@ -55,5 +55,6 @@ int config_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_main(const std::vector<std::string>& args);
 int soak_main(const std::vector<std::string>& args);
+int telemetry_main(const std::vector<std::string>& args);
 
 } // namespace pgw::cli

@@ -18,6 +18,8 @@ commands:
   soak              many calls through one gateway, with a report and
                     invariant checks (see `pgw-actor soak --help`)
   bench overhead    added latency of the gateway vs direct calls
+  bench hedge       the hang-tail workload with and without hedging
+  telemetry report  what happened to every call, from the telemetry DB
 
 configuration: environment variables plus ./.env (or --env-file F).
 )";
@@ -38,6 +40,8 @@ int main(int argc, char** argv) {
     return pgw::cli::config_main(args);
   if (cmd == "demo")
     return pgw::cli::demo_main(args);
+  if (cmd == "telemetry")
+    return pgw::cli::telemetry_main(args);
   if (cmd == "soak")
     return pgw::cli::soak_main(args);
   if (cmd == "bench")
