@@ -203,9 +203,11 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
                  ? opts.make_breaker(*st.scope, src)
                  : make_memory_breaker(breaker_settings_of(*st.scope, src));
     rt.limiter = self->spawn<caf::linked>(
-      limiter, std::shared_ptr<limiter_backend>{std::move(lim)});
+      limiter, std::shared_ptr<limiter_backend>{std::move(lim)},
+      opts.governance_pool);
     rt.breaker = self->spawn<caf::linked>(
-      breaker, std::shared_ptr<breaker_backend>{std::move(brk)});
+      breaker, std::shared_ptr<breaker_backend>{std::move(brk)},
+      opts.governance_pool);
     call_sources[src.name] = call_source{ptr, rt.limiter, rt.breaker};
     st.sources.push_back(std::move(rt));
     entries.push_back({src.name, src.priority});

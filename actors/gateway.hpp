@@ -8,6 +8,7 @@
 #include "actors/timer_table.hpp"
 #include "backends/breaker.hpp"
 #include "backends/limiter.hpp"
+#include "transport/io_pool.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
 
@@ -89,6 +90,8 @@ struct gateway_options {
     make_limiter;
   std::function<breaker_backend_ptr(const scope_config&, const source_config&)>
     make_breaker;
+  /// Threads for blocking (remote) governance backends; null for memory.
+  std::shared_ptr<io_pool> governance_pool;
 };
 
 /// The limits of `src` (SPEC §5): its RPM/TPM/MAX_CONCURRENCY, a lease of

@@ -69,7 +69,9 @@ using limiter_actor = caf::typed_actor<
   caf::reacts_to<atom::settle, std::string, int64_t>,
   /// Frees the permit's in-flight slot, once.
   caf::reacts_to<atom::release, std::string>,
-  caf::replies_to<atom::status>::with<limiter_status>>;
+  caf::replies_to<atom::status>::with<limiter_status>,
+  /// Internal: a backend call finished on an I/O thread.
+  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
 
 /// One per source: the breaker state machine (SPEC §6).
 using breaker_actor = caf::typed_actor<
@@ -79,7 +81,9 @@ using breaker_actor = caf::typed_actor<
   caf::reacts_to<atom::record, uint64_t, outcome>,
   /// A probe that was cancelled or lost admission gives its lease back.
   caf::reacts_to<atom::release, uint64_t>,
-  caf::replies_to<atom::status>::with<breaker_status>>;
+  caf::replies_to<atom::status>::with<breaker_status>,
+  /// Internal: a backend call finished on an I/O thread.
+  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
 
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<

@@ -6,9 +6,12 @@
 #include "messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
+#include <caf/allowed_unsafe_message_type.hpp>
 #include <caf/optional.hpp>
 
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace pgw {
@@ -112,4 +115,14 @@ typename Inspector::result_type inspect(Inspector& f, breaker_status& x) {
            x.probe_in_flight, x.opens, x.probes, x.probe_failures);
 }
 
+/// Work finished on one of the project's own threads, to be completed inside
+/// the actor that started it (e.g. delivering a response promise). Local to
+/// the process: never serialized.
+struct local_task {
+  std::function<void()> run;
+};
+
 } // namespace pgw
+
+// A closure that only ever travels between threads of one process.
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(std::shared_ptr<pgw::local_task>)

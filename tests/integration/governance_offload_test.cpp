@@ -1,0 +1,121 @@
+// Limiter and breaker actors over a blocking backend: calls run on the
+// offload threads, and a settle or release that fails while the backend is
+// down goes through once it is back.
+
+#include "actors/governance.hpp"
+#include "messages/registry.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <doctest/doctest.h>
+
+#include <atomic>
+#include <chrono>
+#include <thread>
+
+using namespace pgw;
+
+namespace {
+
+struct config : caf::actor_system_config {
+  config() {
+    pgw::add_message_types(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
+
+/// A memory limiter that fails every call while `down` is set, and records
+/// which thread ran it.
+class switchable_limiter : public limiter_backend {
+public:
+  explicit switchable_limiter(limiter_limits limits)
+    : inner_(make_memory_limiter(std::move(limits))) {
+    // nop
+  }
+
+  std::atomic<bool> down{false};
+  std::atomic<std::thread::id> last_thread{};
+
+  caf::expected<acquire_result> try_acquire(int64_t est, double now) override {
+    last_thread = std::this_thread::get_id();
+    if (down)
+      return make_error(error_code::governance_unavailable, "backend down");
+    return inner_->try_acquire(est, now);
+  }
+
+  caf::expected<bool> settle(const std::string& id, int64_t actual,
+                             double now) override {
+    if (down)
+      return make_error(error_code::governance_unavailable, "backend down");
+    return inner_->settle(id, actual, now);
+  }
+
+  caf::expected<bool> release(const std::string& id, double now) override {
+    if (down)
+      return make_error(error_code::governance_unavailable, "backend down");
+    return inner_->release(id, now);
+  }
+
+  caf::expected<limiter_status> status(double now) override {
+    if (down)
+      return make_error(error_code::governance_unavailable, "backend down");
+    return inner_->status(now);
+  }
+
+private:
+  limiter_backend_ptr inner_;
+};
+
+} // namespace
+
+TEST_CASE("an offloaded limiter answers from its own threads and retries settlement until the backend is back") {
+  config cfg;
+  caf::actor_system sys{cfg};
+  limiter_limits limits;
+  limits.source = "a";
+  limits.tpm = 10000;
+  auto backend = std::make_shared<switchable_limiter>(limits);
+  auto pool = std::make_shared<io_pool>();
+  auto lim = sys.spawn(limiter, std::shared_ptr<limiter_backend>{backend},
+                       pool);
+  caf::scoped_actor self{sys};
+  permit p;
+  self->request(lim, caf::infinite, atom::acquire_v, int64_t{100})
+    .receive([&](acquire_result& r) {
+               REQUIRE(r.granted);
+               p = r.granted_permit;
+             },
+             [](caf::error& err) { FAIL(to_string(err)); });
+  // The backend call did not run on this thread nor on a CAF worker.
+  CHECK(backend->last_thread.load() != std::this_thread::get_id());
+  // Down: acquire fails with governance_unavailable; settle/release queue.
+  backend->down = true;
+  self->request(lim, caf::infinite, atom::acquire_v, int64_t{100})
+    .receive([](acquire_result&) { FAIL("acquired while down"); },
+             [](caf::error& err) {
+               CHECK(code_of(err) == error_code::governance_unavailable);
+             });
+  self->send(lim, atom::settle_v, p.id, int64_t{42});
+  self->send(lim, atom::release_v, p.id);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  backend->down = false;
+  // Back: the retried settle and release went through.
+  limiter_status st;
+  for (int i = 0; i < 100; ++i) {
+    self->request(lim, caf::infinite, atom::status_v)
+      .receive([&](limiter_status& s) { st = s; },
+               [](caf::error& err) { FAIL(to_string(err)); });
+    if (st.settled == 1 && st.released == 1)
+      break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  CHECK(st.settled == 1);
+  CHECK(st.released == 1);
+  CHECK(st.tpm_used == 42);
+  CHECK(st.in_flight == 0);
+  caf::anon_send_exit(lim, caf::exit_reason::user_shutdown);
+}
