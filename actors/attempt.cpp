@@ -1,5 +1,6 @@
 #include "actors/attempt.hpp"
 
+#include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
 #include "transport/chat_codec.hpp"
 
@@ -21,6 +22,58 @@ void report(self_ptr self, outcome kind, caf::optional<double> retry_after) {
   self->send(self->state.args.gateway, atom::report_v, std::move(rep));
 }
 
+/// Writes this attempt's telemetry row, when telemetry is on. `res` is null
+/// when the attempt was stopped before its outcome.
+void write_row(self_ptr self, outcome kind, const attempt_result* res,
+               int64_t settled) {
+  auto& args = self->state.args;
+  if (!args.telemetry)
+    return;
+  auto& src = *args.source;
+  auto now = self->clock().now();
+  attempt_row row;
+  row.call_id = args.call_id;
+  row.attempt = args.leg;
+  row.scope = src.scope;
+  row.source = src.name;
+  row.request_model = src.model;
+  row.started_at_ms = std::chrono::duration<double, std::milli>(
+                        self->state.started_at.time_since_epoch())
+                        .count()
+                      + args.wall_offset_ms;
+  row.latency_ms = std::chrono::duration<double, std::milli>(
+                     now - self->state.started_at)
+                     .count();
+  row.outcome = to_string(kind);
+  row.settled_tokens = settled;
+  row.is_hedge = args.hedge;
+  row.is_probe = args.probe;
+  row.usage_source = "unavailable";
+  if (res != nullptr) {
+    row.response_model = res->model;
+    row.ttft_ms = res->ttft_ms;
+    row.generation_ms = res->latency_ms;
+    row.reason = res->reason;
+    row.http_status = res->http_status;
+    row.error_code = res->error_code;
+    row.error_message = res->error_message;
+    if (res->usage_reported) {
+      row.input_tokens = res->prompt_tokens;
+      row.output_tokens = res->completion_tokens;
+      row.usage_source = "reported";
+    }
+    if (args.telemetry_content)
+      row.content = res->content;
+  } else {
+    row.reason = to_string(kind);
+  }
+  row.cost_usd = attempt_cost(args.prices.get(), src.scope, src.name,
+                              res && !res->model.empty() ? res->model
+                                                         : src.model,
+                              kind, res, settled);
+  self->send(args.telemetry, atom::record_v, std::move(row));
+}
+
 /// Settles and releases the permit, exactly once per attempt.
 void settle(self_ptr self, int64_t amount) {
   auto& args = self->state.args;
@@ -37,6 +90,7 @@ attempt_actor::behavior_type
 attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) {
   self->state.args = std::move(args);
   auto& st = self->state;
+  st.started_at = self->clock().now();
   self->set_exit_handler([self](caf::exit_msg& msg) {
     auto& st = self->state;
     if (!st.finished) {
@@ -45,8 +99,10 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
         st.handle->cancel();
       // The upstream may have generated tokens: settle the estimate unless
       // nothing was sent. Waiting is not death: no breaker feed.
-      settle(self, settle_cancelled(static_cast<bool>(st.handle),
-                                    st.args.granted_permit.est));
+      auto amount = settle_cancelled(static_cast<bool>(st.handle),
+                                     st.args.granted_permit.est);
+      settle(self, amount);
+      write_row(self, st.stop_label, nullptr, amount);
       if (st.args.probe)
         self->send(st.args.breaker, atom::release_v, st.args.epoch);
       report(self, st.stop_label, caf::none);
@@ -88,7 +144,9 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       if (st.finished)
         return;
       st.finished = true;
-      settle(self, settle_amount(res, st.args.granted_permit.est));
+      auto amount = settle_amount(res, st.args.granted_permit.est);
+      settle(self, amount);
+      write_row(self, res.kind, &res, amount);
       self->send(st.args.breaker, atom::record_v, st.args.epoch, res.kind);
       report(self, res.kind, res.retry_after_s);
       self->send(st.args.supervisor, atom::done_v, st.args.leg,

@@ -3,8 +3,12 @@
 /// The `attempt` actor: one upstream request on one source (SPEC §2).
 
 #include "actors/interfaces.hpp"
+#include "actors/telemetry.hpp"
+#include "config/pricing.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
+
+#include <caf/actor_clock.hpp>
 
 #include <memory>
 
@@ -26,6 +30,12 @@ struct attempt_args {
   permit granted_permit;
   uint64_t epoch = 0;
   bool probe = false;
+  // -- telemetry --
+  std::string call_id;
+  telemetry_actor telemetry;
+  std::shared_ptr<const price_table> prices;
+  double wall_offset_ms = 0;
+  bool telemetry_content = false;
 };
 
 struct attempt_state {
@@ -36,6 +46,7 @@ struct attempt_state {
   bool finished = false;
   /// Why the supervisor stops it, if it does: hedge_cancelled or cancelled.
   outcome stop_label = outcome::cancelled;
+  caf::actor_clock::time_point started_at;
 };
 
 /// Starts the request at once. Promises: forwards the first token to the

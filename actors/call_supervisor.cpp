@@ -1,5 +1,6 @@
 #include "actors/call_supervisor.hpp"
 
+#include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
 #include "actors/selector.hpp"
 
@@ -53,6 +54,83 @@ call_leg* find_leg(self_ptr self, uint64_t id) {
   return nullptr;
 }
 
+/// The cost of `leg` (see actors/accounting.hpp), when known.
+caf::optional<double> leg_cost(self_ptr self, const call_leg& leg) {
+  auto& st = self->state;
+  auto kind = leg.done ? leg.result.kind
+              : leg.label == "hedge_cancelled" ? outcome::hedge_cancelled
+                                                 : outcome::cancelled;
+  auto model = leg.done && !leg.result.model.empty() ? leg.result.model
+                                                      : leg.model;
+  return attempt_cost(st.args.prices.get(), st.args.scope->name, leg.source,
+                      model, kind, leg.done ? &leg.result : nullptr,
+                      leg.done ? 0 : leg.est);
+}
+
+/// Adds a leg that did not win to the call's losers' cost.
+void account_loser(self_ptr self, const call_leg& leg) {
+  if (auto cost = leg_cost(self, leg))
+    self->state.losers_cost_usd += *cost;
+}
+
+/// Writes the call row (and the terminal failure row of a failed call).
+void write_rows(self_ptr self) {
+  auto& st = self->state;
+  if (!st.args.telemetry)
+    return;
+  call_row row;
+  row.call_id = st.args.call_id;
+  row.scope = st.args.scope->name;
+  row.started_at_ms = std::chrono::duration<double, std::milli>(
+                        st.started_at.time_since_epoch())
+                        .count()
+                      + st.args.wall_offset_ms;
+  row.attempts = st.attempts;
+  row.hedges = st.hedges;
+  row.latency_ms = ms_since(self, st.started_at);
+  row.losers_cost_usd = st.losers_cost_usd;
+  if (st.args.telemetry_content)
+    for (auto& m : st.args.request->messages)
+      if (m.role == "user")
+        row.prompt = m.content;
+  if (st.response) {
+    auto& s = st.response->stats;
+    row.outcome = "ok";
+    row.hedge_won = s.hedge_won;
+    row.cache_hit = s.cache_hit;
+    row.generation_ms = s.generation_ms;
+    row.source = s.source;
+    row.model = s.model;
+    row.input_tokens = s.prompt_tokens;
+    row.output_tokens = s.completion_tokens;
+    row.cost_usd = s.cost_usd;
+    self->send(st.args.telemetry, atom::record_v, std::move(row));
+    return;
+  }
+  auto code = code_of(st.failure);
+  row.outcome = code ? to_string(*code) : "internal";
+  terminal_failure_row fail_row;
+  fail_row.call_id = row.call_id;
+  fail_row.scope = row.scope;
+  fail_row.at_ms = row.started_at_ms + row.latency_ms;
+  fail_row.error_code = row.outcome;
+  if (auto d = detail_of(st.failure)) {
+    fail_row.message = d->message;
+    fail_row.retry_after_s = d->retry_after_s;
+    fail_row.upstream_status = d->upstream_status;
+    fail_row.upstream_code = d->upstream_code;
+    std::string per = "{";
+    for (auto& [source, reason] : d->per_source) {
+      if (per.size() > 1)
+        per += ",";
+      per += "\"" + source + "\":\"" + reason + "\"";
+    }
+    fail_row.per_source_json = per + "}";
+  }
+  self->send(st.args.telemetry, atom::record_v, std::move(row));
+  self->send(st.args.telemetry, atom::record_v, std::move(fail_row));
+}
+
 /// Delivers the decided result once every attempt is gone, then quits.
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
@@ -66,12 +144,13 @@ void maybe_deliver(self_ptr self) {
   if (st.admitting || st.hedge_admitting)
     return;
   st.delivered = true;
-  if (st.response) {
+  if (st.response)
     st.response->stats.total_latency_ms = ms_since(self, st.started_at);
+  write_rows(self);
+  if (st.response)
     st.promise.deliver(std::move(*st.response));
-  } else {
+  else
     st.promise.deliver(st.failure);
-  }
   self->quit();
 }
 
@@ -83,9 +162,14 @@ void finish(self_ptr self) {
   // Losers of a won call are hedge_cancelled; a call that failed (deadline,
   // caller, stall) cancels its legs.
   std::string label = st.response ? "hedge_cancelled" : "cancelled";
+  if (!st.response)
+    for (auto& leg : st.legs)
+      if (leg.done)
+        account_loser(self, leg); // a failed call has no winner
   for (auto& leg : st.legs)
     if (!leg.down && !leg.done) {
       leg.label = label;
+      account_loser(self, leg);
       // The label goes first: same sender, same receiver, so the attempt
       // reads it before its exit handler runs.
       self->send(leg.actor, atom::cancel_v, label);
@@ -153,6 +237,12 @@ void succeed(self_ptr self, call_leg& leg) {
   stats.prompt_tokens = res.prompt_tokens;
   stats.completion_tokens = res.completion_tokens;
   stats.usage_source = res.usage_reported ? "reported" : "unavailable";
+  stats.cost_usd = leg_cost(self, leg);
+  // Legs of this round that ended without winning (a tie lost to the
+  // primary, a failed leg) are losers too.
+  for (auto& other : st.legs)
+    if (other.done && other.id != leg.id)
+      account_loser(self, other);
   st.response = std::move(resp);
   finish(self);
 }
@@ -212,6 +302,12 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   aa.granted_permit = std::move(admitted.granted_permit);
   aa.epoch = admitted.epoch;
   aa.probe = admitted.probe;
+  aa.call_id = st.args.call_id;
+  aa.telemetry = st.args.telemetry;
+  aa.prices = st.args.prices;
+  aa.wall_offset_ms = st.args.wall_offset_ms;
+  aa.telemetry_content = st.args.telemetry_content;
+  auto est = aa.granted_permit.est;
   if (hedge) {
     ++st.hedges;
     st.round_hedged = true;
@@ -227,6 +323,8 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   leg.source = admitted.source;
   leg.hedge = hedge;
   leg.round = st.round;
+  leg.est = est;
+  leg.model = src->second.config->model;
   leg.actor = self->spawn(attempt, std::move(aa));
   self->monitor(leg.actor);
   st.legs.push_back(std::move(leg));
@@ -374,9 +472,11 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
 void round_failed(self_ptr self) {
   auto& st = self->state;
   bool all_rate_limited = true;
-  for (auto& leg : st.legs)
+  for (auto& leg : st.legs) {
     if (leg.result.kind != outcome::rate_limited)
       all_rate_limited = false;
+    account_loser(self, leg);
+  }
   st.legs.clear();
   if (!all_rate_limited)
     ++st.budget_used;
@@ -444,6 +544,9 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
     }
   if (r.kind == outcome::source_rejected) {
     // Not a failure of the round: other sources only, no budget.
+    for (auto& leg : st.legs)
+      if (leg.done)
+        account_loser(self, leg);
     st.legs.erase(std::remove_if(st.legs.begin(), st.legs.end(),
                                  [](const call_leg& l) { return l.done; }),
                   st.legs.end());

@@ -3,6 +3,8 @@
 /// The `call_supervisor` actor: one per logical call (SPEC §2, §7).
 
 #include "actors/interfaces.hpp"
+#include "actors/telemetry.hpp"
+#include "config/pricing.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
 
@@ -37,6 +39,11 @@ struct call_args {
   /// Bound of the whole call in seconds (per-call or scope default).
   caf::optional<double> deadline_s;
   uint64_t seed = 0;
+  // -- accounting --
+  telemetry_actor telemetry;
+  std::shared_ptr<const price_table> prices;
+  double wall_offset_ms = 0;
+  bool telemetry_content = false;
 };
 
 /// One attempt of the call.
@@ -49,6 +56,8 @@ struct call_leg {
   bool down = false;        ///< the actor is gone
   bool first_token = false; ///< streamed its first token
   uint64_t round = 0;       ///< the round it belongs to
+  int64_t est = 0;          ///< its permit's estimate
+  std::string model;        ///< the source's MODEL
   /// Why the supervisor stopped it: "hedge_cancelled" (lost to another
   /// leg) or "cancelled" (deadline, caller, stall); empty when it ended.
   std::string label;
@@ -90,6 +99,9 @@ struct call_supervisor_state {
   bool round_hedged = false;      ///< this round already has its extra leg
   bool hedge_admitting = false;
   int32_t hedges = 0;             ///< hedge legs actually sent
+
+  /// Cost of attempts that did not win (SPEC §10), accumulated.
+  double losers_cost_usd = 0;
   std::mt19937_64 rng;
 };
 

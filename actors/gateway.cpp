@@ -189,6 +189,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
   auto& st = self->state;
   st.scope = std::move(scope);
   st.transport = std::move(transport);
+  st.opts = opts;
+  // A telemetry actor made for this gateway ends with it (its sink flushes).
+  if (opts.own_telemetry && opts.telemetry)
+    self->link_to(opts.telemetry);
   st.rng.seed(opts.seed != 0 ? opts.seed : std::random_device{}());
   std::vector<selector::source_entry> entries;
   std::map<std::string, call_source> call_sources;
@@ -265,6 +269,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       else if (st.scope->call_deadline_s)
         args.deadline_s = *st.scope->call_deadline_s;
       args.seed = st.rng();
+      args.telemetry = st.opts.telemetry;
+      args.prices = st.opts.prices;
+      args.wall_offset_ms = st.opts.wall_offset_ms;
+      args.telemetry_content = st.opts.telemetry_content;
       args.request = std::make_shared<const chat_request>(std::move(req));
       auto id = args.call_id;
       auto sup = self->spawn(call_supervisor, std::move(args));
@@ -384,8 +392,37 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
                       "scope " + scope_name + " has no sources");
   if (!transport)
     transport = make_httplib_transport();
+  // Prices and telemetry from the settings, unless the caller set them.
+  if (!opts.prices) {
+    auto prices = price_table::load(cfg.global.pricing_path);
+    if (!prices)
+      return prices.error();
+    opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  }
+  opts.telemetry_content = opts.telemetry_content
+                           || cfg.global.telemetry_content;
+  if (opts.wall_offset_ms == 0)
+    opts.wall_offset_ms = wall_offset_ms(sys);
+  if (!opts.telemetry) {
+    auto path = cfg.global.telemetry_db ? *cfg.global.telemetry_db
+                                        : opts.default_telemetry_db;
+    if (!path.empty() && path != "off") {
+      opts.telemetry = spawn_telemetry(sys, make_sqlite_sink(path));
+      opts.own_telemetry = true;
+    }
+  }
   return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
                        std::move(transport), opts);
+}
+
+double wall_offset_ms(caf::actor_system& sys) {
+  auto wall = std::chrono::duration<double, std::milli>(
+                std::chrono::system_clock::now().time_since_epoch())
+                .count();
+  auto actor = std::chrono::duration<double, std::milli>(
+                 sys.clock().now().time_since_epoch())
+                 .count();
+  return wall - actor;
 }
 
 gateway_actor spawn_gateway(caf::actor_system& sys, scope_ptr scope,

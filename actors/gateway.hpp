@@ -5,7 +5,9 @@
 #include "actors/interfaces.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/selector.hpp"
+#include "actors/telemetry.hpp"
 #include "actors/timer_table.hpp"
+#include "config/pricing.hpp"
 #include "backends/breaker.hpp"
 #include "backends/limiter.hpp"
 #include "transport/io_pool.hpp"
@@ -49,6 +51,36 @@ struct source_runtime {
   std::map<std::string, int64_t> outcomes;
 };
 
+/// Options of a gateway beyond its scope's settings.
+struct gateway_options {
+  /// Seeds the selector's randomness and each call's backoff jitter;
+  /// 0 = from std::random_device.
+  uint64_t seed = 0;
+  /// Builds each source's limiter and breaker backends; unset = the memory
+  /// backends with the source's and scope's settings.
+  std::function<limiter_backend_ptr(const scope_config&, const source_config&)>
+    make_limiter;
+  std::function<breaker_backend_ptr(const scope_config&, const source_config&)>
+    make_breaker;
+  /// Threads for blocking (remote) governance backends; null for memory.
+  std::shared_ptr<io_pool> governance_pool;
+  /// Where attempt, call and failure rows go; invalid = no telemetry.
+  telemetry_actor telemetry;
+  /// Prices for `cost_usd`; null = no costs.
+  std::shared_ptr<const price_table> prices;
+  /// Wall-clock ms minus actor-clock ms, for row timestamps (actors read
+  /// only their own clock).
+  double wall_offset_ms = 0;
+  /// PGW_TELEMETRY_CONTENT=on: rows carry prompts and answers.
+  bool telemetry_content = false;
+  /// The settings-based spawn_gateway: the telemetry database when
+  /// PGW_TELEMETRY_DB is unset ("" = none; `soak` and `demo` pass
+  /// ./pgw-telemetry.sqlite, `chat` and embedding backends nothing).
+  std::string default_telemetry_db;
+  /// The gateway made `telemetry` for itself: it is linked and ends with it.
+  bool own_telemetry = false;
+};
+
 struct gateway_state {
   static inline const char* name = "gateway";
 
@@ -70,6 +102,7 @@ struct gateway_state {
     pending;
   /// Stall-window and deadline timers of the live calls.
   timer_table timers;
+  gateway_options opts;
   /// When the pending tick (a delayed message to self) fires, if any.
   std::optional<caf::actor_clock::time_point> tick_at;
   std::mt19937_64 rng;
@@ -79,20 +112,6 @@ struct gateway_state {
   int64_t calls_failed = 0;
 };
 
-/// Options of a gateway beyond its scope's settings.
-struct gateway_options {
-  /// Seeds the selector's randomness and each call's backoff jitter;
-  /// 0 = from std::random_device.
-  uint64_t seed = 0;
-  /// Builds each source's limiter and breaker backends; unset = the memory
-  /// backends with the source's and scope's settings.
-  std::function<limiter_backend_ptr(const scope_config&, const source_config&)>
-    make_limiter;
-  std::function<breaker_backend_ptr(const scope_config&, const source_config&)>
-    make_breaker;
-  /// Threads for blocking (remote) governance backends; null for memory.
-  std::shared_ptr<io_pool> governance_pool;
-};
 
 /// The limits of `src` (SPEC §5): its RPM/TPM/MAX_CONCURRENCY, a lease of
 /// TIMEOUT_S + 10 s.
@@ -117,8 +136,14 @@ gateway(gateway_actor::stateful_pointer<gateway_state> self, scope_ptr scope,
 gateway_actor spawn_gateway(caf::actor_system& sys, scope_ptr scope,
                             transport_ptr transport, gateway_options opts = {});
 
+/// Wall-clock ms minus `sys`'s actor-clock ms (read once, outside actors).
+double wall_offset_ms(caf::actor_system& sys);
+
 /// Spawns the gateway of `scope_name` from validated settings, with the
-/// cpp-httplib transport unless `transport` is given.
+/// cpp-httplib transport unless `transport` is given; prices from
+/// PGW_PRICING_PATH and a telemetry actor of its own when PGW_TELEMETRY_DB
+/// (or `opts.default_telemetry_db`) names a database, unless `opts` brings
+/// them.
 caf::expected<gateway_actor>
 spawn_gateway(caf::actor_system& sys, const settings& cfg,
               const std::string& scope_name, transport_ptr transport = nullptr,

@@ -315,7 +315,13 @@ const std::map<std::string, setter<global_config>>& global_setters() {
     {"REDIS_URL", field(&gc::redis_url)},
     {"PGW_PRICING_PATH", field(&gc::pricing_path)},
     {"PGW_TELEMETRY_DB", field(&gc::telemetry_db)},
-    {"PGW_PROVIDERS_PATH", // read by load_providers
+    {"PGW_TELEMETRY_CONTENT", field(&gc::telemetry_content)},
+    // Read elsewhere: load_providers, the logger, the CLI's scheduler.
+    {"PGW_PROVIDERS_PATH",
+     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+    {"PGW_LOG",
+     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+    {"PGW_SCHEDULER_THREADS",
      [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
   };
   return table;

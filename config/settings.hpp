@@ -102,6 +102,8 @@ struct global_config {
   std::string pricing_path = "config/prices.json";
   /// Unset = the program's default (SPEC §3); "off" disables telemetry.
   std::optional<std::string> telemetry_db;
+  /// PGW_TELEMETRY_CONTENT: store prompts and answers in telemetry rows.
+  bool telemetry_content = false;
 };
 
 /// Everything `load_settings` produced.

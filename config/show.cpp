@@ -185,6 +185,7 @@ global_lines(const global_config& g) {
     {"REDIS_URL", mask_url(g.redis_url)},
     {"PGW_PRICING_PATH", g.pricing_path},
     {"PGW_TELEMETRY_DB", g.telemetry_db ? *g.telemetry_db : unset},
+    {"PGW_TELEMETRY_CONTENT", g.telemetry_content ? "on" : "off"},
   };
 }
 
@@ -228,6 +229,7 @@ std::string show_settings_json(const settings& s) {
     {"pricing_path", g.pricing_path},
     {"telemetry_db", g.telemetry_db ? json::value(*g.telemetry_db)
                                     : json::value{}},
+    {"telemetry_content", g.telemetry_content},
   };
   json::object scopes;
   for (auto& [name, sc] : s.scopes) {

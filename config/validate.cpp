@@ -540,12 +540,6 @@ const no_effect_row no_effect_table[] = {
      return t.scope->structured_max_reasks
             != default_scope.structured_max_reasks;
    }},
-  {level::global, "PGW_PRICING_PATH", "pricing not built",
-   [](const target& t) {
-     return t.global->pricing_path != default_global.pricing_path;
-   }},
-  {level::global, "PGW_TELEMETRY_DB", "telemetry not built",
-   [](const target& t) { return t.global->telemetry_db.has_value(); }},
   {level::global, "PGW_CACHE_TTL_S", "cache not built",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s;

@@ -5,6 +5,7 @@
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"
 #include "messages/outcome.hpp"
+#include "messages/telemetry.hpp"
 
 namespace pgw {
 

@@ -20,6 +20,10 @@ struct attempt_report;
 struct gateway_status;
 enum class outcome : uint8_t;
 struct permit;
+struct attempt_row;
+struct call_row;
+struct terminal_failure_row;
+struct telemetry_status;
 struct acquire_result;
 struct limiter_status;
 struct breaker_entry;
@@ -39,6 +43,10 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::gateway_status))
   CAF_ADD_TYPE_ID(pgw, (pgw::outcome))
   CAF_ADD_TYPE_ID(pgw, (pgw::permit))
+  CAF_ADD_TYPE_ID(pgw, (pgw::attempt_row))
+  CAF_ADD_TYPE_ID(pgw, (pgw::call_row))
+  CAF_ADD_TYPE_ID(pgw, (pgw::terminal_failure_row))
+  CAF_ADD_TYPE_ID(pgw, (pgw::telemetry_status))
   CAF_ADD_TYPE_ID(pgw, (pgw::acquire_result))
   CAF_ADD_TYPE_ID(pgw, (pgw::limiter_status))
   CAF_ADD_TYPE_ID(pgw, (pgw::breaker_entry))

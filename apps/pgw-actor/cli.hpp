@@ -16,6 +16,9 @@
 
 namespace pgw::cli {
 
+/// Where `soak`, `demo` (and later `serve`) write telemetry by default.
+inline constexpr const char* default_telemetry_db = "./pgw-telemetry.sqlite";
+
 /// Exit codes of SPEC §11.
 enum exit_code : int {
   exit_ok = 0,

@@ -73,7 +73,11 @@ int demo_main(const std::vector<std::string>& args) {
   }
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
-  auto gw = spawn_gateway(sys, *cfg, "DEMO");
+  // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
+  // PGW_TELEMETRY_DB says otherwise.
+  gateway_options gw_opts;
+  gw_opts.default_telemetry_db = default_telemetry_db;
+  auto gw = spawn_gateway(sys, *cfg, "DEMO", nullptr, gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor demo: %s\n", describe(gw.error()).c_str());
     return exit_other;

@@ -136,7 +136,11 @@ int soak_main(const std::vector<std::string>& args) {
     return exit_usage;
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
-  auto gw = spawn_gateway(sys, *cfg, scope);
+  // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
+  // PGW_TELEMETRY_DB says otherwise.
+  gateway_options gw_opts;
+  gw_opts.default_telemetry_db = default_telemetry_db;
+  auto gw = spawn_gateway(sys, *cfg, scope, nullptr, gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
     return exit_usage;

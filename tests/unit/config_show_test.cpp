@@ -61,6 +61,7 @@ TEST_CASE("show_settings: every effective key, defaults included") {
          "REDIS_URL=redis://127.0.0.1:6379/0",
          "PGW_PRICING_PATH=config/prices.json",
          "PGW_TELEMETRY_DB=(unset)",
+         "PGW_TELEMETRY_CONTENT=off",
          "LLM__SELECTOR=health_aware",
          "LLM__STREAM=true",
          "LLM__MAX_ATTEMPTS=3",

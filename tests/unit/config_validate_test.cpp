@@ -504,8 +504,6 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
   expect("LLM__GENERIC__B__KIND=embedding",
          "only chat sources are served so far");
   expect("LLM__STRUCTURED__MAX_REASKS", "structured output not built");
-  expect("PGW_PRICING_PATH", "pricing not built");
-  expect("PGW_TELEMETRY_DB", "telemetry not built");
   expect("PGW_CACHE_TTL_S", "cache not built");
   expect("PGW_CACHE_NAMESPACE", "cache not built");
   expect("REDIS_URL", "no Redis backend built");
@@ -517,8 +515,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key: 7 keys plus MAX_EXTRA's own warning.
-  CHECK(w.size() == 8);
+  // Exactly one warning per key: 5 keys plus MAX_EXTRA's own warning.
+  CHECK(w.size() == 6);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
 }
