@@ -2,6 +2,8 @@
 
 #include "messages/registry.hpp"
 
+#include <caf/io/middleman.hpp>
+
 #include <boost/json.hpp>
 
 #include <cmath>
@@ -31,7 +33,9 @@ int exit_code_of(const caf::error& err) {
   }
 }
 
-system_config::system_config() {
+system_config::system_config(bool with_io) {
+  if (with_io)
+    load<caf::io::middleman>();
   pgw::add_message_types(*this);
   set("logger.file-verbosity", caf::atom("quiet"));
   set("logger.console-verbosity", caf::atom("quiet"));

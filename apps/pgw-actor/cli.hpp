@@ -35,7 +35,8 @@ int exit_code_of(const caf::error& err);
 
 /// The actor system configuration every subcommand uses.
 struct system_config : caf::actor_system_config {
-  system_config();
+  /// `with_io`: load CAF's middleman (publishing or reaching other nodes).
+  explicit system_config(bool with_io = false);
 };
 
 /// Loads and validates settings (env file + process environment); prints
@@ -59,5 +60,6 @@ int demo_main(const std::vector<std::string>& args);
 int bench_main(const std::vector<std::string>& args);
 int soak_main(const std::vector<std::string>& args);
 int telemetry_main(const std::vector<std::string>& args);
+int status_main(const std::vector<std::string>& args);
 
 } // namespace pgw::cli

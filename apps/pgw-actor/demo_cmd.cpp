@@ -10,6 +10,10 @@
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
+#include "node.hpp"
+
+#include <csignal>
+#include <thread>
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -20,8 +24,20 @@
 
 namespace pgw::cli {
 
+namespace {
+
+volatile std::sig_atomic_t stop_serving = 0;
+
+void on_stop(int) {
+  stop_serving = 1;
+}
+
+} // namespace
+
 int demo_main(const std::vector<std::string>& args) {
   int calls = 24;
+  bool serve_status = false;
+  std::string publish = "127.0.0.1:0";
   for (size_t i = 0; i < args.size(); ++i) {
     if (args[i] == "--calls" && i + 1 < args.size()) {
       auto n = parse_number(args[++i]);
@@ -30,8 +46,14 @@ int demo_main(const std::vector<std::string>& args) {
         return exit_usage;
       }
       calls = static_cast<int>(*n);
+    } else if (args[i] == "--serve-status") {
+      serve_status = true;
+    } else if (args[i] == "--publish" && i + 1 < args.size()) {
+      publish = args[++i];
+      serve_status = true;
     } else {
-      std::fprintf(stderr, "usage: pgw-actor demo [--calls N]\n");
+      std::fprintf(stderr, "usage: pgw-actor demo [--calls N] "
+                           "[--serve-status] [--publish HOST:PORT]\n");
       return exit_usage;
     }
   }
@@ -71,7 +93,7 @@ int demo_main(const std::vector<std::string>& args) {
     std::fprintf(stderr, "pgw-actor demo: %s\n", describe(cfg.error()).c_str());
     return exit_other;
   }
-  system_config sys_cfg;
+  system_config sys_cfg{serve_status};
   caf::actor_system sys{sys_cfg};
   // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
   // PGW_TELEMETRY_DB says otherwise.
@@ -148,6 +170,21 @@ int demo_main(const std::vector<std::string>& args) {
               "through a probe: it is %s now.\n",
               static_cast<unsigned long long>(recovering.opens),
               recovering.state.c_str());
+  if (serve_status) {
+    auto port = publish_status(sys, *gw, publish);
+    if (!port) {
+      std::fprintf(stderr, "pgw-actor demo: cannot publish on %s: %s\n",
+                   publish.c_str(), sys.render(port.error()).c_str());
+    } else {
+      std::printf("status published on %s:%u (SIGINT or SIGTERM stops)\n",
+                  publish.substr(0, publish.rfind(':')).c_str(), *port);
+      std::fflush(stdout);
+      std::signal(SIGINT, on_stop);
+      std::signal(SIGTERM, on_stop);
+      while (!stop_serving)
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
   return ok == calls ? exit_ok : exit_other;
 }

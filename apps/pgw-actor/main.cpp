@@ -20,6 +20,9 @@ commands:
   bench overhead    added latency of the gateway vs direct calls
   bench hedge       the hang-tail workload with and without hedging
   telemetry report  what happened to every call, from the telemetry DB
+  status --connect HOST:PORT
+                    live per-source state of a node that runs with
+                    --publish (soak, demo --serve-status)
 
 configuration: environment variables plus ./.env (or --env-file F).
 )";
@@ -40,6 +43,8 @@ int main(int argc, char** argv) {
     return pgw::cli::config_main(args);
   if (cmd == "demo")
     return pgw::cli::demo_main(args);
+  if (cmd == "status")
+    return pgw::cli::status_main(args);
   if (cmd == "telemetry")
     return pgw::cli::telemetry_main(args);
   if (cmd == "soak")

@@ -5,6 +5,7 @@
 
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
+#include "node.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -38,6 +39,8 @@ constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurre
   --stream           ask sources for streamed answers (default: the scope's)
   --no-stream        ask for single JSON answers
   --json-report P    also write the report as JSON to P
+  --publish H:P      serve this node's live status on H:P (P 0 = any free
+                     port) for `pgw-actor status --connect`
 exit: 0 when every invariant holds, 1 when one is broken, 2 usage/config.
 )";
 
@@ -87,6 +90,7 @@ int soak_main(const std::vector<std::string>& args) {
   std::string scope = "LLM";
   std::optional<std::string> env_file;
   std::optional<std::string> json_path;
+  std::optional<std::string> publish;
   caf::optional<bool> stream;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
@@ -113,7 +117,8 @@ int soak_main(const std::vector<std::string>& args) {
         return bad("--concurrency must be <= 10000");
       else
         concurrency = static_cast<int>(*n);
-    } else if (a == "--scope" || a == "--env-file" || a == "--json-report") {
+    } else if (a == "--scope" || a == "--env-file" || a == "--json-report"
+               || a == "--publish") {
       auto v = value();
       if (!v)
         return bad(a + " needs a value");
@@ -121,6 +126,8 @@ int soak_main(const std::vector<std::string>& args) {
         scope = *v;
       else if (a == "--env-file")
         env_file = *v;
+      else if (a == "--publish")
+        publish = *v;
       else
         json_path = *v;
     } else if (a == "--stream") {
@@ -134,7 +141,7 @@ int soak_main(const std::vector<std::string>& args) {
   auto cfg = load(env_file);
   if (!cfg)
     return exit_usage;
-  system_config sys_cfg;
+  system_config sys_cfg{publish.has_value()};
   caf::actor_system sys{sys_cfg};
   // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
   // PGW_TELEMETRY_DB says otherwise.
@@ -146,6 +153,18 @@ int soak_main(const std::vector<std::string>& args) {
     return exit_usage;
   }
   client cl{sys, *gw};
+  if (publish) {
+    auto port = publish_status(sys, *gw, *publish);
+    if (!port) {
+      std::fprintf(stderr, "pgw-actor soak: cannot publish on %s: %s\n",
+                   publish->c_str(), sys.render(port.error()).c_str());
+      caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+      return exit_usage;
+    }
+    std::printf("status published on %s:%u\n",
+                publish->substr(0, publish->rfind(':')).c_str(), *port);
+    std::fflush(stdout);
+  }
 
   tally t;
   std::atomic<int64_t> next{0};

@@ -1,0 +1,162 @@
+// Publishing a node's status and reading a remote node's status.
+
+#include "node.hpp"
+
+#include "cli.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <cstdio>
+
+namespace pgw::cli {
+
+namespace json = boost::json;
+
+namespace {
+
+node_status_actor::behavior_type node_status(node_status_actor::pointer self,
+                                             gateway_actor gw) {
+  return {
+    [self, gw](atom::status) { return self->delegate(gw, atom::status_v); },
+  };
+}
+
+} // namespace
+
+caf::expected<std::pair<std::string, uint16_t>>
+parse_host_port(const std::string& text) {
+  auto colon = text.rfind(':');
+  if (colon == std::string::npos || colon == 0)
+    return make_error(error_code::invalid_request,
+                      "expected HOST:PORT, got '" + text + "'");
+  auto port = parse_number(text.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535
+      || *port != static_cast<int>(*port))
+    return make_error(error_code::invalid_request,
+                      "bad port in '" + text + "'");
+  return std::make_pair(text.substr(0, colon), static_cast<uint16_t>(*port));
+}
+
+caf::expected<uint16_t> publish_status(caf::actor_system& sys, gateway_actor gw,
+                                       const std::string& host_port) {
+  auto hp = parse_host_port(host_port);
+  if (!hp)
+    return hp.error();
+  auto node = sys.spawn(node_status, std::move(gw));
+  return sys.middleman().publish(node, hp->second, hp->first.c_str(), true);
+}
+
+std::string render_status(const gateway_status& st) {
+  std::string out = fmt::format(
+    "scope {} (selector {}): calls started {}, ok {}, failed {}, active {}\n",
+    st.scope, st.selector, st.calls_started, st.calls_ok, st.calls_failed,
+    st.calls_active);
+  for (auto& s : st.sources) {
+    auto& b = s.breaker;
+    auto& l = s.limiter;
+    auto limit = [](const caf::optional<int64_t>& x) {
+      return x ? std::to_string(*x) : std::string{"-"};
+    };
+    out += fmt::format(
+      "  {:<12} breaker {:<9} epoch {} streak {} failures {}/{} window "
+      "{}/{}{}\n"
+      "  {:<12} limiter rpm {}/{} tpm {}/{} in-flight {}/{}  ewma {:.2f}  "
+      "cooling {:.1f}s\n",
+      s.name, b.state, b.epoch, b.reopen_streak, b.failure_count, b.threshold,
+      b.window_failures, b.window_attempts,
+      b.state == "open" ? fmt::format(" open for {:.1f}s", b.open_for_s) : "",
+      "", l.rpm_used, limit(l.rpm_limit), l.tpm_used, limit(l.tpm_limit),
+      l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s);
+  }
+  return out;
+}
+
+std::string render_status_json(const gateway_status& st) {
+  json::array sources;
+  for (auto& s : st.sources) {
+    auto& b = s.breaker;
+    auto& l = s.limiter;
+    sources.push_back(json::object{
+      {"name", s.name},
+      {"in_flight", s.in_flight},
+      {"ewma", s.ewma},
+      {"cooling_s", s.cooling_s},
+      {"breaker",
+       json::object{{"state", b.state},
+                    {"epoch", b.epoch},
+                    {"reopen_streak", b.reopen_streak},
+                    {"failure_count", b.failure_count},
+                    {"open_for_s", b.open_for_s},
+                    {"window_attempts", b.window_attempts},
+                    {"window_failures", b.window_failures}}},
+      {"limiter",
+       json::object{{"rpm_used", l.rpm_used},
+                    {"tpm_used", l.tpm_used},
+                    {"in_flight", l.in_flight},
+                    {"acquired", l.acquired},
+                    {"settled", l.settled},
+                    {"released", l.released}}},
+    });
+  }
+  return json::serialize(json::object{{"scope", st.scope},
+                                      {"calls_started", st.calls_started},
+                                      {"calls_ok", st.calls_ok},
+                                      {"calls_failed", st.calls_failed},
+                                      {"calls_active", st.calls_active},
+                                      {"sources", std::move(sources)}});
+}
+
+int status_main(const std::vector<std::string>& args) {
+  std::string target;
+  bool json_out = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--connect" && i + 1 < args.size())
+      target = args[++i];
+    else if (args[i] == "--json")
+      json_out = true;
+    else
+      target.clear(), i = args.size();
+  }
+  if (target.empty()) {
+    std::fprintf(stderr, "usage: pgw-actor status --connect HOST:PORT "
+                         "[--json]\n");
+    return exit_usage;
+  }
+  auto hp = parse_host_port(target);
+  if (!hp) {
+    std::fprintf(stderr, "pgw-actor status: %s\n",
+                 describe(hp.error()).c_str());
+    return exit_usage;
+  }
+  system_config cfg{true};
+  caf::actor_system sys{cfg};
+  auto node = sys.middleman().remote_actor<node_status_actor>(hp->first,
+                                                              hp->second);
+  if (!node) {
+    std::fprintf(stderr, "pgw-actor status: cannot reach %s: %s\n",
+                 target.c_str(), sys.render(node.error()).c_str());
+    return exit_other;
+  }
+  caf::scoped_actor self{sys};
+  int rc = exit_ok;
+  self->request(*node, std::chrono::seconds(10), atom::status_v)
+    .receive(
+      [&](gateway_status& st) {
+        auto text = json_out ? render_status_json(st) + "\n"
+                             : render_status(st);
+        std::fputs(text.c_str(), stdout);
+      },
+      [&](caf::error& err) {
+        std::fprintf(stderr, "pgw-actor status: %s\n",
+                     sys.render(err).c_str());
+        rc = exit_other;
+      });
+  return rc;
+}
+
+} // namespace pgw::cli
