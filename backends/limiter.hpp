@@ -1,9 +1,9 @@
 #pragma once
 
 /// The limiter backend contract (SPEC §5). One instance per source. The
-/// memory backend keeps the windows in the process; the Redis backend (a
-/// later issue) keeps them in Redis so a fleet shares them. Both pass the
-/// same suite, tests/contracts/limiter.cpp.
+/// memory backend keeps the windows in the process; the Redis backend
+/// (backends/redis/limiter.hpp) keeps them in Redis so a fleet shares them.
+/// Both pass the same suite, tests/contracts/limiter.cpp.
 
 #include "messages/governance.hpp"
 

@@ -26,22 +26,29 @@
 /// windows of 1 s, cooldowns of 0.2-0.5 s, and time checks with a margin
 /// of `margin_s` on either side.
 ///
-/// Adding a backend (e.g. Redis):
-///   1. a struct `redis_backend : real_clock` below with `name` and the two
-///      factories (each fixture gets its own key namespace, so cases do not
-///      see each other's state);
-///   2. `TYPE_TO_STRING_AS("redis", pgw::contract::redis_backend);`
+/// Adding a backend (as `redis_backend` below was added):
+///   1. a struct `x_backend : real_clock` (or `virtual_clock`) below with
+///      `name` and the two factories (each fixture gets its own key
+///      namespace, so cases do not see each other's state);
+///   2. `TYPE_TO_STRING_AS("x", pgw::contract::x_backend);`
 ///   3. append it to PGW_CONTRACT_BACKENDS.
+/// The Redis entry starts its own redis-server (tests/fixtures/
+/// redis_process.hpp; `redis-server` on PATH or $PGW_REDIS_SERVER) and
+/// runs every case on the real clock (about 20 s).
 /// Configure with -DCMAKE_CXX_FLAGS=-DPGW_CONTRACT_REAL_TIME_MEMORY to also
 /// run every case against the memory backend on the real clock: the whole
 /// suite as a real-time backend sees it (about 17 s of sleeps).
 
 #include "backends/breaker.hpp"
 #include "backends/limiter.hpp"
+#include "backends/redis/breaker.hpp"
+#include "backends/redis/limiter.hpp"
+#include "fixtures/redis_process.hpp"
 #include "messages/errors.hpp"
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <string>
@@ -112,6 +119,39 @@ struct memory_real_time_backend : real_clock {
 
   breaker_backend_ptr make_breaker(breaker_settings settings) {
     return make_memory_breaker(std::move(settings));
+  }
+};
+
+/// The Redis backends on the real clock. One redis-server for the whole
+/// test process (`shared_redis`, started on first use on a free loopback
+/// port) and one client; every limiter or breaker a case makes gets a key
+/// prefix of its own, so no case sees another's state.
+struct redis_backend : real_clock {
+  static constexpr const char* name = "redis";
+
+  limiter_backend_ptr make_limiter(limiter_limits limits) {
+    return make_redis_limiter(client(), fresh_prefix(), std::move(limits));
+  }
+
+  breaker_backend_ptr make_breaker(breaker_settings settings) {
+    return make_redis_breaker(client(), fresh_prefix(), std::move(settings));
+  }
+
+  static redis_client_ptr client() {
+    static const redis_client_ptr instance = [] {
+      auto c = make_redis_client(test::shared_redis().url());
+      REQUIRE_MESSAGE(c, describe(c.error()));
+      return *c;
+    }();
+    return instance;
+  }
+
+  /// "pgw-contract:<pid>:<n>", unique in this process and among processes
+  /// sharing a server.
+  static std::string fresh_prefix() {
+    static std::atomic<uint64_t> next{0};
+    return "pgw-contract:" + std::to_string(::getpid()) + ":"
+           + std::to_string(++next);
   }
 };
 
@@ -252,13 +292,16 @@ breaker_driver<Backend> make_breaker(Backend& fx, breaker_settings settings) {
 
 TYPE_TO_STRING_AS("memory", pgw::contract::memory_backend);
 TYPE_TO_STRING_AS("memory_real_time", pgw::contract::memory_real_time_backend);
+TYPE_TO_STRING_AS("redis", pgw::contract::redis_backend);
 
 /// Every backend the contract cases run against.
 #ifdef PGW_CONTRACT_REAL_TIME_MEMORY
 #  define PGW_CONTRACT_BACKENDS                                                \
-    pgw::contract::memory_backend, pgw::contract::memory_real_time_backend
+    pgw::contract::memory_backend, pgw::contract::memory_real_time_backend,   \
+    pgw::contract::redis_backend
 #else
-#  define PGW_CONTRACT_BACKENDS pgw::contract::memory_backend
+#  define PGW_CONTRACT_BACKENDS                                                \
+    pgw::contract::memory_backend, pgw::contract::redis_backend
 #endif
 
 /// Checks that a duration is `expected` within `margin_s`.

@@ -1,0 +1,592 @@
+#include "backends/redis/client.hpp"
+
+#include "config/keys.hpp"
+#include "config/log.hpp"
+#include "messages/errors.hpp"
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cerrno>
+#include <cmath>
+#include <condition_variable>
+#include <csignal>
+#include <ctime>
+#include <mutex>
+#include <pthread.h>
+#include <sys/time.h>
+#include <utility>
+
+namespace pgw {
+
+// -- endpoint -------------------------------------------------------------------
+
+std::string redis_endpoint::describe() const {
+  auto h = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  return fmt::format("{}:{}/{}", h, port, db);
+}
+
+namespace {
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return ch >= '0' && ch <= '9';
+  });
+}
+
+/// The problem with `url`, or "" when `out` was filled.
+std::string parse_url(const std::string& url, redis_endpoint& out) {
+  const std::string scheme = "redis://";
+  if (url.rfind(scheme, 0) != 0)
+    return "must start with redis://";
+  auto rest = url.substr(scheme.size());
+  auto slash = rest.find('/');
+  auto authority = rest.substr(0, slash);
+  if (auto at = authority.rfind('@'); at != std::string::npos) {
+    auto userinfo = authority.substr(0, at);
+    if (userinfo.size() < 2 || userinfo.front() != ':')
+      return "credentials must be :password@ (no user name)";
+    out.password = userinfo.substr(1);
+    authority.erase(0, at + 1);
+  }
+  std::string port;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string::npos)
+      return "has an unterminated IPv6 address";
+    out.host = authority.substr(1, close - 1);
+    auto tail = authority.substr(close + 1);
+    if (!tail.empty()) {
+      if (tail.front() != ':')
+        return "has text after the IPv6 address";
+      has_port = true;
+      port = tail.substr(1);
+    }
+    if (out.host.empty()
+        || !std::all_of(out.host.begin(), out.host.end(), [](char ch) {
+             return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':'
+                    || ch == '.';
+           }))
+      return "has an invalid IPv6 address";
+  } else {
+    auto colon = authority.find(':');
+    out.host = authority.substr(0, colon);
+    if (colon != std::string::npos) {
+      has_port = true;
+      port = authority.substr(colon + 1);
+    }
+    if (out.host.empty())
+      return "has no host";
+    if (!std::all_of(out.host.begin(), out.host.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'
+                 || ch == '.' || ch == '_';
+        }))
+      return "has an invalid host";
+  }
+  if (has_port) {
+    if (!all_digits(port) || port.size() > 5 || std::stol(port) < 1
+        || std::stol(port) > 65535)
+      return "has an invalid port (1-65535)";
+    out.port = static_cast<uint16_t>(std::stol(port));
+  }
+  if (slash != std::string::npos) {
+    auto db = rest.substr(slash + 1);
+    if (!all_digits(db) || db.size() > 9)
+      return "has an invalid database number (a non-negative integer)";
+    out.db = std::stoll(db);
+  }
+  return {};
+}
+
+} // namespace
+
+caf::expected<redis_endpoint> parse_redis_url(const std::string& url) {
+  redis_endpoint result;
+  if (auto problem = parse_url(url, result); !problem.empty())
+    return make_error(error_code::invalid_config,
+                      fmt::format("REDIS_URL={}: {}", detail::mask_url(url),
+                                  problem));
+  return result;
+}
+
+// -- scripts --------------------------------------------------------------------
+
+std::string sha1_hex(const std::string& data) {
+  unsigned char digest[SHA_DIGEST_LENGTH];
+  SHA1(reinterpret_cast<const unsigned char*>(data.data()), data.size(),
+       digest);
+  static constexpr char hex[] = "0123456789abcdef";
+  std::string out;
+  out.reserve(2 * SHA_DIGEST_LENGTH);
+  for (auto byte : digest) {
+    out.push_back(hex[byte >> 4]);
+    out.push_back(hex[byte & 0x0f]);
+  }
+  return out;
+}
+
+redis_script::redis_script(std::string text)
+  : text_(std::move(text)), sha1_(sha1_hex(text_)) {
+  // nop
+}
+
+redis_client::~redis_client() = default;
+
+namespace {
+
+// -- helpers --------------------------------------------------------------------
+
+using clock_type = std::chrono::steady_clock;
+
+timeval to_timeval(std::chrono::milliseconds ms) {
+  timeval tv;
+  tv.tv_sec = static_cast<time_t>(ms.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
+  return tv;
+}
+
+/// Blocks SIGPIPE in the calling thread while hiredis writes to a socket
+/// the server may have closed (hiredis uses write(), not MSG_NOSIGNAL), and
+/// discards a SIGPIPE raised meanwhile. Leaves the process' disposition
+/// alone: a library must not change it.
+class sigpipe_guard {
+public:
+  sigpipe_guard() {
+    sigemptyset(&pipe_);
+    sigaddset(&pipe_, SIGPIPE);
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
+    if (was_pending_)
+      return; // already blocked: ours would merge into it
+    sigset_t old;
+    pthread_sigmask(SIG_BLOCK, &pipe_, &old);
+    was_blocked_ = sigismember(&old, SIGPIPE) == 1;
+  }
+
+  ~sigpipe_guard() {
+    if (was_pending_)
+      return;
+    auto saved_errno = errno;
+    sigset_t pending;
+    sigemptyset(&pending);
+    sigpending(&pending);
+    if (sigismember(&pending, SIGPIPE) == 1) {
+      timespec zero{0, 0};
+      while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
+        // retry
+      }
+    }
+    if (!was_blocked_)
+      pthread_sigmask(SIG_UNBLOCK, &pipe_, nullptr);
+    errno = saved_errno;
+  }
+
+  sigpipe_guard(const sigpipe_guard&) = delete;
+  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
+
+private:
+  sigset_t pipe_;
+  bool was_pending_ = false;
+  bool was_blocked_ = false;
+};
+
+struct context_deleter {
+  void operator()(redisContext* ctx) const {
+    if (ctx != nullptr)
+      redisFree(ctx);
+  }
+};
+
+using context_ptr = std::unique_ptr<redisContext, context_deleter>;
+
+redis_reply convert(const redisReply* r) {
+  redis_reply out;
+  switch (r->type) {
+    case REDIS_REPLY_INTEGER:
+      out.type = redis_reply::kind::integer;
+      out.integer = r->integer;
+      break;
+    case REDIS_REPLY_STRING:
+      out.type = redis_reply::kind::string;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_STATUS:
+      out.type = redis_reply::kind::status;
+      out.str.assign(r->str, r->len);
+      break;
+    case REDIS_REPLY_ARRAY:
+      out.type = redis_reply::kind::array;
+      out.elements.reserve(r->elements);
+      for (size_t i = 0; i < r->elements; ++i)
+        out.elements.push_back(convert(r->element[i]));
+      break;
+    default: // REDIS_REPLY_NIL
+      break;
+  }
+  return out;
+}
+
+/// The outcome of one command on one connection.
+struct exchange {
+  enum class status { ok, error_reply, io_error };
+  status st = status::ok;
+  redis_reply reply;
+  std::string message; ///< error_reply: Redis' text; io_error: what failed
+};
+
+/// One pooled connection.
+struct connection {
+  context_ptr ctx;
+  uint64_t generation = 0; ///< the client's generation when it connected
+};
+
+// -- the client -----------------------------------------------------------------
+
+class redis_client_impl final : public redis_client {
+public:
+  redis_client_impl(redis_endpoint ep, redis_client_options opts)
+    : ep_(std::move(ep)), opts_(opts), backoff_(opts.initial_backoff) {
+    opts_.pool_size = std::max<size_t>(opts_.pool_size, 1);
+    connections_.resize(opts_.pool_size);
+    for (auto& c : connections_)
+      idle_.push_back(&c);
+  }
+
+  caf::expected<redis_reply>
+  command(const std::vector<std::string>& args) override {
+    if (args.empty())
+      return failure("empty command");
+    auto conn = lease();
+    if (!conn)
+      return std::move(conn.error());
+    auto x = send(**conn, args);
+    give_back(*conn);
+    if (x.st != exchange::status::ok)
+      return failure(x.message);
+    return std::move(x.reply);
+  }
+
+  caf::expected<redis_reply>
+  eval(const redis_script& script, const std::vector<std::string>& keys,
+       const std::vector<std::string>& args) override {
+    std::vector<std::string> argv;
+    argv.reserve(3 + keys.size() + args.size());
+    argv.emplace_back("EVALSHA");
+    argv.push_back(script.sha1());
+    argv.push_back(std::to_string(keys.size()));
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    auto conn = lease();
+    if (!conn)
+      return std::move(conn.error());
+    auto x = send(**conn, argv);
+    if (x.st == exchange::status::error_reply
+        && x.message.rfind("NOSCRIPT", 0) == 0) {
+      // Flushed or restarted: EVAL runs it and caches it again.
+      argv[0] = "EVAL";
+      argv[1] = script.text();
+      {
+        std::lock_guard<std::mutex> guard{mtx_};
+        ++stats_.script_reloads;
+      }
+      x = send(**conn, argv);
+    }
+    give_back(*conn);
+    if (x.st != exchange::status::ok)
+      return failure(x.message);
+    return std::move(x.reply);
+  }
+
+  std::string endpoint() const override {
+    return ep_.describe();
+  }
+
+  redis_client_stats stats() const override {
+    std::lock_guard<std::mutex> guard{mtx_};
+    auto result = stats_;
+    result.down = down_;
+    return result;
+  }
+
+private:
+  // -- errors -------------------------------------------------------------------
+
+  /// Never lets the password through, whatever a server or the OS says.
+  std::string scrub(std::string text) const {
+    if (ep_.password.empty())
+      return text;
+    for (auto pos = text.find(ep_.password); pos != std::string::npos;
+         pos = text.find(ep_.password, pos + 3))
+      text.replace(pos, ep_.password.size(), "***");
+    return text;
+  }
+
+  caf::error failure(const std::string& what) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++stats_.failures;
+    }
+    return make_error(error_code::governance_unavailable,
+                      scrub(fmt::format("redis {}: {}", ep_.describe(), what)));
+  }
+
+  // -- pool ---------------------------------------------------------------------
+
+  /// An idle connection, connected to the server (see the policy in the
+  /// header).
+  caf::expected<connection*> lease() {
+    connection* conn = nullptr;
+    {
+      std::unique_lock<std::mutex> guard{mtx_};
+      if (!cv_.wait_for(guard, opts_.command_timeout,
+                        [this] { return !idle_.empty(); })) {
+        guard.unlock();
+        return failure(fmt::format("all {} connections busy for {} ms",
+                                   opts_.pool_size,
+                                   opts_.command_timeout.count()));
+      }
+      // Last in, first out: a recently used connection is likely open.
+      conn = idle_.back();
+      idle_.pop_back();
+    }
+    if (auto err = ensure_connected(*conn)) {
+      give_back(conn);
+      return err;
+    }
+    return conn;
+  }
+
+  void give_back(connection* conn) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      idle_.push_back(conn);
+    }
+    cv_.notify_one();
+  }
+
+  caf::error ensure_connected(connection& conn) {
+    uint64_t generation = 0;
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (conn.ctx && conn.generation == generation_)
+        return {};
+      auto now = clock_type::now();
+      if (down_ && now < retry_at_) {
+        ++stats_.fast_failures;
+        ++stats_.failures;
+        auto wait = std::chrono::duration_cast<std::chrono::milliseconds>(
+          retry_at_ - now);
+        return make_error(
+          error_code::governance_unavailable,
+          scrub(fmt::format("redis {}: unavailable ({}); next connection "
+                            "attempt in {} ms",
+                            ep_.describe(), last_error_, wait.count())));
+      }
+      // This caller makes the attempt; others fail fast meanwhile.
+      if (down_)
+        retry_at_ = now + backoff_;
+      generation = generation_;
+    }
+    conn.ctx.reset(); // stale: opened before a failure
+    std::string problem;
+    auto ctx = open(problem);
+    bool was_down = false;
+    std::unique_lock<std::mutex> guard{mtx_};
+    was_down = down_;
+    if (!ctx) {
+      ++stats_.connect_failures;
+      ++stats_.failures;
+      down_ = true;
+      last_error_ = problem;
+      retry_at_ = clock_type::now() + backoff_;
+      auto wait = backoff_;
+      backoff_ = std::min(backoff_ * 2, opts_.max_backoff);
+      guard.unlock();
+      auto text = scrub(fmt::format("redis {}: {}", ep_.describe(), problem));
+      // Once per outage; the retries are in the errors callers get.
+      if (!was_down)
+        log::warn("redis-client", "{}; retrying after {} ms, backing off up "
+                                  "to {} ms",
+                  text, wait.count(), opts_.max_backoff.count());
+      return make_error(error_code::governance_unavailable, std::move(text));
+    }
+    ++stats_.connects;
+    down_ = false;
+    backoff_ = opts_.initial_backoff;
+    conn.ctx = std::move(ctx);
+    conn.generation = generation;
+    guard.unlock();
+    if (was_down)
+      log::warn("redis-client", "redis {}: connected again", ep_.describe());
+    return {};
+  }
+
+  /// A new connection, authenticated and on the right database, or nullptr
+  /// with `problem` set.
+  context_ptr open(std::string& problem) {
+    sigpipe_guard no_sigpipe;
+    context_ptr ctx{redisConnectWithTimeout(ep_.host.c_str(), ep_.port,
+                                            to_timeval(opts_.connect_timeout))};
+    if (!ctx) {
+      problem = "connect failed: out of memory";
+      return nullptr;
+    }
+    if (ctx->err != 0) {
+      problem = fmt::format("connect failed: {}", describe_io(ctx.get()));
+      return nullptr;
+    }
+    redisSetTimeout(ctx.get(), to_timeval(opts_.connect_timeout));
+    redisEnableKeepAlive(ctx.get());
+    auto handshake = [&](std::vector<std::string> argv,
+                         const char* what) -> bool {
+      auto x = roundtrip(ctx, argv);
+      if (x.st == exchange::status::ok)
+        return true;
+      problem = fmt::format("{} failed: {}", what, x.message);
+      return false;
+    };
+    if (!ep_.password.empty() && !handshake({"AUTH", ep_.password}, "AUTH"))
+      return nullptr;
+    if (ep_.db != 0
+        && !handshake({"SELECT", std::to_string(ep_.db)}, "SELECT"))
+      return nullptr;
+    // A server that accepts connections but does not answer (stopped,
+    // overloaded) fails here, so the backoff applies to it.
+    if (ep_.password.empty() && ep_.db == 0
+        && !handshake({"PING"}, "PING"))
+      return nullptr;
+    redisSetTimeout(ctx.get(), to_timeval(opts_.command_timeout));
+    return ctx;
+  }
+
+  std::string describe_io(const redisContext* ctx) const {
+    std::string text = ctx->errstr;
+    // hiredis reports a socket timeout as EAGAIN.
+    if (text.find("Resource temporarily unavailable") != std::string::npos)
+      return "timed out";
+    if (ctx->err == REDIS_ERR_EOF)
+      return "connection closed by server";
+    return text.empty() ? "I/O error" : text;
+  }
+
+  /// One command on `ctx`; on an I/O error `ctx` is closed (hiredis
+  /// contexts are unusable after one).
+  exchange roundtrip(context_ptr& ctx, const std::vector<std::string>& args) {
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    argv.reserve(args.size());
+    lens.reserve(args.size());
+    for (auto& a : args) {
+      argv.push_back(a.data());
+      lens.push_back(a.size());
+    }
+    exchange x;
+    redisReply* r = nullptr;
+    {
+      sigpipe_guard no_sigpipe;
+      r = static_cast<redisReply*>(redisCommandArgv(
+        ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    }
+    if (r == nullptr) {
+      x.st = exchange::status::io_error;
+      x.message = describe_io(ctx.get());
+      ctx.reset();
+      return x;
+    }
+    if (r->type == REDIS_REPLY_ERROR) {
+      x.st = exchange::status::error_reply;
+      x.message.assign(r->str, r->len);
+    } else {
+      x.reply = convert(r);
+    }
+    freeReplyObject(r);
+    return x;
+  }
+
+  /// A command on a pooled connection; an I/O error retires every
+  /// connection opened so far.
+  exchange send(connection& conn, const std::vector<std::string>& args) {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++stats_.commands;
+    }
+    auto x = roundtrip(conn.ctx, args);
+    if (x.st == exchange::status::io_error) {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++generation_;
+      last_error_ = x.message;
+    }
+    return x;
+  }
+
+  redis_endpoint ep_;
+  redis_client_options opts_;
+
+  mutable std::mutex mtx_;
+  std::condition_variable cv_;
+  /// Fixed size: `idle_` points into it.
+  std::vector<connection> connections_;
+  std::vector<connection*> idle_;
+  /// Incremented by every connection failure: connections of an older
+  /// generation are closed before use.
+  uint64_t generation_ = 0;
+  bool down_ = false;
+  clock_type::time_point retry_at_;
+  std::chrono::milliseconds backoff_;
+  std::string last_error_;
+  redis_client_stats stats_;
+};
+
+} // namespace
+
+redis_client_ptr make_redis_client(redis_endpoint endpoint,
+                                   redis_client_options opts) {
+  return std::make_shared<redis_client_impl>(std::move(endpoint), opts);
+}
+
+double redis_retention_s(double longest_s) {
+  constexpr double day = 86400;
+  return std::isfinite(longest_s) ? std::max(day, 2 * longest_s) : day;
+}
+
+namespace detail {
+
+namespace {
+
+double clamped(double x) {
+  constexpr double limit = 1e15;
+  if (std::isnan(x))
+    return 0;
+  return std::clamp(x, -limit, limit);
+}
+
+} // namespace
+
+std::string to_us_text(double seconds) {
+  return std::to_string(std::llround(clamped(seconds * 1e6)));
+}
+
+std::string to_ms_text(double seconds) {
+  return std::to_string(std::llround(clamped(seconds * 1e3)));
+}
+
+} // namespace detail
+
+caf::expected<redis_client_ptr> make_redis_client(const std::string& url,
+                                                  size_t pool_size) {
+  auto ep = parse_redis_url(url);
+  if (!ep)
+    return std::move(ep.error());
+  redis_client_options opts;
+  opts.pool_size = pool_size;
+  return make_redis_client(std::move(*ep), opts);
+}
+
+} // namespace pgw

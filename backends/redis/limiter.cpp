@@ -1,0 +1,186 @@
+#include "backends/redis/limiter.hpp"
+
+#include "messages/errors.hpp"
+
+#include <algorithm>
+#include <charconv>
+#include <utility>
+#include <vector>
+
+namespace pgw {
+
+namespace {
+
+const redis_script& limiter_script() {
+  static const redis_script script{detail::embedded_lua("limiter.lua")};
+  return script;
+}
+
+caf::error bad_reply(const std::string& what) {
+  return make_error(error_code::governance_unavailable,
+                    "redis limiter: unexpected reply to " + what);
+}
+
+/// An integer element of an array reply.
+bool integer_at(const redis_reply& r, size_t i, int64_t& out) {
+  if (i >= r.elements.size()
+      || r.elements[i].type != redis_reply::kind::integer)
+    return false;
+  out = r.elements[i].integer;
+  return true;
+}
+
+std::string optional_text(const std::optional<int64_t>& x) {
+  return x ? std::to_string(*x) : std::string{};
+}
+
+class redis_limiter final : public limiter_backend {
+public:
+  redis_limiter(redis_client_ptr client, std::string prefix,
+                limiter_limits limits)
+    : client_(std::move(client)), limits_(std::move(limits)) {
+    auto base = prefix + ":lim:";
+    keys_ = {base + "win", base + "tok", base + "lease", base + "seq",
+             base + "stats"};
+    record_prefix_ = base + "p:";
+    id_prefix_ = limits_.source + "-" + sha1_hex(prefix).substr(0, 8) + "-";
+    window_us_ = detail::to_us_text(limits_.window_s);
+    lease_us_ = detail::to_us_text(limits_.lease_s);
+    retention_ms_ = detail::to_ms_text(
+      redis_retention_s(std::max(limits_.lease_s, limits_.window_s)));
+  }
+
+  caf::expected<acquire_result> try_acquire(int64_t est, double) override {
+    est = std::max<int64_t>(est, 0);
+    auto r = run({"acquire", std::to_string(est), optional_text(limits_.rpm),
+                  optional_text(limits_.tpm),
+                  optional_text(limits_.max_concurrency),
+                  detail::to_us_text(limits_.concurrency_retry_s)});
+    if (!r)
+      return std::move(r.error());
+    int64_t granted = 0;
+    if (r->type != redis_reply::kind::array || !integer_at(*r, 0, granted)
+        || r->elements.size() < 2
+        || r->elements[1].type != redis_reply::kind::string)
+      return bad_reply("acquire");
+    acquire_result result;
+    if (granted == 1) {
+      result.granted = true;
+      result.granted_permit.id = id_prefix_ + r->elements[1].str;
+      result.granted_permit.source = limits_.source;
+      result.granted_permit.est = est;
+      return result;
+    }
+    int64_t retry_us = 0;
+    if (!integer_at(*r, 2, retry_us))
+      return bad_reply("acquire");
+    result.reason = r->elements[1].str;
+    result.retry_after_s = static_cast<double>(retry_us) / 1e6;
+    return result;
+  }
+
+  caf::expected<bool> settle(const std::string& permit_id, int64_t actual,
+                             double) override {
+    auto n = permit_number(permit_id);
+    if (n.empty())
+      return false; // not issued under this prefix: nothing to change
+    actual = std::max<int64_t>(actual, 0);
+    return flag(run({"settle", n, std::to_string(actual)}), "settle");
+  }
+
+  caf::expected<bool> release(const std::string& permit_id, double) override {
+    auto n = permit_number(permit_id);
+    if (n.empty())
+      return false;
+    return flag(run({"release", n}), "release");
+  }
+
+  caf::expected<limiter_status> status(double) override {
+    auto r = run({"status"});
+    if (!r)
+      return std::move(r.error());
+    int64_t v[10];
+    for (size_t i = 0; i < 10; ++i)
+      if (r->type != redis_reply::kind::array || !integer_at(*r, i, v[i]))
+        return bad_reply("status");
+    limiter_status st;
+    st.source = limits_.source;
+    if (limits_.rpm)
+      st.rpm_limit = *limits_.rpm;
+    if (limits_.tpm)
+      st.tpm_limit = *limits_.tpm;
+    if (limits_.max_concurrency)
+      st.concurrency_limit = *limits_.max_concurrency;
+    st.rpm_used = v[0];
+    st.tpm_used = v[1];
+    st.in_flight = v[2];
+    st.acquired = static_cast<uint64_t>(v[3]);
+    st.settled = static_cast<uint64_t>(v[4]);
+    st.released = static_cast<uint64_t>(v[5]);
+    st.refused_rpm = static_cast<uint64_t>(v[6]);
+    st.refused_tpm = static_cast<uint64_t>(v[7]);
+    st.refused_concurrency = static_cast<uint64_t>(v[8]);
+    st.leases_expired = static_cast<uint64_t>(v[9]);
+    return st;
+  }
+
+private:
+  /// One script call: `op` and its arguments after the common ones.
+  caf::expected<redis_reply> run(std::vector<std::string> op_args) {
+    std::vector<std::string> args;
+    args.reserve(5 + op_args.size());
+    args.push_back(std::move(op_args[0]));
+    args.push_back(record_prefix_);
+    args.push_back(window_us_);
+    args.push_back(lease_us_);
+    args.push_back(retention_ms_);
+    for (size_t i = 1; i < op_args.size(); ++i)
+      args.push_back(std::move(op_args[i]));
+    return client_->eval(limiter_script(), keys_, args);
+  }
+
+  static caf::expected<bool> flag(caf::expected<redis_reply> r,
+                                  const char* what) {
+    if (!r)
+      return std::move(r.error());
+    if (r->type != redis_reply::kind::integer)
+      return bad_reply(what);
+    return r->integer == 1;
+  }
+
+  /// The permit number of an id issued under this prefix, as decimal text
+  /// (canonical: no sign, no leading 0), or "" for any other id.
+  std::string permit_number(const std::string& id) const {
+    if (id.size() <= id_prefix_.size()
+        || id.compare(0, id_prefix_.size(), id_prefix_) != 0)
+      return {};
+    auto first = id.data() + id_prefix_.size();
+    auto last = id.data() + id.size();
+    uint64_t n = 0;
+    auto [end, ec] = std::from_chars(first, last, n);
+    if (ec != std::errc{} || end != last || *first == '0')
+      return {};
+    return std::string{first, last};
+  }
+
+  redis_client_ptr client_;
+  limiter_limits limits_;
+  std::vector<std::string> keys_;
+  std::string record_prefix_;
+  std::string id_prefix_; ///< "<source>-<tag>-"
+  std::string window_us_;
+  std::string lease_us_;
+  std::string retention_ms_;
+};
+
+} // namespace
+
+limiter_backend_ptr make_redis_limiter(redis_client_ptr client,
+                                       std::string key_prefix,
+                                       limiter_limits limits) {
+  return std::make_unique<redis_limiter>(std::move(client),
+                                         std::move(key_prefix),
+                                         std::move(limits));
+}
+
+} // namespace pgw
