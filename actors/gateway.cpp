@@ -3,6 +3,9 @@
 #include "actors/admission.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/governance.hpp"
+#include "backends/redis/breaker.hpp"
+#include "backends/redis/client.hpp"
+#include "backends/redis/limiter.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -401,6 +404,29 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   }
   opts.telemetry_content = opts.telemetry_content
                            || cfg.global.telemetry_content;
+  // Redis governance: one client and one pool of I/O threads for both.
+  auto& g = cfg.global;
+  if ((g.limiter_backend == "redis" && !opts.make_limiter)
+      || (g.breaker_backend == "redis" && !opts.make_breaker)) {
+    auto client = make_redis_client(g.redis_url, 4);
+    if (!client)
+      return client.error();
+    auto ns = g.cache_namespace;
+    if (g.limiter_backend == "redis" && !opts.make_limiter)
+      opts.make_limiter = [c = *client, ns](const scope_config& sc,
+                                            const source_config& src) {
+        return make_redis_limiter(c, ns + ":" + sc.name + ":" + src.name,
+                                  limits_of(src));
+      };
+    if (g.breaker_backend == "redis" && !opts.make_breaker)
+      opts.make_breaker = [c = *client, ns](const scope_config& sc,
+                                            const source_config& src) {
+        return make_redis_breaker(c, ns + ":" + sc.name + ":" + src.name,
+                                  breaker_settings_of(sc, src));
+      };
+    if (!opts.governance_pool)
+      opts.governance_pool = std::make_shared<io_pool>();
+  }
   if (opts.wall_offset_ms == 0)
     opts.wall_offset_ms = wall_offset_ms(sys);
   if (!opts.telemetry) {

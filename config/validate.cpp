@@ -219,17 +219,9 @@ caf::error check_global(const global_config& g) {
   if (auto err = one_of("PGW_LIMITER_BACKEND", g.limiter_backend,
                         {"memory", "redis"}, "limiter state backend"))
     return err;
-  if (g.limiter_backend != "memory")
-    return violation("PGW_LIMITER_BACKEND", g.limiter_backend,
-                     "not available in this build yet",
-                     "memory is the only limiter backend so far");
   if (auto err = one_of("PGW_BREAKER_BACKEND", g.breaker_backend,
                         {"memory", "redis"}, "breaker state backend"))
     return err;
-  if (g.breaker_backend != "memory")
-    return violation("PGW_BREAKER_BACKEND", g.breaker_backend,
-                     "not available in this build yet",
-                     "memory is the only breaker backend so far");
   if (auto err = one_of("PGW_CACHE_BACKEND", g.cache_backend,
                         {"none", "memory", "redis"}, "response cache"))
     return err;
@@ -544,13 +536,19 @@ const no_effect_row no_effect_table[] = {
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s;
    }},
-  {level::global, "PGW_CACHE_NAMESPACE", "cache not built",
+  {level::global, "PGW_CACHE_NAMESPACE",
+   "cache not built; with Redis governance it prefixes the keys",
    [](const target& t) {
-     return t.global->cache_namespace != default_global.cache_namespace;
+     return t.global->cache_namespace != default_global.cache_namespace
+            && t.global->limiter_backend != "redis"
+            && t.global->breaker_backend != "redis";
    }},
-  {level::global, "REDIS_URL", "no Redis backend built",
+  {level::global, "REDIS_URL",
+   "neither PGW_LIMITER_BACKEND nor PGW_BREAKER_BACKEND is redis",
    [](const target& t) {
-     return t.global->redis_url != default_global.redis_url;
+     return t.global->redis_url != default_global.redis_url
+            && t.global->limiter_backend != "redis"
+            && t.global->breaker_backend != "redis";
    }},
 };
 

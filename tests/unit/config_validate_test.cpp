@@ -324,21 +324,26 @@ TEST_CASE("STRUCTURED__MAX_REASKS >= 0") {
 
 // -- global keys -------------------------------------------------------------------
 
-TEST_CASE("backends are a known choice, redis is not built yet") {
+TEST_CASE("governance backends are memory or redis") {
   CHECK(load_error(base({{"PGW_LIMITER_BACKEND", "etcd"}}))
         == "PGW_LIMITER_BACKEND=etcd: must be one of memory, redis (limiter "
            "state backend)");
-  CHECK(load_error(base({{"PGW_LIMITER_BACKEND", "redis"}}))
-        == "PGW_LIMITER_BACKEND=redis: not available in this build yet "
-           "(memory is the only limiter backend so far)");
   CHECK(load_error(base({{"PGW_BREAKER_BACKEND", "disk"}}))
         == "PGW_BREAKER_BACKEND=disk: must be one of memory, redis (breaker "
            "state backend)");
-  CHECK(load_error(base({{"PGW_BREAKER_BACKEND", "redis"}}))
-        == "PGW_BREAKER_BACKEND=redis: not available in this build yet "
-           "(memory is the only breaker backend so far)");
   CHECK(loads(base({{"PGW_LIMITER_BACKEND", "memory"},
                     {"PGW_BREAKER_BACKEND", "memory"}})));
+  CHECK(loads(base({{"PGW_LIMITER_BACKEND", "redis"},
+                    {"PGW_BREAKER_BACKEND", "redis"}})));
+}
+
+TEST_CASE("REDIS_URL warns as ineffective only while no backend is redis") {
+  auto w = warnings_of(base({{"REDIS_URL", "redis://h:6380/1"}}));
+  CHECK(w.size() == 1);
+  CHECK(contains(w[0], "REDIS_URL is accepted but has no effect yet"));
+  CHECK(warnings_of(base({{"REDIS_URL", "redis://h:6380/1"},
+                          {"PGW_LIMITER_BACKEND", "redis"}}))
+          .empty());
 }
 
 TEST_CASE("PGW_CACHE_BACKEND: none only, in this build") {
@@ -505,8 +510,10 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
          "only chat sources are served so far");
   expect("LLM__STRUCTURED__MAX_REASKS", "structured output not built");
   expect("PGW_CACHE_TTL_S", "cache not built");
-  expect("PGW_CACHE_NAMESPACE", "cache not built");
-  expect("REDIS_URL", "no Redis backend built");
+  expect("PGW_CACHE_NAMESPACE",
+         "cache not built; with Redis governance it prefixes the keys");
+  expect("REDIS_URL",
+         "neither PGW_LIMITER_BACKEND nor PGW_BREAKER_BACKEND is redis");
   // Limiter and breaker keys are in effect now: no warning for them.
   for (auto& x : w) {
     CHECK_FALSE(contains(x, "RPM"));
