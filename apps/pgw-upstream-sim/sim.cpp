@@ -72,6 +72,7 @@ struct log_entry {
   double arrived_ms = 0;
   double ended_ms = std::numeric_limits<double>::quiet_NaN(); ///< NaN = in progress
   uint32_t tokens_sent = 0;
+  uint32_t prompt_tokens = 0; ///< what the usage reports for the request
   uint16_t status = 0;
   action act = action::ok;
   bool client_closed = false;
@@ -618,6 +619,7 @@ ticket server::impl::arrive(size_t slot, const detail::request_head& head,
   e.act = classify(p, sp, req.stream);
   e.stream = req.stream;
   e.auth = head.has_bearer;
+  e.prompt_tokens = static_cast<uint32_t>(req.prompt_tokens);
   return t;
 }
 
@@ -887,8 +889,10 @@ std::string server::impl::log_json() const {
     else
       fmt::format_to(std::back_inserter(out), "{:.3f}", e.ended_ms);
     fmt::format_to(std::back_inserter(out),
-                   R"(,"client_closed":{},"stream":{},"auth":{},"tokens_sent":{}}})",
-                   e.client_closed, e.stream, e.auth, e.tokens_sent);
+                   R"(,"client_closed":{},"stream":{},"auth":{},"tokens_sent":{},)"
+                   R"("prompt_tokens":{}}})",
+                   e.client_closed, e.stream, e.auth, e.tokens_sent,
+                   e.prompt_tokens);
   }
   fmt::format_to(std::back_inserter(out), R"(],"dropped":{}}})", dropped_copy);
   return out;
