@@ -1,14 +1,113 @@
-// `pgw-actor telemetry report` — being built (telemetry issue).
+// `pgw-actor telemetry report [--db PATH] [--since WHEN] [--json]
+// [--svg PATH]`: what happened to every call, from the telemetry database.
+// The numbers come from backends/sqlite/report; this file only parses
+// arguments and writes files.
 
 #include "cli.hpp"
 
+#include "backends/sqlite/report.hpp"
+
+#include <chrono>
 #include <cstdio>
+#include <fstream>
 
 namespace pgw::cli {
 
-int telemetry_main(const std::vector<std::string>&) {
-  std::fprintf(stderr, "pgw-actor telemetry: not available in this build yet\n");
+namespace {
+
+constexpr const char* usage_text =
+  "usage: pgw-actor telemetry report [--db PATH] [--since WHEN] [--json] "
+  "[--svg PATH]\n"
+  "  --db PATH     telemetry database (default ./pgw-telemetry.sqlite)\n"
+  "  --since WHEN  only rows from WHEN on: an ISO-8601 time such as "
+  "2026-11-29T10:00:00Z,\n"
+  "                or a duration back from now: 90s, 15m, 2h, 1d, 1w\n"
+  "  --json        print the report as one JSON object\n"
+  "  --svg PATH    also write a latency CDF per source as an SVG file\n";
+
+int usage(const char* problem = nullptr) {
+  if (problem != nullptr)
+    std::fprintf(stderr, "pgw-actor telemetry: %s\n", problem);
+  std::fputs(usage_text, stderr);
   return exit_usage;
+}
+
+double now_ms() {
+  using namespace std::chrono;
+  return duration<double, std::milli>(system_clock::now().time_since_epoch())
+    .count();
+}
+
+} // namespace
+
+int telemetry_main(const std::vector<std::string>& args) {
+  if (args.empty())
+    return usage("missing subcommand (report)");
+  if (args[0] == "--help" || args[0] == "-h") {
+    std::fputs(usage_text, stdout);
+    return exit_ok;
+  }
+  if (args[0] != "report")
+    return usage(("unknown subcommand '" + args[0] + "'").c_str());
+  std::string db_path = "./pgw-telemetry.sqlite";
+  std::optional<double> since_ms;
+  std::optional<std::string> svg_path;
+  bool json_out = false;
+  for (size_t i = 1; i < args.size(); ++i) {
+    auto& arg = args[i];
+    auto value = [&]() -> const std::string* {
+      return i + 1 < args.size() ? &args[++i] : nullptr;
+    };
+    if (arg == "--help" || arg == "-h") {
+      std::fputs(usage_text, stdout);
+      return exit_ok;
+    } else if (arg == "--json") {
+      json_out = true;
+    } else if (arg == "--db") {
+      auto v = value();
+      if (v == nullptr || v->empty())
+        return usage("--db needs a path");
+      db_path = *v;
+    } else if (arg == "--since") {
+      auto v = value();
+      if (v == nullptr)
+        return usage("--since needs a time or a duration");
+      since_ms = report::parse_since(*v, now_ms());
+      if (!since_ms)
+        return usage(("--since " + *v
+                      + ": not an ISO-8601 time or a duration like 15m")
+                       .c_str());
+    } else if (arg == "--svg") {
+      auto v = value();
+      if (v == nullptr || v->empty())
+        return usage("--svg needs a path");
+      svg_path = *v;
+    } else {
+      return usage(("unknown option '" + arg + "'").c_str());
+    }
+  }
+  auto rep = report::build(db_path, since_ms);
+  if (!rep) {
+    auto detail = detail_of(rep.error());
+    auto message = detail != nullptr ? detail->message : describe(rep.error());
+    std::fprintf(stderr, "pgw-actor telemetry: %s\n", message.c_str());
+    return exit_usage;
+  }
+  if (svg_path) {
+    std::ofstream out{*svg_path, std::ios::binary | std::ios::trunc};
+    out << report::render_latency_cdf_svg(*rep);
+    out.close();
+    if (!out) {
+      std::fprintf(stderr, "pgw-actor telemetry: cannot write %s\n",
+                   svg_path->c_str());
+      return exit_other;
+    }
+  }
+  auto text = json_out ? report::render_json(*rep) : report::render_text(*rep);
+  std::fputs(text.c_str(), stdout);
+  if (svg_path && !json_out)
+    std::printf("latency CDF written to %s\n", svg_path->c_str());
+  return exit_ok;
 }
 
 } // namespace pgw::cli

@@ -1,0 +1,7 @@
+#include "backends/telemetry.hpp"
+
+namespace pgw {
+
+telemetry_sink::~telemetry_sink() = default;
+
+} // namespace pgw
