@@ -151,7 +151,8 @@ void collect_status(self_ptr self,
                     caf::typed_response_promise<gateway_status> rp) {
   auto& st = self->state;
   auto out = std::make_shared<gateway_status>(status_of(self));
-  auto pending = std::make_shared<size_t>(2 * st.sources.size());
+  auto pending = std::make_shared<size_t>(2 * st.sources.size()
+                                          + (st.opts.telemetry ? 1 : 0));
   auto failed = std::make_shared<bool>(false);
   if (*pending == 0) {
     rp.deliver(std::move(*out));
@@ -168,6 +169,13 @@ void collect_status(self_ptr self,
     if (--*pending == 0)
       rp.deliver(std::move(*out));
   };
+  if (st.opts.telemetry)
+    self->request(st.opts.telemetry, caf::infinite, atom::status_v)
+      .then([out, done](telemetry_status& ts) mutable {
+              out->telemetry = std::move(ts);
+              done(nullptr);
+            },
+            [done](caf::error& err) mutable { done(&err); });
   for (size_t i = 0; i < st.sources.size(); ++i) {
     self->request(st.sources[i].limiter, caf::infinite, atom::status_v)
       .then([out, i, done](limiter_status& ls) mutable {

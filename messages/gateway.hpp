@@ -5,6 +5,7 @@
 
 #include "messages/governance.hpp"
 #include "messages/outcome.hpp"
+#include "messages/telemetry.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
@@ -109,13 +110,16 @@ struct gateway_status {
   /// Stall-window and deadline timers armed for live calls.
   int64_t timers_armed = 0;
   std::vector<source_status> sources;
+  /// The telemetry sink's counters (rows written, dropped, ...); empty path
+  /// when the gateway has no telemetry.
+  telemetry_status telemetry;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, gateway_status& x) {
   return f(caf::meta::type_name("pgw.gateway_status"), x.scope, x.selector,
            x.calls_started, x.calls_ok, x.calls_failed, x.calls_active,
-           x.timers_armed, x.sources);
+           x.timers_armed, x.sources, x.telemetry);
 }
 
 } // namespace pgw

@@ -21,6 +21,8 @@ namespace {
 
 node_status_actor::behavior_type node_status(node_status_actor::pointer self,
                                              gateway_actor gw) {
+  // Ends with its gateway, so a finished program is not kept alive.
+  self->link_to(gw);
   return {
     [self, gw](atom::status) { return self->delegate(gw, atom::status_v); },
   };

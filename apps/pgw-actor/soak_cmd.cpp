@@ -251,6 +251,7 @@ int soak_main(const std::vector<std::string>& args) {
     }
   }
   inv["in_flight_zero"] = in_flight_zero;
+
   inv["permits_settled_and_released"] = permits_balanced;
   inv["one_answer_per_call"] = t.answers == calls
                                && st->calls_started == calls
@@ -298,6 +299,12 @@ int soak_main(const std::vector<std::string>& args) {
                 static_cast<unsigned long long>(b.probe_failures),
                 static_cast<long long>(b.reopen_streak));
   }
+  if (!st->telemetry.path.empty())
+    std::printf("  telemetry %s: %llu rows written so far, %llu dropped%s\n",
+                st->telemetry.path.c_str(),
+                static_cast<unsigned long long>(st->telemetry.written),
+                static_cast<unsigned long long>(st->telemetry.dropped),
+                st->telemetry.healthy ? "" : " (database unwritable)");
   bool all_ok = true;
   std::printf("  invariants:\n");
   for (auto& [name, holds] : inv) {

@@ -170,6 +170,7 @@ TEST_CASE_FIXTURE(e2e_fixture, "the prompt can come from stdin, the answer goes 
 TEST_CASE_FIXTURE(e2e_fixture, "a JSON error names the code and the last reason per source") {
   auto env = concat(source("A", "down"), source("B", "unauth"));
   env.push_back("LLM__MAX_ATTEMPTS=2");
+  env.push_back("LLM__SELECTOR=round_robin"); // a, then b
   auto r = chat({"--json", "hi"}, env);
   CHECK(r.exit_code == 4);
   auto err = parse(r.out).at("error").as_object();

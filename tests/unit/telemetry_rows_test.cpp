@@ -102,7 +102,7 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: failover writes a row per attem
   REQUIRE(ok->response);
   auto sc = test_scope({"a"});
   sc.max_attempts = 2;
-  auto gw2 = spawn_gateway(sc, 42, options());
+  auto gw2 = spawn_gateway(sc, 43, options()); // another seed: other call ids
   auto failed = call(gw2, hello());
   REQUIRE_FALSE(failed->response);
   sched.run();
