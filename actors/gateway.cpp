@@ -35,8 +35,10 @@ caf::timespan to_timespan(double seconds) {
 
 std::string new_call_id(self_ptr self) {
   auto& st = self->state;
-  return fmt::format("{}-{:08x}-{}", st.scope->name,
-                     static_cast<uint32_t>(st.rng()), ++st.next_call);
+  // A random 64-bit part per call: ids stay unique across gateways and
+  // nodes that share one telemetry database.
+  return fmt::format("{}-{:016x}-{}", st.scope->name, st.rng(),
+                     ++st.next_call);
 }
 
 void on_report(self_ptr self, const attempt_report& rep) {
