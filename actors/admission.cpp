@@ -157,8 +157,7 @@ void abandon(gateway_self self, const admit_result& admitted) {
     return;
   auto& src = st.sources[i->second];
   auto& id = admitted.granted_permit.id;
-  self->send(src.limiter, atom::settle_v, id, int64_t{0});
-  self->send(src.limiter, atom::release_v, id);
+  self->send(src.limiter, atom::settle_v, id, int64_t{0}, atom::release_v);
   if (admitted.probe)
     self->send(src.breaker, atom::release_v, admitted.epoch);
   if (src.in_flight > 0)

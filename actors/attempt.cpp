@@ -80,8 +80,7 @@ void settle(self_ptr self, int64_t amount) {
   auto& id = args.granted_permit.id;
   if (id.empty())
     return;
-  self->send(args.limiter, atom::settle_v, id, amount);
-  self->send(args.limiter, atom::release_v, id);
+  self->send(args.limiter, atom::settle_v, id, amount, atom::release_v);
 }
 
 } // namespace

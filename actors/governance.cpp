@@ -122,6 +122,23 @@ limiter(limiter_actor::stateful_pointer<limiter_state> self,
       settle_op(id, actual, 0);
     },
     [release_op](atom::release, const std::string& id) { release_op(id, 0); },
+    [self](atom::settle, const std::string& id, int64_t actual, atom::release) {
+      auto backend = self->state.backend;
+      auto now = now_s(self);
+      run(
+        self, self->state.offload,
+        [backend, id, actual, now] {
+          return backend->settle_and_release(id, actual, now);
+        },
+        [self, id, actual](caf::expected<std::pair<bool, bool>> res) {
+          if (res)
+            return;
+          warn_rarely(self, "settle and release of permit " + id
+                              + " failed, retrying: " + describe(res.error()));
+          self->delayed_send(self, retry_delay(1), atom::settle_v, id, actual,
+                             atom::release_v);
+        });
+    },
     [self](atom::status) -> caf::result<limiter_status> {
       auto rp = self->make_response_promise<limiter_status>();
       auto backend = self->state.backend;

@@ -69,6 +69,8 @@ using limiter_actor = caf::typed_actor<
   caf::reacts_to<atom::settle, std::string, int64_t>,
   /// Frees the permit's in-flight slot, once.
   caf::reacts_to<atom::release, std::string>,
+  /// Both at once, the usual end of an attempt (one round trip to Redis).
+  caf::reacts_to<atom::settle, std::string, int64_t, atom::release>,
   caf::replies_to<atom::status>::with<limiter_status>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;

@@ -70,6 +70,12 @@ public:
                                       double now_s) = 0;
 
   virtual caf::expected<limiter_status> status(double now_s) = 0;
+
+  /// `settle` then `release` (the usual end of an attempt); a remote backend
+  /// does both in one round trip. Returns {settled, released}.
+  virtual caf::expected<std::pair<bool, bool>>
+  settle_and_release(const std::string& permit_id, int64_t actual,
+                     double now_s);
 };
 
 using limiter_backend_ptr = std::unique_ptr<limiter_backend>;

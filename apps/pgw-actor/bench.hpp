@@ -71,4 +71,7 @@ inline sample_set run(int calls, int threads, MakeCaller make_caller) {
 /// `pgw-actor bench hedge`.
 int bench_hedge(const std::vector<std::string>& args);
 
+/// `pgw-actor bench admission`.
+int bench_admission(const std::vector<std::string>& args);
+
 } // namespace pgw::cli

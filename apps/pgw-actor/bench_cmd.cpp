@@ -48,8 +48,10 @@ void report(const char* label, sample_set& direct, sample_set& via) {
 int bench_main(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "hedge")
     return bench_hedge(args);
+  if (!args.empty() && args[0] == "admission")
+    return bench_admission(args);
   if (args.empty() || args[0] != "overhead") {
-    std::fprintf(stderr, "usage: pgw-actor bench overhead|hedge [options] "
+    std::fprintf(stderr, "usage: pgw-actor bench overhead|hedge|admission [options] "
                          "(--help for each)\n");
     return exit_usage;
   }

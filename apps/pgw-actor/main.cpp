@@ -19,6 +19,7 @@ commands:
                     invariant checks (see `pgw-actor soak --help`)
   bench overhead    added latency of the gateway vs direct calls
   bench hedge       the hang-tail workload with and without hedging
+  bench admission   limiter admissions: memory vs Redis vs a PING
   telemetry report  what happened to every call, from the telemetry DB
   status --connect HOST:PORT
                     live per-source state of a node that runs with

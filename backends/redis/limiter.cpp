@@ -95,6 +95,23 @@ public:
     return flag(run({"release", n}), "release");
   }
 
+  caf::expected<std::pair<bool, bool>>
+  settle_and_release(const std::string& permit_id, int64_t actual,
+                     double) override {
+    auto n = permit_number(permit_id);
+    if (n.empty())
+      return std::make_pair(false, false);
+    actual = std::max<int64_t>(actual, 0);
+    auto r = run({"settle_release", n, std::to_string(actual)});
+    if (!r)
+      return std::move(r.error());
+    int64_t settled = 0, released = 0;
+    if (r->type != redis_reply::kind::array || !integer_at(*r, 0, settled)
+        || !integer_at(*r, 1, released))
+      return bad_reply("settle_release");
+    return std::make_pair(settled == 1, released == 1);
+  }
+
   caf::expected<limiter_status> status(double) override {
     auto r = run({"status"});
     if (!r)

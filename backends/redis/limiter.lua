@@ -22,6 +22,10 @@
 --          -> {1, permit number} or {0, reason, retry after (us)}
 -- settle:  ARGV[6] permit number, ARGV[7] actual -> 1 | 0
 -- release: ARGV[6] permit number -> 1 | 0
+-- settle_release: ARGV[6] permit number, ARGV[7] actual -> {settled, released}
+-- settle, release and settle_release skip the clock and the pruning: they
+-- touch one permit only, and an entry that aged out but was not pruned yet
+-- keeps the window sum consistent (pruning subtracts its current amount).
 -- status:  -> {rpm_used, tpm_used, in_flight, acquired, settled, released,
 --              refused_rpm, refused_tpm, refused_concurrency, leases_expired}
 
@@ -32,7 +36,8 @@ local window = tonumber(ARGV[3])
 local lease_len = tonumber(ARGV[4])
 local retention = tonumber(ARGV[5])
 
-if op ~= 'acquire' and op ~= 'settle' and op ~= 'release' and op ~= 'status' then
+if op ~= 'acquire' and op ~= 'settle' and op ~= 'release' and op ~= 'status'
+   and op ~= 'settle_release' then
   return redis.error_reply('limiter.lua: unknown operation ' .. tostring(op))
 end
 
@@ -53,6 +58,66 @@ local function chunked(list, fn)
   for i = 1, #list, 1000 do
     fn({unpack(list, i, math.min(i + 999, #list))})
   end
+end
+
+-- Counters, the sequence and the leases live as long as the source is used.
+local function keep()
+  redis.call('PEXPIRE', stats, s(retention))
+  redis.call('PEXPIRE', seq, s(retention))
+  redis.call('PEXPIRE', lease, s(retention))
+end
+
+-- -- settle and release: one permit, no clock ------------------------------------
+
+local function settle(n, actual)
+  if redis.call('DEL', rec .. n) == 0 then
+    return 0 -- settled before, forgotten, or never issued
+  end
+  redis.call('HINCRBY', stats, 'settled', 1)
+  local est = redis.call('HGET', tok, n)
+  if est then
+    -- May exceed what the estimate reserved (see the memory limiter).
+    redis.call('HSET', tok, n, s(actual))
+    redis.call('HINCRBY', tok, 'sum', s(actual - tonumber(est)))
+  end
+  return 1
+end
+
+local function release(n)
+  local expiry = redis.call('ZSCORE', lease, n)
+  if not expiry then
+    return 0 -- released before, expired, or never issued
+  end
+  redis.call('ZREM', lease, n)
+  local t = redis.call('TIME')
+  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local clock = tonumber(redis.call('HGET', stats, 'clock') or '0')
+  if tonumber(expiry) <= math.max(now, clock) then
+    -- The lease ran out before this release: it counts as expired.
+    redis.call('HINCRBY', stats, 'leases_expired', 1)
+    if not redis.call('ZSCORE', win, n) then
+      redis.call('DEL', rec .. n)
+    end
+    return 0
+  end
+  redis.call('HINCRBY', stats, 'released', 1)
+  if not redis.call('ZSCORE', win, n) then
+    redis.call('DEL', rec .. n)
+  end
+  return 1
+end
+
+if op == 'settle' then
+  return settle(ARGV[6], tonumber(ARGV[7]))
+end
+
+if op == 'release' then
+  return release(ARGV[6])
+end
+
+if op == 'settle_release' then
+  local settled = settle(ARGV[6], tonumber(ARGV[7]))
+  return {settled, release(ARGV[6])}
 end
 
 -- -- clock ----------------------------------------------------------------------
@@ -99,13 +164,6 @@ if #old > 0 then
   else
     redis.call('HINCRBY', tok, 'sum', s(-freed))
   end
-end
-
--- Counters, the sequence and the leases live as long as the source is used.
-local function keep()
-  redis.call('PEXPIRE', stats, s(retention))
-  redis.call('PEXPIRE', seq, s(retention))
-  redis.call('PEXPIRE', lease, s(retention))
 end
 
 -- -- operations -----------------------------------------------------------------
@@ -197,38 +255,12 @@ if op == 'acquire' then
   local window_ms = s(math.ceil(window / 1000) + 1000)
   redis.call('PEXPIRE', win, window_ms)
   redis.call('PEXPIRE', tok, window_ms)
-  keep()
+  -- The long-lived keys' retention (a day or more) is refreshed every 32nd
+  -- permit and by status: three fewer calls on the hot path.
+  if tonumber(n) % 32 == 1 then
+    keep()
+  end
   return {1, n}
-end
-
-if op == 'settle' then
-  local n = ARGV[6]
-  local actual = tonumber(ARGV[7])
-  keep()
-  if redis.call('DEL', rec .. n) == 0 then
-    return 0 -- settled before, forgotten, or never issued
-  end
-  redis.call('HINCRBY', stats, 'settled', 1)
-  local est = redis.call('HGET', tok, n)
-  if est then
-    -- May exceed what the estimate reserved (see the memory limiter).
-    redis.call('HSET', tok, n, s(actual))
-    redis.call('HINCRBY', tok, 'sum', s(actual - tonumber(est)))
-  end
-  return 1
-end
-
-if op == 'release' then
-  local n = ARGV[6]
-  keep()
-  if redis.call('ZREM', lease, n) == 0 then
-    return 0 -- released before, expired, or never issued
-  end
-  redis.call('HINCRBY', stats, 'released', 1)
-  if not redis.call('ZSCORE', win, n) then
-    redis.call('DEL', rec .. n)
-  end
-  return 1
 end
 
 if op == 'status' then

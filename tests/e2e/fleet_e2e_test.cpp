@@ -13,7 +13,10 @@
 
 #include <algorithm>
 #include <fstream>
+#include <chrono>
+#include <csignal>
 #include <future>
+#include <unistd.h>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -115,4 +118,52 @@ TEST_CASE("fleet: three processes share RPM, TPM and MAX_CONCURRENCY through Red
   // The limit was actually reached: later calls waited for the window.
   CHECK(max_in_window == rpm);
   CHECK(reqs.back().arrived > 60000);
+}
+
+TEST_CASE("fleet: a node killed mid-call gives its concurrency back after TIMEOUT_S plus the margin") {
+  redis_process redis;
+  auto scenario = "/tmp/pgw-fleet-kill-" + std::to_string(::getpid()) + ".json";
+  {
+    std::ofstream f{scenario};
+    // The first request hangs (held by the node that will be killed), the
+    // next ones answer.
+    f << R"({"models": {"held": {"tokens": 5,
+            "script": [{"hang_ms": 600000}, {}]}}})";
+  }
+  sim_process sim{{"--scenario", scenario}};
+  std::vector<std::string> env{
+    "LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+    "LLM__GENERIC__A__MODEL=held",
+    "LLM__GENERIC__A__MAX_CONCURRENCY=1",
+    "LLM__GENERIC__A__TIMEOUT_S=2", // lease: TIMEOUT_S + 10 s
+    "LLM__STREAM=false",
+    "LLM__ON_QUOTA_FULL=wait",
+    "PGW_LIMITER_BACKEND=redis",
+    "PGW_BREAKER_BACKEND=redis",
+    "REDIS_URL=" + redis.url(),
+  };
+  // Node 1 takes the only slot and hangs in its call.
+  child_process node1{{PGW_ACTOR_BIN, "chat", "hi"}, env};
+  httplib::Client cli{"127.0.0.1", sim.port()};
+  for (int i = 0; i < 500; ++i) {
+    auto res = cli.Get("/_sim/log");
+    if (res && json::parse(res->body).at("requests").as_array().size() == 1)
+      break;
+    ::usleep(10000);
+  }
+  auto killed_at = std::chrono::steady_clock::now();
+  node1.signal(SIGKILL);
+  node1.wait();
+  // Node 2 waits for the slot, which comes back when the dead node's lease
+  // runs out.
+  auto r = run_program({PGW_ACTOR_BIN, "chat", "--json", "hi"}, env);
+  auto waited = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                              - killed_at)
+                  .count();
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  MESSAGE("node 2 got the dead node's slot after " << waited << " s");
+  CHECK(waited > 8.0);   // not before the lease ran out ...
+  CHECK(waited < 12.0 + 3.0); // ... and soon after it did (lease 12 s)
+  std::remove(scenario.c_str());
 }

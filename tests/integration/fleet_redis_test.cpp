@@ -127,3 +127,41 @@ TEST_CASE("redis governance: a call admitted before Redis went down settles once
   CHECK(settled);
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("redis governance: failures seen by one node open the circuit for all nodes") {
+  redis_process redis;
+  sim_process sim;
+  env_map env{
+    {"LLM__GENERIC__A__BASE_URL", sim.base_url()},
+    {"LLM__GENERIC__A__MODEL", "down"},
+    {"LLM__STREAM", "false"},
+    {"LLM__BREAKER__THRESHOLD", "2"},
+    {"LLM__MAX_ATTEMPTS", "2"},
+    {"LLM__ON_CIRCUIT_OPEN", "fail"},
+    {"PGW_BREAKER_BACKEND", "redis"},
+    {"REDIS_URL", redis.url()},
+  };
+  auto cfg = load_settings(env);
+  REQUIRE(cfg);
+  config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  // Two nodes: two gateways with their own breaker actors, one Redis.
+  auto node1 = spawn_gateway(sys, *cfg, "LLM");
+  auto node2 = spawn_gateway(sys, *cfg, "LLM");
+  REQUIRE(node1);
+  REQUIRE(node2);
+  client c1{sys, *node1}, c2{sys, *node2};
+  auto first = c1.chat(hi());
+  REQUIRE_FALSE(first);
+  CHECK(code_of(first.error()) == error_code::retry_exhausted);
+  // Node 2 never sent anything to the source and still finds it open.
+  auto second = c2.chat(hi());
+  REQUIRE_FALSE(second);
+  CHECK(code_of(second.error()) == error_code::circuit_open);
+  auto st2 = c2.status();
+  REQUIRE(st2);
+  CHECK(st2->sources[0].breaker.state == "open");
+  CHECK(st2->sources[0].attempts == 0);
+  caf::anon_send_exit(*node1, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(*node2, caf::exit_reason::user_shutdown);
+}

@@ -1,0 +1,203 @@
+// `pgw-actor bench admission`: what one admission costs (acquire + settle +
+// release of a limiter permit) with the memory backend and with the Redis
+// backend, next to a plain Redis PING round trip, all in one run. Without
+// --redis URL it starts a throwaway redis-server on a free loopback port.
+
+#include "bench.hpp"
+#include "cli.hpp"
+
+#include "backends/redis/client.hpp"
+#include "backends/redis/limiter.hpp"
+
+#include <fmt/format.h>
+
+#include <mutex>
+
+#include <arpa/inet.h>
+#include <csignal>
+#include <fcntl.h>
+#include <cstdio>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace pgw::cli {
+
+namespace {
+
+constexpr const char* admission_usage = R"(usage: pgw-actor bench admission [options]
+
+  --ops N          admissions per measurement (default 20000)
+  --threads T      callers for the throughput run (default 8)
+  --redis URL      an existing Redis (default: start redis-server on a free
+                   loopback port for the run)
+)";
+
+/// A redis-server of our own for the run, stopped by PID.
+struct local_redis {
+  pid_t pid = -1;
+  int port = 0;
+
+  bool start() {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof(addr);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0
+        || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
+      ::close(fd);
+      return false;
+    }
+    port = ntohs(addr.sin_port);
+    ::close(fd);
+    pid = ::fork();
+    if (pid == 0) {
+      auto p = std::to_string(port);
+      int null = ::open("/dev/null", O_RDWR);
+      ::dup2(null, STDOUT_FILENO);
+      ::dup2(null, STDERR_FILENO);
+      ::execlp("redis-server", "redis-server", "--bind", "127.0.0.1",
+               "--port", p.c_str(), "--save", "", "--appendonly", "no",
+               static_cast<char*>(nullptr));
+      ::_exit(127);
+    }
+    return pid > 0;
+  }
+
+  ~local_redis() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+struct figures {
+  sample_set sequential;
+  sample_set parallel;
+};
+
+void print(const char* label, figures& f) {
+  std::printf("%-24s p50 %8.1f us  p99 %8.1f us  %8.0f /s sequential  "
+              "%8.0f /s with threads  errors %d\n",
+              label, f.sequential.pct(0.5), f.sequential.pct(0.99),
+              f.sequential.rate(), f.parallel.rate(),
+              f.sequential.errors + f.parallel.errors);
+}
+
+/// acquire + settle + release on `backend`, `ops` times from `threads`.
+/// `serialize`: one caller at a time (the memory backend lives inside one
+/// actor and is not thread-safe; Redis serializes on the server).
+figures measure(std::shared_ptr<limiter_backend> backend, int ops,
+                int threads, bool serialize) {
+  auto mtx = std::make_shared<std::mutex>();
+  auto one = [backend, mtx, serialize] {
+    return [backend, mtx, serialize] {
+      std::unique_lock<std::mutex> guard{*mtx, std::defer_lock};
+      if (serialize)
+        guard.lock();
+      auto p = backend->try_acquire(100, 0);
+      if (!p || !p->granted)
+        return false;
+      // What an attempt does at its end: one settle-and-release.
+      auto done = backend->settle_and_release(p->granted_permit.id, 42, 0);
+      return done && done->first && done->second;
+    };
+  };
+  figures out;
+  run(std::min(ops, 1000), 1, one); // warm up
+  out.sequential = run(ops, 1, one);
+  out.parallel = run(ops, threads, one);
+  return out;
+}
+
+} // namespace
+
+int bench_admission(const std::vector<std::string>& args) {
+  int ops = 20000;
+  int threads = 8;
+  std::string url;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--help") {
+      std::fputs(admission_usage, stdout);
+      return exit_ok;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "%s", admission_usage);
+      return exit_usage;
+    }
+    auto value = args[++i];
+    auto x = parse_number(value);
+    if (args[i - 1] == "--ops" && x && *x >= 100 && *x <= 1e7)
+      ops = static_cast<int>(*x);
+    else if (args[i - 1] == "--threads" && x && *x >= 1 && *x <= 256)
+      threads = static_cast<int>(*x);
+    else if (args[i - 1] == "--redis")
+      url = value;
+    else {
+      std::fprintf(stderr, "pgw-actor bench admission: bad option %s\n%s",
+                   args[i - 1].c_str(), admission_usage);
+      return exit_usage;
+    }
+  }
+  local_redis own;
+  if (url.empty()) {
+    if (!own.start()) {
+      std::fprintf(stderr, "bench admission: cannot start redis-server\n");
+      return exit_other;
+    }
+    url = fmt::format("redis://127.0.0.1:{}/0", own.port);
+  }
+  auto client = make_redis_client(url, static_cast<size_t>(threads));
+  if (!client) {
+    std::fprintf(stderr, "bench admission: %s\n",
+                 describe(client.error()).c_str());
+    return exit_usage;
+  }
+  // Wait for the server (a fresh one needs a moment).
+  bool up = false;
+  for (int i = 0; i < 100 && !up; ++i) {
+    up = static_cast<bool>((*client)->command({"PING"}));
+    if (!up)
+      ::usleep(50000);
+  }
+  if (!up) {
+    std::fprintf(stderr, "bench admission: Redis at %s does not answer\n",
+                 (*client)->endpoint().c_str());
+    return exit_other;
+  }
+  limiter_limits limits;
+  limits.source = "bench";
+  limits.rpm = 1000000000;
+  limits.tpm = 1000000000;
+  limits.max_concurrency = 100000;
+  std::printf("pgw bench admission: %d admissions (acquire + settle + "
+              "release) per run, %d threads for throughput, Redis at %s\n\n",
+              ops, threads, (*client)->endpoint().c_str());
+  auto memory = measure(make_memory_limiter(limits), ops, threads, true);
+  auto redis = measure(make_redis_limiter(*client,
+                                          fmt::format("pgw-bench:{}", ::getpid()),
+                                          limits),
+                       ops, threads, false);
+  auto c = *client;
+  auto ping_one = [c] { return [c] { return static_cast<bool>(c->command({"PING"})); }; };
+  figures ping;
+  ping.sequential = run(ops, 1, ping_one);
+  ping.parallel = run(ops, threads, ping_one);
+  print("memory admission", memory);
+  print("redis admission", redis);
+  print("redis PING", ping);
+  auto ratio = redis.sequential.pct(0.5) / ping.sequential.pct(0.5);
+  std::printf("\nredis admission p50 / PING p50 = %.2f (goal <= 3): %s\n",
+              ratio, ratio <= 3 ? "met" : "NOT met");
+  std::printf("redis admissions per second per node = %.0f (goal >= 5000): "
+              "%s\n",
+              redis.parallel.rate(),
+              redis.parallel.rate() >= 5000 ? "met" : "NOT met");
+  return memory.sequential.errors + redis.sequential.errors == 0 ? exit_ok
+                                                                  : exit_other;
+}
+
+} // namespace pgw::cli
