@@ -377,6 +377,19 @@ void on_refused(self_ptr self, admit_result& r) {
   retry_after(self, std::max(*wait_s, min_wait_s), r.retry_after_s);
 }
 
+/// An admission request failed. A governance backend that is down fails
+/// the call (fail closed, SPEC §7), also for a hedge; any other error fails
+/// a primary admission and is ignored for a hedge (it is only an
+/// optimisation).
+void admission_failed(self_ptr self, const caf::error& err, bool hedge) {
+  maybe_deliver(self);
+  if (code_of(err) == error_code::governance_unavailable)
+    fail(self, error_code::governance_unavailable,
+         "the limiter or breaker backend is unavailable: " + describe(err));
+  else if (!hedge)
+    fail(self, error_code::internal, "admission failed: " + to_string(err));
+}
+
 void admit(self_ptr self) {
   auto& st = self->state;
   if (st.finishing || st.admitting)
@@ -405,14 +418,7 @@ void admit(self_ptr self) {
       },
       [self](caf::error& err) {
         self->state.admitting = false;
-        maybe_deliver(self);
-        if (code_of(err) == error_code::governance_unavailable)
-          fail(self, error_code::governance_unavailable,
-               "the limiter or breaker backend is unavailable: "
-                 + describe(err));
-        else
-          fail(self, error_code::internal,
-               "admission failed: " + to_string(err));
+        admission_failed(self, err, false);
       });
 }
 
@@ -460,11 +466,7 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
       },
       [self](caf::error& err) {
         self->state.hedge_admitting = false;
-        maybe_deliver(self);
-        if (code_of(err) == error_code::governance_unavailable)
-          fail(self, error_code::governance_unavailable,
-               "the limiter or breaker backend is unavailable: "
-                 + describe(err));
+        admission_failed(self, err, true);
       });
 }
 

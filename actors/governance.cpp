@@ -38,11 +38,9 @@ void warn_rarely(Self* self, const std::string& text) {
   log::warn(self->name(), "{}", text);
 }
 
-/// Retry delays for a settle/release/record that failed (backend down).
-caf::timespan retry_delay(int attempt) {
-  auto ms = std::min(5000, 250 << std::min(attempt, 5));
-  return std::chrono::milliseconds(ms);
-}
+/// How long a settle/release/record that failed (backend down) waits
+/// before it is tried again.
+constexpr caf::timespan retry_delay = std::chrono::milliseconds(500);
 
 /// Runs `work` (a blocking backend call) on the offload pool, then `done`
 /// with its result inside the actor. Without a pool, both run right here.
@@ -64,6 +62,44 @@ void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
   });
 }
 
+/// Answers a request with the result of `work`, run like `run` does.
+template <class T, class Self, class Work>
+caf::typed_response_promise<T> answer(Self* self, Work work) {
+  auto rp = self->template make_response_promise<T>();
+  run(self, self->state.offload, std::move(work),
+      [rp](caf::expected<T> res) mutable {
+        if (res)
+          rp.deliver(std::move(*res));
+        else
+          rp.deliver(unavailable(res.error()));
+      });
+  return rp;
+}
+
+caf::error failure_of(const caf::error& err) {
+  return err;
+}
+
+template <class T>
+caf::error failure_of(const caf::expected<T>& res) {
+  return res ? caf::error{} : res.error();
+}
+
+/// Runs `work`, a change that must happen (settle, release, record); when it
+/// fails (the backend is down), warns at most every 10 s and `resend`s the
+/// message to itself after a delay.
+template <class Self, class Work, class Resend>
+void until_done(Self* self, std::string what, Work work, Resend resend) {
+  run(self, self->state.offload, std::move(work),
+      [self, what = std::move(what), resend](auto res) {
+        auto err = failure_of(res);
+        if (!err)
+          return;
+        warn_rarely(self, what + " failed, retrying: " + describe(err));
+        resend();
+      });
+}
+
 } // namespace
 
 limiter_actor::behavior_type
@@ -72,86 +108,51 @@ limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<io_pool> offload) {
   self->state.backend = std::move(backend);
   self->state.offload = std::move(offload);
-  // A failed settle/release is tried again until the backend takes it.
-  auto settle_op = [self](const std::string& id, int64_t actual, int tries) {
-    auto backend = self->state.backend;
-    auto now = now_s(self);
-    run(
-      self, self->state.offload,
-      [backend, id, actual, now] { return backend->settle(id, actual, now); },
-      [self, id, actual, tries](caf::expected<bool> res) {
-        if (res)
-          return;
-        warn_rarely(self, "settle of permit " + id
-                            + " failed, retrying: " + describe(res.error()));
-        self->delayed_send(self, retry_delay(tries), atom::settle_v, id,
-                           actual);
-      });
-  };
-  auto release_op = [self](const std::string& id, int tries) {
-    auto backend = self->state.backend;
-    auto now = now_s(self);
-    run(
-      self, self->state.offload,
-      [backend, id, now] { return backend->release(id, now); },
-      [self, id, tries](caf::expected<bool> res) {
-        if (res)
-          return;
-        warn_rarely(self, "release of permit " + id
-                            + " failed, retrying: " + describe(res.error()));
-        self->delayed_send(self, retry_delay(tries), atom::release_v, id);
-      });
-  };
   return {
     [self](atom::acquire, int64_t est) -> caf::result<acquire_result> {
-      auto rp = self->make_response_promise<acquire_result>();
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload,
-        [backend, est, now] { return backend->try_acquire(est, now); },
-        [rp](caf::expected<acquire_result> res) mutable {
-          if (res)
-            rp.deliver(std::move(*res));
-          else
-            rp.deliver(unavailable(res.error()));
+      return answer<acquire_result>(
+        self, [backend, est, now] { return backend->try_acquire(est, now); });
+    },
+    [self](atom::settle, const std::string& id, int64_t actual) {
+      auto backend = self->state.backend;
+      auto now = now_s(self);
+      until_done(
+        self, "settle of permit " + id,
+        [backend, id, actual, now] { return backend->settle(id, actual, now); },
+        [self, id, actual] {
+          self->delayed_send(self, retry_delay, atom::settle_v, id, actual);
         });
-      return rp;
     },
-    [settle_op](atom::settle, const std::string& id, int64_t actual) {
-      settle_op(id, actual, 0);
+    [self](atom::release, const std::string& id) {
+      auto backend = self->state.backend;
+      auto now = now_s(self);
+      until_done(
+        self, "release of permit " + id,
+        [backend, id, now] { return backend->release(id, now); },
+        [self, id] {
+          self->delayed_send(self, retry_delay, atom::release_v, id);
+        });
     },
-    [release_op](atom::release, const std::string& id) { release_op(id, 0); },
     [self](atom::settle, const std::string& id, int64_t actual, atom::release) {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload,
+      until_done(
+        self, "settle and release of permit " + id,
         [backend, id, actual, now] {
           return backend->settle_and_release(id, actual, now);
         },
-        [self, id, actual](caf::expected<std::pair<bool, bool>> res) {
-          if (res)
-            return;
-          warn_rarely(self, "settle and release of permit " + id
-                              + " failed, retrying: " + describe(res.error()));
-          self->delayed_send(self, retry_delay(1), atom::settle_v, id, actual,
+        [self, id, actual] {
+          self->delayed_send(self, retry_delay, atom::settle_v, id, actual,
                              atom::release_v);
         });
     },
     [self](atom::status) -> caf::result<limiter_status> {
-      auto rp = self->make_response_promise<limiter_status>();
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload, [backend, now] { return backend->status(now); },
-        [rp](caf::expected<limiter_status> res) mutable {
-          if (res)
-            rp.deliver(std::move(*res));
-          else
-            rp.deliver(unavailable(res.error()));
-        });
-      return rp;
+      return answer<limiter_status>(
+        self, [backend, now] { return backend->status(now); });
     },
     [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
   };
@@ -165,61 +166,39 @@ breaker(breaker_actor::stateful_pointer<breaker_state> self,
   self->state.offload = std::move(offload);
   return {
     [self](atom::enter) -> caf::result<breaker_entry> {
-      auto rp = self->make_response_promise<breaker_entry>();
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload, [backend, now] { return backend->enter(now); },
-        [rp](caf::expected<breaker_entry> res) mutable {
-          if (res)
-            rp.deliver(std::move(*res));
-          else
-            rp.deliver(unavailable(res.error()));
-        });
-      return rp;
+      return answer<breaker_entry>(
+        self, [backend, now] { return backend->enter(now); });
     },
     [self](atom::record, uint64_t epoch, outcome kind) {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload,
+      until_done(
+        self, "record",
         [backend, epoch, kind, now] {
           return backend->record(epoch, feed_for(kind), now);
         },
-        [self, epoch, kind](caf::error err) {
-          if (!err)
-            return;
-          warn_rarely(self, "record failed, retrying: " + describe(err));
-          self->delayed_send(self, retry_delay(1), atom::record_v, epoch,
+        [self, epoch, kind] {
+          self->delayed_send(self, retry_delay, atom::record_v, epoch,
                              kind);
         });
     },
     [self](atom::release, uint64_t epoch) {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload,
+      until_done(
+        self, "probe release",
         [backend, epoch, now] { return backend->release_probe(epoch, now); },
-        [self, epoch](caf::error err) {
-          if (!err)
-            return;
-          warn_rarely(self, "probe release failed, retrying: " + describe(err));
-          self->delayed_send(self, retry_delay(1), atom::release_v, epoch);
+        [self, epoch] {
+          self->delayed_send(self, retry_delay, atom::release_v, epoch);
         });
     },
     [self](atom::status) -> caf::result<breaker_status> {
-      auto rp = self->make_response_promise<breaker_status>();
       auto backend = self->state.backend;
       auto now = now_s(self);
-      run(
-        self, self->state.offload, [backend, now] { return backend->status(now); },
-        [rp](caf::expected<breaker_status> res) mutable {
-          if (res)
-            rp.deliver(std::move(*res));
-          else
-            rp.deliver(unavailable(res.error()));
-        });
-      return rp;
+      return answer<breaker_status>(
+        self, [backend, now] { return backend->status(now); });
     },
     [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
   };

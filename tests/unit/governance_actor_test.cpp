@@ -12,26 +12,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-const source_status& source(const gateway_status& st, const std::string& name) {
-  for (auto& s : st.sources)
-    if (s.name == name)
-      return s;
-  FAIL("no source " << name);
-  return st.sources.front();
-}
-
-/// Every permit acquired was settled and released, nothing is in flight.
-void check_balanced(const gateway_status& st) {
-  for (auto& s : st.sources) {
-    CAPTURE(s.name);
-    CHECK(s.in_flight == 0);
-    CHECK(s.limiter.in_flight == 0);
-    CHECK(s.limiter.acquired == s.limiter.settled);
-    CHECK(s.limiter.acquired == s.limiter.released);
-    CHECK(s.limiter.leases_expired == 0);
-  }
-}
-
 error_code code(const call_outcome& out) {
   auto c = code_of(out.error);
   REQUIRE(c);

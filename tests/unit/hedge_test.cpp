@@ -20,24 +20,6 @@ scope_config hedged(std::vector<std::string> names = {"a", "b"}) {
   return sc;
 }
 
-const source_status& source(const gateway_status& st, const std::string& name) {
-  for (auto& s : st.sources)
-    if (s.name == name)
-      return s;
-  FAIL("no source " << name);
-  return st.sources.front();
-}
-
-void check_balanced(const gateway_status& st) {
-  for (auto& s : st.sources) {
-    CAPTURE(s.name);
-    CHECK(s.in_flight == 0);
-    CHECK(s.limiter.in_flight == 0);
-    CHECK(s.limiter.acquired == s.limiter.settled);
-    CHECK(s.limiter.acquired == s.limiter.released);
-  }
-}
-
 const fake_call& call_on(const std::vector<fake_call>& calls,
                          const std::string& source) {
   for (auto& c : calls)
