@@ -14,7 +14,9 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <map>
 #include <mutex>
+#include <optional>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <queue>
@@ -88,6 +90,9 @@ struct call_state {
   std::atomic<bool> first_token{false};
   steady::time_point started;
   std::atomic<steady::rep> last_activity{0};
+  /// Its key in the watchdog's map, if watched (guarded by the watchdog's
+  /// mutex).
+  std::optional<steady::time_point> watched_at;
 
   void touch() {
     last_activity.store(steady::now().time_since_epoch().count(),
@@ -153,17 +158,13 @@ struct httplib_transport::impl {
   std::set<std::string> warned_non_finite;
 
   // -- watchdog --
-  struct watch_item {
-    steady::time_point when;
-    std::weak_ptr<call_state> state;
-    bool operator>(const watch_item& other) const {
-      return when > other.when;
-    }
-  };
+  // Calls by their next deadline. A call is in it while it runs: moved when
+  // its deadline moves earlier (first token), removed when it finishes, so
+  // the set holds the calls in flight and nothing more.
+  using watch_key = std::pair<steady::time_point, call_state*>;
   std::mutex watch_mtx;
   std::condition_variable watch_cv;
-  std::priority_queue<watch_item, std::vector<watch_item>, std::greater<>>
-    watch_queue;
+  std::map<watch_key, std::weak_ptr<call_state>> watched;
   bool watch_stop = false;
   std::thread watch_thread;
 
@@ -185,34 +186,50 @@ struct httplib_transport::impl {
       watch_thread.join();
   }
 
+  /// Watches `st` for `when` (replacing its earlier entry).
   void watch(const std::shared_ptr<call_state>& st, steady::time_point when) {
     std::lock_guard<std::mutex> guard{watch_mtx};
-    bool new_head = watch_queue.empty() || when < watch_queue.top().when;
-    watch_queue.push(watch_item{when, st});
-    if (new_head)
+    if (st->watched_at)
+      watched.erase({*st->watched_at, st.get()});
+    st->watched_at = when;
+    auto pos = watched.emplace(watch_key{when, st.get()}, st).first;
+    if (pos == watched.begin())
       watch_cv.notify_one();
+  }
+
+  /// Stops watching `st` (it finished).
+  void unwatch(call_state* st) {
+    std::lock_guard<std::mutex> guard{watch_mtx};
+    if (st->watched_at) {
+      watched.erase({*st->watched_at, st});
+      st->watched_at.reset();
+    }
   }
 
   void watch_loop() {
     std::unique_lock<std::mutex> guard{watch_mtx};
     while (!watch_stop) {
-      if (watch_queue.empty()) {
+      if (watched.empty()) {
         watch_cv.wait(guard);
         continue;
       }
-      auto head = watch_queue.top();
-      if (head.when > steady::now()) {
-        watch_cv.wait_until(guard, head.when);
+      auto head = watched.begin();
+      auto when = head->first.first;
+      if (when > steady::now()) {
+        watch_cv.wait_until(guard, when);
         continue;
       }
-      watch_queue.pop();
+      auto st = head->second.lock();
+      if (st)
+        st->watched_at.reset();
+      watched.erase(head);
       guard.unlock();
-      if (auto st = head.state.lock(); st && !st->finished.load()) {
-        auto [when, kind] = st->deadline();
-        if (steady::now() >= when)
+      if (st && !st->finished.load()) {
+        auto [next, kind] = st->deadline();
+        if (steady::now() >= next)
           st->stop(kind);
         else
-          watch(st, when);
+          watch(st, next);
       }
       guard.lock();
     }
@@ -420,6 +437,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     st->client.reset();
     st->finished.store(true);
   }
+  unwatch(st.get());
   auto fired = static_cast<timeout_kind>(st->timeout.load());
   bool cancelled_by_caller = st->cancelled.load() && fired == timeout_kind::none;
   finished.fetch_add(1, std::memory_order_relaxed);
@@ -574,7 +592,9 @@ httplib_transport::~httplib_transport() {
 
 std::shared_ptr<call_handle>
 httplib_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
-  auto st = std::make_shared<call_state>();
+  // Not make_shared: the watchdog's weak references must not keep the
+  // state's memory alive after the call.
+  std::shared_ptr<call_state> st{new call_state};
   st->call = std::move(call);
   st->sink = std::move(sink);
   st->tag = tag;
@@ -600,6 +620,10 @@ transport_stats httplib_transport::stats() const {
   out.connections_opened = impl_->opened.load();
   out.connections_reused = impl_->reused.load();
   out.io_threads = impl_->pool.threads();
+  {
+    std::lock_guard<std::mutex> guard{impl_->watch_mtx};
+    out.watched = impl_->watched.size();
+  }
   return out;
 }
 

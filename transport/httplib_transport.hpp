@@ -20,6 +20,7 @@ struct transport_stats {
   uint64_t connections_opened = 0; ///< new TCP connections
   uint64_t connections_reused = 0; ///< requests on a pooled connection
   size_t io_threads = 0;
+  size_t watched = 0; ///< calls the timeout watchdog tracks (those running)
 };
 
 class httplib_transport : public transport {

@@ -394,6 +394,8 @@ TEST_CASE_FIXTURE(transport_fixture, "keep-alive connections are reused per sour
   auto st = tp->stats();
   CHECK(st.connections_opened <= 2);
   CHECK(st.connections_reused >= 18);
+  // Finished calls leave the timeout watchdog at once (not after TIMEOUT_S).
+  CHECK(st.watched == 0);
 }
 
 TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
