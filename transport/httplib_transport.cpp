@@ -72,6 +72,15 @@ const char* reason_of(timeout_kind k) {
 
 // -- per-call state -------------------------------------------------------------
 
+/// A call's way back to its transport. A cancel may come from any thread at
+/// any time, also while the transport closes: `stop()` submits to the
+/// transport's I/O pool only while holding `mtx` and seeing `self` set, and
+/// closing clears `self` under the same mutex before the pool is destroyed.
+struct owner_link {
+  std::mutex mtx;
+  httplib_transport::impl* self = nullptr;
+};
+
 /// Shared by the I/O thread running the call, its cancel handle and the
 /// watchdog. `mtx` guards `client` (the connection in use) and the
 /// cancellation flags.
@@ -79,8 +88,8 @@ struct call_state {
   upstream_call call;
   caf::actor sink;
   uint64_t tag = 0;
-  httplib_transport::impl* owner = nullptr; // outlives every running call
-  std::weak_ptr<bool> owner_alive;          // expires when the owner closes
+  /// The transport, while it is open (see owner_link).
+  std::shared_ptr<owner_link> owner;
 
   std::mutex mtx;
   std::shared_ptr<httplib::Client> client; // set while send() runs
@@ -134,8 +143,7 @@ struct call_state {
 
 struct httplib_transport::impl {
   options opts;
-  io_pool pool;
-  std::shared_ptr<bool> alive = std::make_shared<bool>(true);
+  std::shared_ptr<owner_link> link = std::make_shared<owner_link>();
 
   // -- calls that have not finished, so closing can cancel them --
   std::mutex live_mtx;
@@ -168,8 +176,12 @@ struct httplib_transport::impl {
   bool watch_stop = false;
   std::thread watch_thread;
 
+  // Declared last, so destroyed first: its destructor waits for every I/O
+  // thread while everything those threads touch (the maps above) still lives.
+  io_pool pool;
+
   explicit impl(options o) : opts(o) {
-    // nop
+    link->self = this;
   }
 
   void start_watchdog() {
@@ -295,10 +307,10 @@ void call_state::stop(timeout_kind why) {
     cancelled.store(true);
     cli = client;
   }
-  auto alive = owner_alive.lock();
-  if (!alive)
-    return;
-  auto self = owner;
+  std::lock_guard<std::mutex> guard{owner->mtx};
+  auto self = owner->self;
+  if (!self)
+    return; // the transport closed; its I/O threads are gone or going
   if (why == timeout_kind::none)
     self->cancelled.fetch_add(1, std::memory_order_relaxed);
   // Client::stop() may wait for a connect in progress (it shares a mutex with
@@ -587,6 +599,12 @@ httplib_transport::~httplib_transport() {
   for (auto& st : live)
     st->stop(timeout_kind::none);
   live.clear();
+  // From here on a cancel from another thread finds no transport.
+  {
+    std::lock_guard<std::mutex> guard{impl_->link->mtx};
+    impl_->link->self = nullptr;
+  }
+  // Destroys the pool first (waiting for the I/O threads), then the rest.
   impl_.reset();
 }
 
@@ -598,8 +616,7 @@ httplib_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
   st->call = std::move(call);
   st->sink = std::move(sink);
   st->tag = tag;
-  st->owner = impl_.get();
-  st->owner_alive = impl_->alive;
+  st->owner = impl_->link;
   {
     std::lock_guard<std::mutex> guard{impl_->live_mtx};
     if (impl_->closing)

@@ -154,6 +154,17 @@ TEST_CASE("redis governance: failures seen by one node open the circuit for all 
   auto first = c1.chat(hi());
   REQUIRE_FALSE(first);
   CHECK(code_of(first.error()) == error_code::retry_exhausted);
+  // The breaker records the last failure after the call is answered; wait
+  // until Redis holds it (seen through node 1) before node 2 calls.
+  bool open = false;
+  for (int i = 0; i < 100 && !open; ++i) {
+    auto st1 = c1.status();
+    REQUIRE(st1);
+    open = st1->sources[0].breaker.state == "open";
+    if (!open)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  REQUIRE(open);
   // Node 2 never sent anything to the source and still finds it open.
   auto second = c2.chat(hi());
   REQUIRE_FALSE(second);
