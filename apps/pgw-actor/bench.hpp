@@ -74,4 +74,10 @@ int bench_hedge(const std::vector<std::string>& args);
 /// `pgw-actor bench admission`.
 int bench_admission(const std::vector<std::string>& args);
 
+/// `pgw-actor bench throughput`.
+int bench_throughput(const std::vector<std::string>& args);
+
+/// `pgw-actor bench inflight`.
+int bench_inflight(const std::vector<std::string>& args);
+
 } // namespace pgw::cli

@@ -50,9 +50,14 @@ int bench_main(const std::vector<std::string>& args) {
     return bench_hedge(args);
   if (!args.empty() && args[0] == "admission")
     return bench_admission(args);
+  if (!args.empty() && args[0] == "throughput")
+    return bench_throughput(args);
+  if (!args.empty() && args[0] == "inflight")
+    return bench_inflight(args);
   if (args.empty() || args[0] != "overhead") {
-    std::fprintf(stderr, "usage: pgw-actor bench overhead|hedge|admission [options] "
-                         "(--help for each)\n");
+    std::fprintf(stderr, "usage: pgw-actor bench "
+                         "overhead|throughput|inflight|hedge|admission "
+                         "[options] (--help for each)\n");
     return exit_usage;
   }
   int calls = 2000;

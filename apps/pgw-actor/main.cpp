@@ -17,7 +17,13 @@ commands:
   demo              the embedded default: an in-process simulator, no setup
   soak              many calls through one gateway, with a report and
                     invariant checks (see `pgw-actor soak --help`)
+  soak --scenario NAME
+                    a fault scenario of config/scenarios/ (half-dead,
+                    hang-tail, hang-tail-hedged, outage-flap, stream-faults,
+                    rate-limited, fleet): simulator, load and pass criteria
   bench overhead    added latency of the gateway vs direct calls
+  bench throughput  calls/s through one node vs direct, memory and Redis
+  bench inflight    N streaming calls held open at once: errors, RSS
   bench hedge       the hang-tail workload with and without hedging
   bench admission   limiter admissions: memory vs Redis vs a PING
   telemetry report  what happened to every call, from the telemetry DB

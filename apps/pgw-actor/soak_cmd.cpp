@@ -1,7 +1,10 @@
 // `pgw-actor soak`: drives N calls through one gateway with C callers, shows
 // progress, and ends with a report whose invariants fail the run when broken.
+// `--scenario NAME` runs a scenario file instead (scenario.cpp): simulator,
+// configuration, load and expectations in one file.
 
 #include "cli.hpp"
+#include "scenario.hpp"
 
 #include "actors/client.hpp"
 #include "actors/gateway.hpp"
@@ -31,6 +34,8 @@ namespace json = boost::json;
 using clock_type = std::chrono::steady_clock;
 
 constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurrency C [options]
+       pgw-actor soak --scenario NAME [--calls N] [--concurrency C]
+                      [--set KEY=VALUE]... [--json-report P] [--redis URL]
 
   --calls N          logical calls to make (default 1000)
   --concurrency C    callers in parallel (default 16)
@@ -41,7 +46,20 @@ constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurre
   --json-report P    also write the report as JSON to P
   --publish H:P      serve this node's live status on H:P (P 0 = any free
                      port) for `pgw-actor status --connect`
-exit: 0 when every invariant holds, 1 when one is broken, 2 usage/config.
+
+  --scenario NAME    run a scenario: NAME is a file path, or
+                     config/scenarios/NAME.json under the current directory,
+                     else under this program's source tree. The simulator
+                     starts in-process with the file's behaviours, the
+                     configuration comes from the file's "env" only (never
+                     from the environment or a .env), the file's load runs
+                     (--calls/--concurrency override it) and its "expect"
+                     criteria are checked; see config/scenarios/README.md.
+  --set KEY=VALUE    with --scenario: add or replace one key of the file's env
+  --redis URL        with a fleet scenario: use this Redis instead of starting
+                     a redis-server of our own
+exit: 0 when every invariant (and every scenario expectation) holds, 1 when
+one is broken, 2 usage/config.
 )";
 
 /// What the callers saw.
@@ -51,7 +69,10 @@ struct tally {
   std::map<std::string, int64_t> errors; ///< by error code
   int64_t ok = 0;
   int64_t answers = 0;
-  int64_t attempts = 0; ///< sum of call_stats.attempts of the answered calls
+  int64_t hedges = 0;
+  int64_t hedges_won = 0;
+  double cost_usd = 0;
+  int64_t priced = 0;
 };
 
 double percentile(std::vector<double>& v, double q) {
@@ -84,89 +105,39 @@ caf::expected<gateway_status> quiet_status(client& cl) {
 
 } // namespace
 
-int soak_main(const std::vector<std::string>& args) {
-  int64_t calls = 1000;
-  int concurrency = 16;
-  std::string scope = "LLM";
-  std::optional<std::string> env_file;
-  std::optional<std::string> json_path;
-  std::optional<std::string> publish;
-  caf::optional<bool> stream;
-  for (size_t i = 0; i < args.size(); ++i) {
-    auto& a = args[i];
-    auto value = [&]() -> std::optional<std::string> {
-      if (i + 1 >= args.size())
-        return std::nullopt;
-      return args[++i];
-    };
-    auto bad = [&](const std::string& msg) {
-      std::fprintf(stderr, "pgw-actor soak: %s\n", msg.c_str());
-      return exit_usage;
-    };
-    if (a == "--help" || a == "-h") {
-      std::fputs(soak_usage, stdout);
-      return exit_ok;
-    } else if (a == "--calls" || a == "--concurrency") {
-      auto v = value();
-      auto n = v ? parse_number(*v) : std::nullopt;
-      if (!n || *n < 1 || *n > 1e9 || *n != static_cast<int64_t>(*n))
-        return bad(a + " must be an integer >= 1");
-      if (a == "--calls")
-        calls = static_cast<int64_t>(*n);
-      else if (*n > 10000)
-        return bad("--concurrency must be <= 10000");
-      else
-        concurrency = static_cast<int>(*n);
-    } else if (a == "--scope" || a == "--env-file" || a == "--json-report"
-               || a == "--publish") {
-      auto v = value();
-      if (!v)
-        return bad(a + " needs a value");
-      if (a == "--scope")
-        scope = *v;
-      else if (a == "--env-file")
-        env_file = *v;
-      else if (a == "--publish")
-        publish = *v;
-      else
-        json_path = *v;
-    } else if (a == "--stream") {
-      stream = true;
-    } else if (a == "--no-stream") {
-      stream = false;
-    } else {
-      return bad("unknown option " + a + "\n" + soak_usage);
-    }
-  }
-  auto cfg = load(env_file);
-  if (!cfg)
-    return exit_usage;
-  system_config sys_cfg{publish.has_value()};
+int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
+             const answer_hook& hook) {
+  const auto calls = params.calls;
+  const auto concurrency = params.concurrency;
+  const auto& scope = params.scope;
+  system_config sys_cfg{params.publish.has_value()};
   caf::actor_system sys{sys_cfg};
   // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
   // PGW_TELEMETRY_DB says otherwise.
   gateway_options gw_opts;
   gw_opts.default_telemetry_db = default_telemetry_db;
-  auto gw = spawn_gateway(sys, *cfg, scope, nullptr, gw_opts);
+  auto gw = spawn_gateway(sys, cfg, scope, nullptr, gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
     return exit_usage;
   }
   client cl{sys, *gw};
-  if (publish) {
-    auto port = publish_status(sys, *gw, *publish);
+  if (params.publish) {
+    auto& publish = *params.publish;
+    auto port = publish_status(sys, *gw, publish);
     if (!port) {
       std::fprintf(stderr, "pgw-actor soak: cannot publish on %s: %s\n",
-                   publish->c_str(), sys.render(port.error()).c_str());
+                   publish.c_str(), sys.render(port.error()).c_str());
       caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
       return exit_usage;
     }
     std::printf("status published on %s:%u\n",
-                publish->substr(0, publish->rfind(':')).c_str(), *port);
+                publish.substr(0, publish.rfind(':')).c_str(), *port);
     std::fflush(stdout);
   }
 
   tally t;
+  std::vector<soak_call> records(static_cast<size_t>(calls));
   std::atomic<int64_t> next{0};
   auto t0 = clock_type::now();
   std::vector<std::thread> callers;
@@ -179,21 +150,39 @@ int soak_main(const std::vector<std::string>& args) {
         chat_request req;
         req.messages.push_back(
           {"user", fmt::format("soak call {} from caller {}", n, c), {}});
-        req.stream = stream;
+        req.stream = params.stream;
+        req.deadline_s = params.deadline_s;
         auto start = clock_type::now();
         auto res = cl.chat(std::move(req));
-        auto ms = std::chrono::duration<double, std::milli>(clock_type::now()
-                                                            - start)
+        auto end = clock_type::now();
+        auto ms = std::chrono::duration<double, std::milli>(end - start)
                     .count();
+        if (hook)
+          hook(n, res);
+        auto& rec = records[static_cast<size_t>(n)];
+        rec.start_s = std::chrono::duration<double>(start - t0).count();
+        rec.ms = ms;
+        rec.ok = static_cast<bool>(res);
         std::lock_guard<std::mutex> guard{t.mtx};
         ++t.answers;
         t.latency_ms.push_back(ms);
         if (res) {
           ++t.ok;
-          t.attempts += res->stats.attempts;
+          rec.source = res->source;
+          rec.attempts = res->stats.attempts;
+          rec.hedges = res->stats.hedges;
+          rec.hedge_won = res->stats.hedge_won;
+          rec.cost_usd = res->stats.cost_usd;
+          t.hedges += res->stats.hedges;
+          t.hedges_won += res->stats.hedge_won ? 1 : 0;
+          if (res->stats.cost_usd) {
+            t.cost_usd += *res->stats.cost_usd;
+            ++t.priced;
+          }
         } else {
           auto code = code_of(res.error());
-          ++t.errors[code ? to_string(*code) : "internal"];
+          rec.error = code ? to_string(*code) : "internal";
+          ++t.errors[rec.error];
         }
       }
     });
@@ -260,11 +249,13 @@ int soak_main(const std::vector<std::string>& args) {
   // -- report --
   auto p50 = percentile(t.latency_ms, 0.5);
   auto p95 = percentile(t.latency_ms, 0.95);
+  auto p98 = percentile(t.latency_ms, 0.98);
   auto p99 = percentile(t.latency_ms, 0.99);
   auto p999 = percentile(t.latency_ms, 0.999);
   auto rate = calls ? static_cast<double>(t.ok) / calls : 0.0;
-  std::printf("\npgw soak report: scope %s, %lld calls, concurrency %d, "
+  std::printf("\npgw soak report%s: scope %s, %lld calls, concurrency %d, "
               "%.1f s, %.0f calls/s\n",
+              params.title.empty() ? "" : (" (" + params.title + ")").c_str(),
               scope.c_str(), static_cast<long long>(calls), concurrency,
               wall_s, calls / wall_s);
   std::printf("  success   %lld / %lld = %.3f %%\n",
@@ -280,6 +271,15 @@ int soak_main(const std::vector<std::string>& args) {
               static_cast<long long>(attempts),
               calls ? static_cast<double>(attempts) / calls : 0.0,
               static_cast<long long>(rate_limited));
+  std::printf("  hedges    %lld fired, %lld won\n",
+              static_cast<long long>(t.hedges),
+              static_cast<long long>(t.hedges_won));
+  if (t.priced > 0)
+    std::printf("  cost      $%.6f for %lld priced answers (the winners; "
+                "what losing legs cost is in telemetry)\n",
+                t.cost_usd, static_cast<long long>(t.priced));
+  else
+    std::printf("  cost      n/a (no price for these models)\n");
   std::printf("  per source (share of attempts; outcomes; breaker):\n");
   for (auto& s : st->sources) {
     int64_t n = 0;
@@ -311,53 +311,179 @@ int soak_main(const std::vector<std::string>& args) {
     all_ok = all_ok && holds;
     std::printf("    %-30s %s\n", name.c_str(), holds ? "ok" : "BROKEN");
   }
-  if (json_path) {
-    json::object by_source;
-    for (auto& s : st->sources) {
-      json::object o;
-      for (auto& [name, k] : s.outcomes)
-        o[name] = k;
-      by_source[s.name] = std::move(o);
-    }
-    json::object invariants;
-    for (auto& [name, holds] : inv)
-      invariants[name] = holds;
-    json::object breakers;
-    for (auto& s : st->sources)
-      breakers[s.name] = json::object{
-        {"state", s.breaker.state},
-        {"epoch", s.breaker.epoch},
-        {"opens", s.breaker.opens},
-        {"probes", s.breaker.probes},
-        {"probe_failures", s.breaker.probe_failures},
-        {"reopen_streak", s.breaker.reopen_streak},
-      };
-    json::object errors;
-    for (auto& [code, n] : t.errors)
-      errors[code] = n;
-    json::object doc{
-      {"calls", calls},
-      {"ok", t.ok},
-      {"success_rate", rate},
-      {"attempts", attempts},
-      {"rate_limited", rate_limited},
-      {"errors", std::move(errors)},
-      {"attempts_by_source", std::move(by_source)},
-      {"breakers", std::move(breakers)},
-      {"latency_ms",
-       json::object{{"p50", p50}, {"p95", p95}, {"p99", p99}, {"p999", p999}}},
-      {"wall_s", wall_s},
-      {"invariants", std::move(invariants)},
+  json::object by_source;
+  for (auto& s : st->sources) {
+    json::object o;
+    for (auto& [name, k] : s.outcomes)
+      o[name] = k;
+    by_source[s.name] = std::move(o);
+  }
+  json::object invariants;
+  for (auto& [name, holds] : inv)
+    invariants[name] = holds;
+  json::object breakers;
+  for (auto& s : st->sources)
+    breakers[s.name] = json::object{
+      {"state", s.breaker.state},
+      {"epoch", s.breaker.epoch},
+      {"opens", s.breaker.opens},
+      {"probes", s.breaker.probes},
+      {"probe_failures", s.breaker.probe_failures},
+      {"reopen_streak", s.breaker.reopen_streak},
     };
+  json::object errors;
+  for (auto& [code, n] : t.errors)
+    errors[code] = n;
+  json::object doc{
+    {"calls", calls},
+    {"ok", t.ok},
+    {"success_rate", rate},
+    {"attempts", attempts},
+    {"rate_limited", rate_limited},
+    {"hedges", t.hedges},
+    {"hedges_won", t.hedges_won},
+    {"cost_usd", t.priced > 0 ? json::value(t.cost_usd) : json::value(nullptr)},
+    {"errors", std::move(errors)},
+    {"attempts_by_source", std::move(by_source)},
+    {"breakers", std::move(breakers)},
+    {"latency_ms", json::object{{"p50", p50},
+                                {"p95", p95},
+                                {"p98", p98},
+                                {"p99", p99},
+                                {"p999", p999}}},
+    {"wall_s", wall_s},
+    {"invariants", std::move(invariants)},
+  };
+  if (out) {
+    out->calls = calls;
+    out->ok = t.ok;
+    out->wall_s = wall_s;
+    out->records = std::move(records);
+    out->status = *st;
+    out->invariants = inv;
+    out->attempts = attempts;
+    out->rate_limited = rate_limited;
+    out->hedges = t.hedges;
+    out->hedges_won = t.hedges_won;
+    out->cost_usd = t.cost_usd;
+    out->priced = t.priced;
+    out->p50 = p50;
+    out->p95 = p95;
+    out->p98 = p98;
+    out->p99 = p99;
+    out->p999 = p999;
+    out->report = doc;
+  }
+  return all_ok ? exit_ok : exit_other;
+}
+
+int soak_main(const std::vector<std::string>& args) {
+  soak_params params;
+  std::optional<std::string> env_file;
+  std::optional<std::string> json_path;
+  std::optional<std::string> scenario;
+  scenario_overrides ov;
+  bool plain_only = false; // an option that means nothing with --scenario
+  bool calls_set = false, concurrency_set = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    auto value = [&]() -> std::optional<std::string> {
+      if (i + 1 >= args.size())
+        return std::nullopt;
+      return args[++i];
+    };
+    auto bad = [&](const std::string& msg) {
+      std::fprintf(stderr, "pgw-actor soak: %s\n", msg.c_str());
+      return exit_usage;
+    };
+    if (a == "--help" || a == "-h") {
+      std::fputs(soak_usage, stdout);
+      return exit_ok;
+    } else if (a == "--calls" || a == "--concurrency") {
+      auto v = value();
+      auto n = v ? parse_number(*v) : std::nullopt;
+      if (!n || *n < 1 || *n > 1e9 || *n != static_cast<int64_t>(*n))
+        return bad(a + " must be an integer >= 1");
+      if (a == "--calls") {
+        params.calls = static_cast<int64_t>(*n);
+        calls_set = true;
+      } else if (*n > 10000) {
+        return bad("--concurrency must be <= 10000");
+      } else {
+        params.concurrency = static_cast<int>(*n);
+        concurrency_set = true;
+      }
+    } else if (a == "--scope" || a == "--env-file" || a == "--json-report"
+               || a == "--publish" || a == "--scenario" || a == "--set"
+               || a == "--redis") {
+      auto v = value();
+      if (!v)
+        return bad(a + " needs a value");
+      if (a == "--scope") {
+        params.scope = *v;
+        plain_only = true;
+      } else if (a == "--env-file") {
+        env_file = *v;
+        plain_only = true;
+      } else if (a == "--publish") {
+        params.publish = *v;
+      } else if (a == "--scenario") {
+        scenario = *v;
+      } else if (a == "--set") {
+        auto eq = v->find('=');
+        if (eq == std::string::npos || eq == 0)
+          return bad("--set needs KEY=VALUE");
+        ov.set.emplace_back(v->substr(0, eq), v->substr(eq + 1));
+      } else if (a == "--redis") {
+        ov.redis_url = *v;
+      } else {
+        json_path = *v;
+      }
+    } else if (a == "--stream") {
+      params.stream = true;
+      plain_only = true;
+    } else if (a == "--no-stream") {
+      params.stream = false;
+      plain_only = true;
+    } else {
+      return bad("unknown option " + a + "\n" + soak_usage);
+    }
+  }
+  if (scenario) {
+    if (plain_only) {
+      std::fprintf(stderr, "pgw-actor soak: --scope, --env-file, --stream "
+                           "and --no-stream come from the scenario file "
+                           "(use --set KEY=VALUE to change its env)\n");
+      return exit_usage;
+    }
+    if (calls_set)
+      ov.calls = params.calls;
+    if (concurrency_set)
+      ov.concurrency = params.concurrency;
+    ov.json_path = json_path;
+    ov.publish = params.publish;
+    return scenario_main(*scenario, ov);
+  }
+  if (!ov.set.empty() || ov.redis_url) {
+    std::fprintf(stderr,
+                 "pgw-actor soak: --set and --redis need --scenario\n");
+    return exit_usage;
+  }
+  auto cfg = load(env_file);
+  if (!cfg)
+    return exit_usage;
+  soak_result result;
+  auto rc = run_soak(*cfg, params, &result);
+  if (json_path && (rc == exit_ok || rc == exit_other)) {
     std::ofstream out{*json_path};
-    out << json::serialize(doc) << "\n";
+    out << json::serialize(result.report) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    json_path->c_str());
       return exit_other;
     }
   }
-  return all_ok ? exit_ok : exit_other;
+  return rc;
 }
 
 } // namespace pgw::cli

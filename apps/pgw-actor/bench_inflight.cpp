@@ -1,0 +1,424 @@
+// `pgw-actor bench inflight`: N streaming calls held open at once. The
+// simulator answers each after --hold seconds (its first token), so every
+// call is in flight together; the callers are `client::chat_async` futures,
+// not threads, so the load generator stays small. Reports the peak number of
+// calls in flight (gateway) and of requests open at the simulator, errors,
+// this process's RSS before the load and at the peak, and RSS per in-flight
+// call. By default the simulator runs as a separate `pgw-upstream-sim`
+// process (found beside this executable), so its memory (a thread per
+// connection) is measured apart and each process needs one descriptor per
+// call instead of two.
+
+#include "bench.hpp"
+#include "cli.hpp"
+
+#include "actors/client.hpp"
+#include "actors/gateway.hpp"
+#include "apps/pgw-upstream-sim/sim.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <future>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <thread>
+
+#include <csignal>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+namespace pgw::cli {
+
+namespace {
+
+namespace json = boost::json;
+namespace fs = std::filesystem;
+
+constexpr const char* inflight_usage = R"(usage: pgw-actor bench inflight [options]
+
+  --calls N        streaming calls held open at once (default 10000)
+  --hold S         seconds the simulator waits before the first token
+                   (default 10; the calls must all start within it)
+  --sim MODE       process: run pgw-upstream-sim (beside this executable)
+                   as a child, measured apart (default when it exists);
+                   in-process: run the simulator in this process (its
+                   threads and sockets then count in this process' RSS and
+                   descriptors)
+)";
+
+/// A field of /proc/PID/status in kB ("VmRSS", "VmHWM"), or a count
+/// ("Threads"); -1 when unreadable.
+int64_t proc_status(pid_t pid, const char* field) {
+  std::ifstream in{pid > 0 ? fmt::format("/proc/{}/status", pid)
+                           : std::string("/proc/self/status")};
+  std::string line;
+  std::string key = std::string(field) + ":";
+  while (std::getline(in, line))
+    if (line.rfind(key, 0) == 0)
+      return std::strtoll(line.c_str() + key.size(), nullptr, 10);
+  return -1;
+}
+
+int64_t open_fds() {
+  std::error_code ec;
+  int64_t n = 0;
+  for (auto it = fs::directory_iterator("/proc/self/fd", ec);
+       !ec && it != fs::directory_iterator(); it.increment(ec))
+    ++n;
+  return n;
+}
+
+std::string mb(int64_t kb) {
+  return kb < 0 ? std::string("?") : fmt::format("{:.1f} MB", kb / 1024.0);
+}
+
+/// `pgw-upstream-sim` as a child process, stopped by its PID.
+struct sim_child {
+  pid_t pid = -1;
+  int port = 0;
+
+  bool start(const std::string& binary, const std::string& scenario_path) {
+    int out[2];
+    if (::pipe2(out, O_CLOEXEC) != 0)
+      return false;
+    std::vector<std::string> argv{binary, "--listen", "127.0.0.1:0",
+                                  "--scenario", scenario_path};
+    std::vector<char*> args;
+    for (auto& a : argv)
+      args.push_back(a.data());
+    args.push_back(nullptr);
+    auto parent = ::getpid();
+    pid = ::fork();
+    if (pid < 0)
+      return false;
+    if (pid == 0) {
+      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (::getppid() != parent)
+        ::_exit(126);
+      ::dup2(out[1], STDOUT_FILENO);
+      ::execv(args[0], args.data());
+      ::_exit(127);
+    }
+    ::close(out[1]);
+    // "listening 127.0.0.1:PORT"
+    std::string line;
+    char c;
+    pollfd pfd{out[0], POLLIN, 0};
+    while (line.find('\n') == std::string::npos
+           && ::poll(&pfd, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1)
+      line += c;
+    ::close(out[0]);
+    auto colon = line.rfind(':');
+    if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
+      return false;
+    port = std::atoi(line.c_str() + colon + 1);
+    return port > 0;
+  }
+
+  ~sim_child() {
+    if (pid > 0) {
+      ::kill(pid, SIGTERM);
+      for (int i = 0; i < 300 && ::waitpid(pid, nullptr, WNOHANG) != pid; ++i)
+        ::usleep(10000);
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+} // namespace
+
+int bench_inflight(const std::vector<std::string>& args) {
+  int calls = 10000;
+  double hold = 10;
+  std::string mode = "auto";
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--help") {
+      std::fputs(inflight_usage, stdout);
+      return exit_ok;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "%s", inflight_usage);
+      return exit_usage;
+    }
+    auto value = args[++i];
+    auto x = parse_number(value);
+    if (args[i - 1] == "--calls" && x && *x >= 1 && *x <= 1e6
+        && *x == static_cast<int>(*x))
+      calls = static_cast<int>(*x);
+    else if (args[i - 1] == "--hold" && x && *x > 0 && *x <= 600)
+      hold = *x;
+    else if (args[i - 1] == "--sim"
+             && (value == "process" || value == "in-process"))
+      mode = value;
+    else {
+      std::fprintf(stderr, "pgw-actor bench inflight: bad option %s\n%s",
+                   args[i - 1].c_str(), inflight_usage);
+      return exit_usage;
+    }
+  }
+  // -- descriptors: one socket per call on each side --
+  rlimit lim{};
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  auto soft_before = lim.rlim_cur;
+  lim.rlim_cur = lim.rlim_max;
+  ::setrlimit(RLIMIT_NOFILE, &lim);
+  ::getrlimit(RLIMIT_NOFILE, &lim);
+  std::error_code ec;
+  auto sim_binary = fs::read_symlink("/proc/self/exe", ec).parent_path()
+                    / "pgw-upstream-sim";
+  bool have_binary = !ec && ::access(sim_binary.c_str(), X_OK) == 0;
+  if (mode == "auto")
+    mode = have_binary ? "process" : "in-process";
+  if (mode == "process" && !have_binary) {
+    std::fprintf(stderr, "bench inflight: no %s (use --sim in-process)\n",
+                 sim_binary.c_str());
+    return exit_usage;
+  }
+  const rlim_t spare = 256;
+  rlim_t need = static_cast<rlim_t>(calls) * (mode == "process" ? 1 : 2)
+                + spare;
+  std::printf("pgw bench inflight: %d streaming calls held open, first token "
+              "after %g s; simulator %s; RLIMIT_NOFILE raised from %llu to "
+              "the hard limit %llu (need about %llu here)\n",
+              calls, hold,
+              mode == "process" ? "in a child process (pgw-upstream-sim)"
+                                : "in this process",
+              static_cast<unsigned long long>(soft_before),
+              static_cast<unsigned long long>(lim.rlim_cur),
+              static_cast<unsigned long long>(need));
+  if (lim.rlim_cur != RLIM_INFINITY && need > lim.rlim_cur) {
+    auto fit = (lim.rlim_cur - spare) / (mode == "process" ? 1 : 2);
+    std::printf("N does not fit: %d calls need about %llu descriptors in "
+                "this process, the hard limit is %llu: at most about %llu "
+                "calls%s\n",
+                calls, static_cast<unsigned long long>(need),
+                static_cast<unsigned long long>(lim.rlim_cur),
+                static_cast<unsigned long long>(fit),
+                mode == "in-process" ? " (the child-process simulator halves "
+                                       "the need: --sim process)"
+                                     : "");
+    return exit_other;
+  }
+  std::fflush(stdout);
+
+  // -- the simulator --
+  auto ttft_ms = hold * 1000;
+  auto scenario = fmt::format(
+    R"({{"models": {{"held": {{"tokens": 8, "ttft_ms": {}, "token_ms": 1}}}}}})",
+    ttft_ms);
+  std::unique_ptr<sim::server> in_process;
+  sim_child child;
+  std::string scenario_path;
+  int port = 0;
+  if (mode == "process") {
+    scenario_path = fmt::format("/tmp/pgw-inflight-{}.json", ::getpid());
+    std::ofstream{scenario_path} << scenario;
+    bool started = child.start(sim_binary.string(), scenario_path);
+    std::remove(scenario_path.c_str());
+    if (!started) {
+      std::fprintf(stderr, "bench inflight: %s did not start\n",
+                   sim_binary.c_str());
+      return exit_other;
+    }
+    port = child.port;
+  } else {
+    sim::options opts;
+    opts.scenario_json = scenario;
+    in_process = std::make_unique<sim::server>(opts);
+    port = in_process->port();
+  }
+  auto base = fmt::format("http://127.0.0.1:{}/v1", port);
+  env_map env{
+    {"BENCH__GENERIC__HELD__BASE_URL", base},
+    {"BENCH__GENERIC__HELD__MODEL", "held"},
+    {"BENCH__GENERIC__HELD__TIMEOUT_S", fmt::format("{}", hold + 120)},
+    {"BENCH__GENERIC__HELD__CONNECT_TIMEOUT_S", "60"},
+    {"BENCH__STREAM", "true"},
+    // One failure is one error here: no retries to hide it.
+    {"BENCH__MAX_ATTEMPTS", "1"},
+  };
+  auto cfg = load_settings(env);
+  if (!cfg) {
+    std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());
+    return exit_other;
+  }
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto gw = spawn_gateway(sys, *cfg, "BENCH");
+  if (!gw) {
+    std::fprintf(stderr, "bench: %s\n", describe(gw.error()).c_str());
+    return exit_other;
+  }
+  client cl{sys, *gw};
+  // The baseline: everything up, nothing in flight.
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  auto rss_before = proc_status(0, "VmRSS");
+  auto sim_rss_before = mode == "process" ? proc_status(child.pid, "VmRSS")
+                                          : -1;
+  auto threads_before = proc_status(0, "Threads");
+
+  // -- the monitor: the gateway's count of live calls, RSS, threads --
+  struct peak_figures {
+    int64_t calls_active = 0;
+    int64_t attempts_in_flight = 0;
+    int64_t rss_kb = 0;       ///< this process at the peak
+    int64_t sim_rss_kb = -1;  ///< the simulator's at the peak
+    int64_t threads = 0;
+    int64_t fds = 0;
+    double at_s = 0;
+  };
+  peak_figures peak;
+  int64_t max_rss = 0, max_sim_rss = -1;
+  std::atomic<bool> done{false};
+  auto t0 = clock_type::now();
+  std::thread monitor([&] {
+    while (!done) {
+      auto st = cl.status();
+      auto rss = proc_status(0, "VmRSS");
+      auto sim_rss = mode == "process" ? proc_status(child.pid, "VmRSS") : -1;
+      max_rss = std::max(max_rss, rss);
+      max_sim_rss = std::max(max_sim_rss, sim_rss);
+      if (st) {
+        int64_t attempts = 0;
+        for (auto& s : st->sources)
+          attempts += s.in_flight;
+        if (attempts > peak.attempts_in_flight
+            || (attempts == peak.attempts_in_flight && rss > peak.rss_kb)) {
+          peak.calls_active = st->calls_active;
+          peak.attempts_in_flight = attempts;
+          peak.rss_kb = rss;
+          peak.sim_rss_kb = sim_rss;
+          peak.threads = proc_status(0, "Threads");
+          peak.fds = open_fds();
+          peak.at_s = std::chrono::duration<double>(clock_type::now() - t0)
+                        .count();
+        }
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    }
+  });
+
+  // -- the load: N futures, started as fast as the gateway takes them --
+  std::vector<std::future<caf::expected<chat_response>>> futures;
+  futures.reserve(static_cast<size_t>(calls));
+  for (int i = 0; i < calls; ++i) {
+    chat_request req;
+    req.messages.push_back({"user", fmt::format("held call {}", i), {}});
+    futures.push_back(cl.chat_async(std::move(req)));
+  }
+  auto submitted_s = std::chrono::duration<double>(clock_type::now() - t0)
+                       .count();
+  int64_t ok = 0;
+  std::map<std::string, int64_t> errors;
+  for (auto& f : futures) {
+    auto res = f.get();
+    if (res) {
+      ++ok;
+    } else {
+      auto code = code_of(res.error());
+      ++errors[code ? to_string(*code) : "internal"];
+    }
+  }
+  auto total_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  done = true;
+  monitor.join();
+  futures.clear();
+
+  // -- what the simulator saw: requests open at once --
+  int64_t sim_peak = -1;
+  {
+    std::string log_text;
+    if (in_process) {
+      log_text = in_process->log_json();
+    } else {
+      httplib::Client http{"127.0.0.1", port};
+      http.set_read_timeout(std::chrono::seconds(30));
+      if (auto r = http.Get("/_sim/log"); r && r->status == 200)
+        log_text = r->body;
+    }
+    if (!log_text.empty()) {
+      std::vector<std::pair<double, int>> events;
+      for (auto& e : json::parse(log_text).at("requests").as_array()) {
+        auto& o = e.as_object();
+        events.emplace_back(o.at("arrived_ms").to_number<double>(), +1);
+        if (!o.at("ended_ms").is_null())
+          events.emplace_back(o.at("ended_ms").to_number<double>(), -1);
+      }
+      std::sort(events.begin(), events.end());
+      int64_t live = 0;
+      sim_peak = 0;
+      for (auto& [at, d] : events)
+        sim_peak = std::max(sim_peak, live += d);
+    }
+  }
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+
+  int64_t failed = calls - ok;
+  auto per_call_kb = peak.attempts_in_flight > 0
+                       ? static_cast<double>(peak.rss_kb - rss_before)
+                           / calls
+                       : 0.0;
+  std::printf("\nstarted %d calls in %.2f s; all answered after %.2f s\n",
+              calls, submitted_s, total_s);
+  std::printf("peak in flight:   %lld calls active in the gateway, %lld "
+              "upstream attempts open (at %.1f s); %lld requests open at "
+              "once at the simulator\n",
+              static_cast<long long>(peak.calls_active),
+              static_cast<long long>(peak.attempts_in_flight), peak.at_s,
+              static_cast<long long>(sim_peak));
+  std::printf("errors:           %lld", static_cast<long long>(failed));
+  for (auto& [code, n] : errors)
+    std::printf("  %s=%lld", code.c_str(), static_cast<long long>(n));
+  std::printf("\n");
+  std::printf("this process:     RSS %s before the load, %s at the peak "
+              "(max seen %s); %lld threads at the peak (%lld before), %lld "
+              "descriptors\n",
+              mb(rss_before).c_str(), mb(peak.rss_kb).c_str(),
+              mb(max_rss).c_str(), static_cast<long long>(peak.threads),
+              static_cast<long long>(threads_before),
+              static_cast<long long>(peak.fds));
+  std::printf("RSS per call:     %.1f kB ((RSS at the peak - RSS before) / "
+              "%d)%s\n",
+              per_call_kb, calls,
+              mode == "in-process" ? ", the simulator's threads included"
+                                   : ", gateway and load generator only");
+  if (mode == "process")
+    std::printf("the simulator:    RSS %s before, %s at the peak (max seen "
+                "%s): %.1f kB per connection, in its own process\n",
+                mb(sim_rss_before).c_str(), mb(peak.sim_rss_kb).c_str(),
+                mb(max_sim_rss).c_str(),
+                peak.sim_rss_kb > 0
+                  ? static_cast<double>(peak.sim_rss_kb - sim_rss_before)
+                      / calls
+                  : 0.0);
+  bool all_in = peak.attempts_in_flight >= calls;
+  std::printf("\ngoal %d calls in flight at once: %lld: %s\n", 10000,
+              static_cast<long long>(peak.attempts_in_flight),
+              all_in && calls >= 10000 ? "met"
+              : all_in ? "NOT met (fewer calls asked)"
+                       : "NOT met");
+  std::printf("goal zero errors: %lld: %s\n", static_cast<long long>(failed),
+              failed == 0 ? "met" : "NOT met");
+  std::printf("goal RSS <= 1 GB at the peak: %s: %s\n",
+              mb(peak.rss_kb).c_str(),
+              peak.rss_kb <= 1024 * 1024 ? "met" : "NOT met");
+  return failed == 0 && all_in ? exit_ok : exit_other;
+}
+
+} // namespace pgw::cli

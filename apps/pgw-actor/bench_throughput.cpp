@@ -1,0 +1,252 @@
+// `pgw-actor bench throughput`: logical calls per second through one node.
+// The same non-streaming request goes to a zero-delay in-process simulator
+// for S seconds from C callers three ways, in one run: straight over
+// keep-alive connections (the baseline), through a gateway with the memory
+// limiter and breaker, and through a gateway with the Redis ones (a
+// redis-server of our own on a free port unless --redis URL). The load
+// generator, the simulator and the gateway share this machine's cores.
+
+#include "bench.hpp"
+#include "cli.hpp"
+#include "scenario_redis.hpp"
+
+#include "actors/client.hpp"
+#include "actors/gateway.hpp"
+#include "apps/pgw-upstream-sim/sim.hpp"
+#include "backends/redis/client.hpp"
+#include "transport/chat_codec.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <fmt/format.h>
+#include <httplib.h>
+
+#include <atomic>
+#include <cstdio>
+#include <memory>
+#include <thread>
+
+namespace pgw::cli {
+
+namespace {
+
+constexpr const char* throughput_usage = R"(usage: pgw-actor bench throughput [options]
+
+  --seconds S      measured seconds per mode (default 5; each mode also
+                   warms up for 1 s)
+  --concurrency C  callers in parallel (default 32)
+  --redis URL      an existing Redis for the Redis mode (default: start
+                   redis-server on a free loopback port for the run)
+)";
+
+struct rate_result {
+  int64_t calls = 0;
+  int64_t errors = 0;
+  double wall_s = 0;
+
+  double rate() const {
+    return wall_s > 0 ? static_cast<double>(calls) / wall_s : 0;
+  }
+};
+
+/// `threads` callers call `one()` (made by `make_caller()`, false on error)
+/// for `seconds`; returns the calls completed per second of wall time.
+template <class MakeCaller>
+rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0}, errors{0};
+  std::vector<std::thread> workers;
+  auto t0 = clock_type::now();
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&] {
+      auto one = make_caller();
+      int64_t ok = 0, bad = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (one())
+          ++ok;
+        else
+          ++bad;
+      }
+      calls += ok;
+      errors += bad;
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers)
+    w.join();
+  rate_result out;
+  out.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  out.calls = calls;
+  out.errors = errors;
+  return out;
+}
+
+/// Total calls of Redis commands so far (INFO commandstats), -1 unknown.
+int64_t redis_commands(redis_client& c) {
+  auto r = c.command({"INFO", "commandstats"});
+  if (!r)
+    return -1;
+  int64_t total = 0;
+  size_t at = 0;
+  while ((at = r->str.find("calls=", at)) != std::string::npos) {
+    at += 6;
+    total += std::strtoll(r->str.c_str() + at, nullptr, 10);
+  }
+  return total;
+}
+
+} // namespace
+
+int bench_throughput(const std::vector<std::string>& args) {
+  double seconds = 5;
+  int concurrency = 32;
+  std::string url;
+  for (size_t i = 1; i < args.size(); ++i) {
+    if (args[i] == "--help") {
+      std::fputs(throughput_usage, stdout);
+      return exit_ok;
+    }
+    if (i + 1 >= args.size()) {
+      std::fprintf(stderr, "%s", throughput_usage);
+      return exit_usage;
+    }
+    auto value = args[++i];
+    auto x = parse_number(value);
+    if (args[i - 1] == "--seconds" && x && *x > 0 && *x <= 3600)
+      seconds = *x;
+    else if (args[i - 1] == "--concurrency" && x && *x >= 1 && *x <= 4096
+             && *x == static_cast<int>(*x))
+      concurrency = static_cast<int>(*x);
+    else if (args[i - 1] == "--redis")
+      url = value;
+    else {
+      std::fprintf(stderr, "pgw-actor bench throughput: bad option %s\n%s",
+                   args[i - 1].c_str(), throughput_usage);
+      return exit_usage;
+    }
+  }
+  local_redis own;
+  if (url.empty()) {
+    if (!own.start()) {
+      std::fprintf(stderr, "bench throughput: cannot start redis-server "
+                           "(install it, or pass --redis URL)\n");
+      return exit_other;
+    }
+    url = own.url();
+  }
+  auto redis = make_redis_client(url, 1);
+  if (!redis) {
+    std::fprintf(stderr, "bench throughput: %s\n",
+                 describe(redis.error()).c_str());
+    return exit_usage;
+  }
+
+  sim::options sim_opts;
+  sim_opts.scenario_json = R"({"models": {"bench-zero": {"tokens": 8}}})";
+  sim_opts.log_limit = 0;
+  sim::server upstream{sim_opts};
+  auto origin = fmt::format("http://127.0.0.1:{}", upstream.port());
+  env_map env{
+    {"BENCH__GENERIC__ZERO__BASE_URL", origin + "/v1"},
+    {"BENCH__GENERIC__ZERO__MODEL", "bench-zero"},
+    {"BENCH__STREAM", "false"},
+  };
+  auto cfg = load_settings(env);
+  if (!cfg) {
+    std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());
+    return exit_other;
+  }
+  chat_request req;
+  req.messages.push_back({"user", "How far is the moon?", {}});
+  auto body = build_chat_body(req, cfg->scopes.at("BENCH").sources[0], false);
+  if (!body)
+    return exit_other;
+
+  std::printf("pgw bench throughput: %g s per mode after 1 s of warm-up, "
+              "%d callers, %u hardware threads shared by the callers, the "
+              "simulator (a thread per connection) and the gateway; Redis "
+              "at %s\n\n",
+              seconds, concurrency, std::thread::hardware_concurrency(),
+              (*redis)->endpoint().c_str());
+  std::fflush(stdout);
+
+  auto direct_caller = [&] {
+    auto cli = std::make_shared<httplib::Client>(origin);
+    cli->set_keep_alive(true);
+    cli->set_tcp_nodelay(true);
+    return [cli, &body] {
+      auto res = cli->Post("/v1/chat/completions", *body, "application/json");
+      return res && res->status == 200;
+    };
+  };
+  run_for(1, concurrency, direct_caller);
+  auto direct = run_for(seconds, concurrency, direct_caller);
+
+  auto through_gateway = [&](const env_map& e, int64_t* redis_cmds) {
+    auto c = load_settings(e);
+    rate_result out;
+    if (!c) {
+      std::fprintf(stderr, "bench: %s\n", describe(c.error()).c_str());
+      out.errors = 1;
+      return out;
+    }
+    system_config sys_cfg;
+    caf::actor_system sys{sys_cfg};
+    auto gw = spawn_gateway(sys, *c, "BENCH");
+    if (!gw) {
+      std::fprintf(stderr, "bench: %s\n", describe(gw.error()).c_str());
+      out.errors = 1;
+      return out;
+    }
+    client cl{sys, *gw};
+    auto caller = [&] {
+      return [&cl, &req] { return static_cast<bool>(cl.chat(req)); };
+    };
+    run_for(1, concurrency, caller);
+    auto before = redis_cmds ? redis_commands(**redis) : 0;
+    out = run_for(seconds, concurrency, caller);
+    if (redis_cmds) {
+      auto after = redis_commands(**redis);
+      // INFO itself counts once.
+      *redis_cmds = before >= 0 && after >= 0 ? after - before - 1 : -1;
+    }
+    caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+    return out;
+  };
+  auto memory = through_gateway(env, nullptr);
+  auto redis_env = env;
+  redis_env["PGW_LIMITER_BACKEND"] = "redis";
+  redis_env["PGW_BREAKER_BACKEND"] = "redis";
+  redis_env["REDIS_URL"] = url;
+  redis_env["PGW_CACHE_NAMESPACE"] = fmt::format("pgw-bench-{}", ::getpid());
+  int64_t cmds = -1;
+  auto with_redis = through_gateway(redis_env, &cmds);
+
+  auto line = [](const char* label, const rate_result& r,
+                 const rate_result& base) {
+    std::printf("%-28s %9.0f calls/s  %8lld calls  errors %lld  ratio to "
+                "direct %.2f\n",
+                label, r.rate(), static_cast<long long>(r.calls),
+                static_cast<long long>(r.errors),
+                base.rate() > 0 ? r.rate() / base.rate() : 0.0);
+  };
+  line("direct (keep-alive)", direct, direct);
+  line("gateway, memory backends", memory, direct);
+  line("gateway, Redis backends", with_redis, direct);
+  if (cmds >= 0 && with_redis.calls > 0)
+    std::printf("  Redis commands per call in the Redis mode: %.2f (limiter "
+                "and breaker scripts)\n",
+                static_cast<double>(cmds) / with_redis.calls);
+  auto ratio = direct.rate() > 0 ? memory.rate() / direct.rate() : 0.0;
+  std::printf("\ngoal >= 5000 calls/s through one node, memory backends: "
+              "%.0f calls/s: %s\n",
+              memory.rate(), memory.rate() >= 5000 ? "met" : "NOT met");
+  std::printf("goal gateway/direct ratio >= 0.5 (memory backends): %.2f: "
+              "%s\n",
+              ratio, ratio >= 0.5 ? "met" : "NOT met");
+  return direct.errors + memory.errors + with_redis.errors == 0 ? exit_ok
+                                                                : exit_other;
+}
+
+} // namespace pgw::cli

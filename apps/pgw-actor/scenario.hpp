@@ -1,0 +1,95 @@
+#pragma once
+
+/// The soak runner shared by `pgw-actor soak` and `pgw-actor soak --scenario
+/// NAME`, and the scenario command itself (config/scenarios/NAME.json: the
+/// simulator's behaviours, the scope configuration, the load and the pass
+/// criteria in one file; see config/scenarios/README.md).
+
+#include "cli.hpp"
+
+#include "messages/gateway.hpp"
+
+#include <boost/json.hpp>
+
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace pgw::cli {
+
+/// How a soak runs.
+struct soak_params {
+  int64_t calls = 1000;
+  int concurrency = 16;
+  std::string scope = "LLM";
+  caf::optional<bool> stream;        ///< unset: the scope's STREAM
+  caf::optional<double> deadline_s;  ///< per-call deadline, unset: none
+  std::optional<std::string> publish; ///< --publish H:P
+  std::string title;                 ///< shown in the report's first line
+};
+
+/// One logical call as the caller saw it.
+struct soak_call {
+  double start_s = 0; ///< since the load started
+  double ms = 0;      ///< latency
+  bool ok = false;
+  std::string source; ///< the answering source (ok only)
+  std::string error;  ///< the error code (failed only)
+  int32_t attempts = 0;
+  int32_t hedges = 0;
+  bool hedge_won = false;
+  caf::optional<double> cost_usd;
+};
+
+/// What a soak measured; the scenario command checks expectations on it.
+struct soak_result {
+  int64_t calls = 0;
+  int64_t ok = 0;
+  double wall_s = 0;
+  std::vector<soak_call> records; ///< by call number
+  gateway_status status;          ///< after the run, once quiet
+  std::map<std::string, bool> invariants;
+  int64_t attempts = 0;     ///< upstream attempts, from the gateway status
+  int64_t rate_limited = 0; ///< 429s seen
+  int64_t hedges = 0;       ///< hedge legs fired
+  int64_t hedges_won = 0;
+  double cost_usd = 0;      ///< sum of the answers' cost_usd
+  int64_t priced = 0;       ///< answers that carried a cost
+  double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
+  boost::json::object report; ///< what --json-report writes
+};
+
+/// Called on the caller's thread with every answer (call number, answer).
+using answer_hook
+  = std::function<void(int64_t, const caf::expected<chat_response>&)>;
+
+/// Runs the soak against a fresh gateway for `cfg`: progress lines, then the
+/// report on stdout. Returns exit_ok when every invariant holds, exit_other
+/// when one is broken, exit_usage when the gateway cannot start. `out`, when
+/// given, receives the figures.
+int run_soak(const settings& cfg, const soak_params& params,
+             soak_result* out = nullptr, const answer_hook& hook = {});
+
+/// Command-line overrides of a scenario's load.
+struct scenario_overrides {
+  std::optional<int64_t> calls;
+  std::optional<int> concurrency;
+  std::optional<std::string> json_path;
+  std::optional<std::string> publish;
+  std::optional<std::string> redis_url; ///< fleet: use this Redis
+  std::vector<std::pair<std::string, std::string>> set; ///< --set K=V
+};
+
+/// `pgw-actor soak --scenario NAME`.
+int scenario_main(const std::string& name, const scenario_overrides& ov);
+
+/// Where `name` resolves (a path, ./config/scenarios/NAME.json, then the
+/// source tree of this executable); empty when nowhere. `tried` receives
+/// every path looked at.
+std::string resolve_scenario(const std::string& name,
+                             std::vector<std::string>* tried = nullptr);
+
+} // namespace pgw::cli

@@ -1,0 +1,92 @@
+#pragma once
+
+/// Internals of `soak --scenario`: the parsed scenario file, the simulator's
+/// request log, and the expectations checked after a run
+/// (scenario_checks.cpp), plus the fleet runner (scenario_fleet.cpp).
+
+#include "scenario.hpp"
+
+#include "apps/pgw-upstream-sim/scenario.hpp"
+#include "config/settings.hpp"
+
+#include <boost/json.hpp>
+
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgw::cli {
+
+/// A config/scenarios/NAME.json file, parsed and validated.
+struct scenario_file {
+  std::string path;
+  std::string name; ///< file name without .json
+  std::string description;
+  std::string models_json; ///< {"models": {...}} for the simulator
+  sim::detail::scenario models; ///< built-ins plus the file's models
+  uint64_t seed = 1;
+  double time_scale = 1.0;
+  std::string scope = "LLM";
+  std::map<std::string, std::string> env; ///< as written (${SIM} unexpanded)
+  int64_t calls = 1000;
+  int concurrency = 16;
+  std::optional<double> deadline_s;
+  std::optional<bool> stream;
+  std::string prices_json; ///< empty: the default price table
+  int nodes = 0;           ///< > 0: a fleet of that many processes
+  boost::json::object expect;
+};
+
+/// One row of the simulator's `/_sim/log`.
+struct log_row {
+  std::string model;
+  double arrived_ms = 0;
+  double ended_ms = 0; ///< +inf while in progress
+  int status = 0;
+  std::string action;
+  int64_t tokens = 0; ///< prompt tokens + tokens sent
+  bool client_closed = false;
+};
+
+std::vector<log_row> parse_sim_log(const std::string& log_json);
+
+/// One expectation's verdict.
+struct check {
+  std::string name;   ///< the expect key (with the source when per source)
+  bool ok = false;
+  std::string detail; ///< measured vs wanted
+};
+
+/// Everything the expectations are checked against.
+struct check_context {
+  const scenario_file& file;
+  const scope_config& scope;
+  const soak_result& soak; ///< in a fleet: calls and ok summed, no status
+  const std::vector<log_row>& log;
+  int64_t answers_checked = 0;
+  int64_t answers_truncated = 0;
+  const std::vector<std::string>& truncated_examples;
+  bool fleet = false;
+};
+
+/// Throws std::invalid_argument on an unknown or malformed expectation (or
+/// one a fleet cannot check).
+void check_expectation_keys(const boost::json::object& expect, bool fleet);
+
+std::vector<check> evaluate(const check_context& ctx);
+
+/// Prints the simulator's figures and the checks; true when all hold.
+bool print_checks(const scenario_file& f, const check_context& ctx,
+                  const std::vector<check>& checks);
+
+/// The "scenario" member of the JSON report.
+boost::json::object checks_json(const scenario_file& f,
+                                const check_context& ctx,
+                                const std::vector<check>& checks, bool passed);
+
+/// `soak --scenario` for a file with "fleet": Redis, the simulator here,
+/// N `pgw-actor soak` processes sharing the limits.
+int run_fleet(const scenario_file& f, const scenario_overrides& ov);
+
+} // namespace pgw::cli
