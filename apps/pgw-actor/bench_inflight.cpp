@@ -352,9 +352,16 @@ int bench_inflight(const std::vector<std::string>& args) {
       if (auto r = http.Get("/_sim/log"); r && r->status == 200)
         log_text = r->body;
     }
-    if (!log_text.empty()) {
+    boost::system::error_code ec;
+    auto log_doc = log_text.empty() ? json::value{} : json::parse(log_text, ec);
+    if (!log_text.empty() && (ec || !log_doc.is_object()
+                              || !log_doc.as_object().contains("requests"))) {
+      std::fprintf(stderr, "bench: the simulator's log is not readable (%zu "
+                           "bytes: %.80s)\n",
+                   log_text.size(), log_text.c_str());
+    } else if (!log_text.empty()) {
       std::vector<std::pair<double, int>> events;
-      for (auto& e : json::parse(log_text).at("requests").as_array()) {
+      for (auto& e : log_doc.at("requests").as_array()) {
         auto& o = e.as_object();
         events.emplace_back(o.at("arrived_ms").to_number<double>(), +1);
         if (!o.at("ended_ms").is_null())

@@ -639,10 +639,12 @@ json::object checks_json(const scenario_file& f, const check_context& ctx,
       {"peak_concurrency", l.peak_concurrency},
     };
   json::object calls_by_source;
+  for (auto& src : ctx.scope.sources) // every source, also one never answering
+    calls_by_source[src.name] = int64_t{0};
   for (auto& r : ctx.soak.records)
     if (r.ok) {
       auto& slot = calls_by_source[r.source];
-      slot = (slot.is_int64() ? slot.as_int64() : 0) + 1;
+      slot = (slot.is_int64() ? slot.as_int64() : int64_t{0}) + 1;
     }
   return json::object{
     {"name", f.name},
