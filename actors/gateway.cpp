@@ -178,19 +178,40 @@ void collect_status(self_ptr self,
               done(nullptr);
             },
             [done](caf::error& err) mutable { done(&err); });
+  // A limiter or breaker whose backend cannot be read (Redis down) still
+  // gives the source a status, saying why: status is what an operator
+  // looks at during an outage, so it must not fail with it.
   for (size_t i = 0; i < st.sources.size(); ++i) {
+    auto src = st.sources[i].config;
     self->request(st.sources[i].limiter, caf::infinite, atom::status_v)
       .then([out, i, done](limiter_status& ls) mutable {
               out->sources[i].limiter = std::move(ls);
               done(nullptr);
             },
-            [done](caf::error& err) mutable { done(&err); });
+            [out, i, src, done](caf::error& err) mutable {
+              auto& ls = out->sources[i].limiter;
+              ls.source = src->name;
+              if (src->rpm)
+                ls.rpm_limit = *src->rpm;
+              if (src->tpm)
+                ls.tpm_limit = *src->tpm;
+              if (src->max_concurrency)
+                ls.concurrency_limit = *src->max_concurrency;
+              ls.unavailable = describe(err);
+              done(nullptr);
+            });
     self->request(st.sources[i].breaker, caf::infinite, atom::status_v)
       .then([out, i, done](breaker_status& bs) mutable {
               out->sources[i].breaker = std::move(bs);
               done(nullptr);
             },
-            [done](caf::error& err) mutable { done(&err); });
+            [out, i, src, done](caf::error& err) mutable {
+              auto& bs = out->sources[i].breaker;
+              bs.source = src->name;
+              bs.state = "unknown";
+              bs.unavailable = describe(err);
+              done(nullptr);
+            });
   }
 }
 

@@ -63,6 +63,9 @@ struct limiter_status {
   uint64_t refused_tpm = 0;
   uint64_t refused_concurrency = 0;
   uint64_t leases_expired = 0; ///< in-flight leases that ran out unreleased
+  /// Why the backend could not be read (Redis down): then only `source` and
+  /// the limits are filled. Empty when the figures above are current.
+  std::string unavailable;
 };
 
 template <class Inspector>
@@ -70,7 +73,8 @@ typename Inspector::result_type inspect(Inspector& f, limiter_status& x) {
   return f(caf::meta::type_name("pgw.limiter_status"), x.source, x.rpm_limit,
            x.tpm_limit, x.concurrency_limit, x.rpm_used, x.tpm_used,
            x.in_flight, x.acquired, x.settled, x.released, x.refused_rpm,
-           x.refused_tpm, x.refused_concurrency, x.leases_expired);
+           x.refused_tpm, x.refused_concurrency, x.leases_expired,
+           x.unavailable);
 }
 
 // -- breaker ----------------------------------------------------------------------
@@ -105,6 +109,9 @@ struct breaker_status {
   uint64_t opens = 0;         ///< times opened (any reason)
   uint64_t probes = 0;        ///< probe leases granted
   uint64_t probe_failures = 0;
+  /// Why the backend could not be read (Redis down): then only `source` is
+  /// filled and `state` is "unknown". Empty when the figures are current.
+  std::string unavailable;
 };
 
 template <class Inspector>
@@ -112,7 +119,8 @@ typename Inspector::result_type inspect(Inspector& f, breaker_status& x) {
   return f(caf::meta::type_name("pgw.breaker_status"), x.source, x.state,
            x.epoch, x.failure_count, x.threshold, x.reopen_streak,
            x.open_for_s, x.window_attempts, x.window_failures,
-           x.probe_in_flight, x.opens, x.probes, x.probe_failures);
+           x.probe_in_flight, x.opens, x.probes, x.probe_failures,
+           x.unavailable);
 }
 
 /// Work finished on one of the project's own threads, to be completed inside

@@ -74,6 +74,12 @@ std::string render_status(const gateway_status& st) {
       b.state == "open" ? fmt::format(" open for {:.1f}s", b.open_for_s) : "",
       "", l.rpm_used, limit(l.rpm_limit), l.tpm_used, limit(l.tpm_limit),
       l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s);
+    if (!b.unavailable.empty())
+      out += fmt::format("  {:<12} breaker unreadable: {}\n", "",
+                         b.unavailable);
+    if (!l.unavailable.empty())
+      out += fmt::format("  {:<12} limiter unreadable: {}\n", "",
+                         l.unavailable);
   }
   return out;
 }
@@ -95,14 +101,20 @@ std::string render_status_json(const gateway_status& st) {
                     {"failure_count", b.failure_count},
                     {"open_for_s", b.open_for_s},
                     {"window_attempts", b.window_attempts},
-                    {"window_failures", b.window_failures}}},
+                    {"window_failures", b.window_failures},
+                    {"unavailable", b.unavailable.empty()
+                                      ? json::value(nullptr)
+                                      : json::value(b.unavailable)}}},
       {"limiter",
        json::object{{"rpm_used", l.rpm_used},
                     {"tpm_used", l.tpm_used},
                     {"in_flight", l.in_flight},
                     {"acquired", l.acquired},
                     {"settled", l.settled},
-                    {"released", l.released}}},
+                    {"released", l.released},
+                    {"unavailable", l.unavailable.empty()
+                                      ? json::value(nullptr)
+                                      : json::value(l.unavailable)}}},
     });
   }
   return json::serialize(json::object{{"scope", st.scope},

@@ -29,6 +29,8 @@ struct soak_params {
   caf::optional<double> deadline_s;  ///< per-call deadline, unset: none
   std::optional<std::string> publish; ///< --publish H:P
   std::string title;                 ///< shown in the report's first line
+  /// Seconds between progress lines; unset: 0.2 on a terminal, else 1.
+  std::optional<double> progress_s;
 };
 
 /// One logical call as the caller saw it.

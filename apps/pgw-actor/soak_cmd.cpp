@@ -44,6 +44,8 @@ constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurre
   --stream           ask sources for streamed answers (default: the scope's)
   --no-stream        ask for single JSON answers
   --json-report P    also write the report as JSON to P
+  --progress S       seconds between progress lines (default 0.2 on a
+                     terminal, else 1)
   --publish H:P      serve this node's live status on H:P (P 0 = any free
                      port) for `pgw-actor status --connect`
 
@@ -86,15 +88,20 @@ double percentile(std::vector<double>& v, double q) {
 /// Reads the gateway status until every permit is settled and released and
 /// nothing is in flight (attempts settle just after their call answers), or
 /// two seconds pass.
+/// The status once nothing is in flight and every permit is settled and
+/// released, or after 5 s (settlements retried after a Redis outage need the
+/// client's reconnect backoff, up to 2 s, plus the retry delay).
 caf::expected<gateway_status> quiet_status(client& cl) {
-  auto until = clock_type::now() + std::chrono::seconds(2);
+  auto until = clock_type::now() + std::chrono::seconds(5);
   for (;;) {
     auto st = cl.status();
     if (!st)
       return st;
     bool quiet = st->calls_active == 0;
     for (auto& s : st->sources)
-      quiet = quiet && s.in_flight == 0 && s.limiter.in_flight == 0
+      quiet = quiet && s.limiter.unavailable.empty()
+              && s.breaker.unavailable.empty() && s.in_flight == 0
+              && s.limiter.in_flight == 0
               && s.limiter.acquired == s.limiter.settled
               && s.limiter.acquired == s.limiter.released;
     if (quiet || clock_type::now() > until)
@@ -190,7 +197,8 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
   // Progress: one updating line on a terminal, a plain line per second else.
   bool tty = ::isatty(STDOUT_FILENO) != 0;
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(tty ? 200 : 1000));
+    std::this_thread::sleep_for(std::chrono::duration<double>(
+      params.progress_s ? *params.progress_s : tty ? 0.2 : 1.0));
     int64_t done, ok;
     {
       std::lock_guard<std::mutex> guard{t.mtx};
@@ -230,7 +238,11 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
   for (auto& s : st->sources) {
     in_flight_zero = in_flight_zero && s.in_flight == 0
                      && s.limiter.in_flight == 0;
-    permits_balanced = permits_balanced
+    // Figures a backend could not give cannot show the balance.
+    if (!s.limiter.unavailable.empty())
+      std::fprintf(stderr, "pgw-actor soak: limiter of %s unreadable: %s\n",
+                   s.name.c_str(), s.limiter.unavailable.c_str());
+    permits_balanced = permits_balanced && s.limiter.unavailable.empty()
                        && s.limiter.acquired == s.limiter.settled
                        && s.limiter.acquired == s.limiter.released;
     for (auto& [name, n] : s.outcomes) {
@@ -354,6 +366,15 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     {"wall_s", wall_s},
     {"invariants", std::move(invariants)},
   };
+  if (!st->telemetry.path.empty())
+    doc["telemetry"] = json::object{
+      {"path", st->telemetry.path},
+      {"queued", st->telemetry.queued},
+      {"written", st->telemetry.written},
+      {"dropped", st->telemetry.dropped},
+      {"errors", st->telemetry.errors},
+      {"healthy", st->telemetry.healthy},
+    };
   if (out) {
     out->calls = calls;
     out->ok = t.ok;
@@ -413,6 +434,12 @@ int soak_main(const std::vector<std::string>& args) {
         params.concurrency = static_cast<int>(*n);
         concurrency_set = true;
       }
+    } else if (a == "--progress") {
+      auto v = value();
+      auto x = v ? parse_number(*v) : std::nullopt;
+      if (!x || !(*x >= 0.01 && *x <= 3600))
+        return bad("--progress must be seconds in [0.01, 3600]");
+      params.progress_s = *x;
     } else if (a == "--scope" || a == "--env-file" || a == "--json-report"
                || a == "--publish" || a == "--scenario" || a == "--set"
                || a == "--redis") {

@@ -68,6 +68,15 @@ TEST_CASE("redis governance: fail closed while Redis is down, recover without a 
   REQUIRE_FALSE(down);
   CHECK(code_of(down.error()) == error_code::governance_unavailable);
   CHECK(took < 2.0); // fail closed, promptly: never admitted blindly
+  // Status still answers during the outage, and says what it cannot read.
+  auto during = cl.status();
+  REQUIRE(during);
+  auto& src = during->sources[0];
+  CHECK(src.limiter.unavailable.find("governance_unavailable")
+        != std::string::npos);
+  CHECK(src.limiter.rpm_limit == caf::optional<int64_t>{1000});
+  CHECK(src.breaker.state == "unknown");
+  CHECK_FALSE(src.breaker.unavailable.empty());
   redis.restart();
   // The same process recovers (after the client's reconnect backoff).
   caf::expected<chat_response> back{caf::error{}};
@@ -78,6 +87,10 @@ TEST_CASE("redis governance: fail closed while Redis is down, recover without a 
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   CHECK(back);
+  auto after = cl.status();
+  REQUIRE(after);
+  CHECK(after->sources[0].limiter.unavailable.empty());
+  CHECK(after->sources[0].breaker.unavailable.empty());
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
 }
 
