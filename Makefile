@@ -6,12 +6,39 @@ JOBS ?= 2
 BUILD_TYPE ?= RelWithDebInfo
 CMAKE_FLAGS ?=
 
-# Debian packages the build and the tests need.
+# Debian packages the build and the tests need (clang and its runtimes for
+# the libFuzzer targets).
 PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        libboost-json1.81-dev libhiredis-dev libfmt-dev doctest-dev \
-       libsqlite3-dev redis-server zlib1g-dev libbrotli-dev
+       libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
+       clang-14 libclang-rt-14-dev
 
-.PHONY: deps build test demo clean
+# -- sanitizer and fuzz builds ------------------------------------------------
+ASAN_BUILD ?= build-asan
+TSAN_BUILD ?= build-tsan
+FUZZ_BUILD ?= build-fuzz
+SUPP := $(CURDIR)/tests/sanitizers
+# Tests left out of the ASan run (a ctest -E regex; empty: none): the 60 s
+# three-process fleet run is real time only and exercises no code the other
+# fleet and Redis tests do not.
+ASAN_EXCLUDE ?= ^fleet: three processes share
+ASAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
+           UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(SUPP)/ubsan.supp \
+           LSAN_OPTIONS=suppressions=$(SUPP)/lsan.supp:print_suppressions=0
+# atexit_sleep_ms=0: TSan otherwise sleeps 1 s in every exiting process (the
+# simulator's prompt-shutdown test measures that).
+TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=0:suppressions=$(SUPP)/tsan.supp
+# ThreadSanitizer cannot map its shadow memory under the kernel's full address
+# space randomisation on some kernels: run its programs without it when the
+# machine allows (setarch -R), as they are when they start in a test.
+NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
+
+FUZZ_TARGETS = fuzz_sse_parser fuzz_retry_after fuzz_config_loader fuzz_chat_decoder
+FUZZ_SMOKE_SECONDS ?= 15
+FUZZ_SECONDS ?= 300
+FUZZ_FLAGS ?= -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
+
+.PHONY: deps build check test demo clean test-asan test-tsan fuzz-build fuzz fuzz-smoke
 
 ## deps: apt-get install exactly the packages that are missing
 deps:
@@ -32,13 +59,62 @@ build: deps
 	cmake -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=$(BUILD_TYPE) $(CMAKE_FLAGS)
 	cmake --build $(BUILD) -j$(JOBS)
 
-## test: deps + build + every test suite (ctest)
-test: build
+## check: deps + build + every test suite (ctest), no sanitizers
+check: build
 	cd $(BUILD) && ctest --output-on-failure --timeout 600
+
+## test: check, then the ASan+UBSan suite, the TSan suite and the fuzz smoke
+test: check
+	@$(MAKE) --no-print-directory test-asan
+	@$(MAKE) --no-print-directory test-tsan
+	@$(MAKE) --no-print-directory fuzz-smoke
+
+## test-asan: the whole suite built with ASan+UBSan (g++), in $(ASAN_BUILD)
+test-asan: deps
+	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGW_SANITIZE=ON
+	$(ASAN_ENV) cmake --build $(ASAN_BUILD) -j$(JOBS)
+	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 \
+	  $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
+
+## test-tsan: the tests of our own threaded code built with TSan, in $(TSAN_BUILD)
+test-tsan: deps
+	cmake -S . -B $(TSAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGW_TSAN=ON
+	$(TSAN_ENV) $(NOASLR) cmake --build $(TSAN_BUILD) -j$(JOBS) --target pgw-tsan-tests
+	cd $(TSAN_BUILD) && $(TSAN_ENV) $(NOASLR) ctest --output-on-failure --timeout 900
+
+## fuzz-build: the libFuzzer targets (clang), in $(FUZZ_BUILD)
+fuzz-build: deps
+	CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGW_FUZZ=ON
+	cmake --build $(FUZZ_BUILD) -j$(JOBS)
+
+# Runs every target for $(1) seconds on a scratch corpus seeded from
+# tests/fuzz/corpus/<target> (which it never writes); a crash, leak or
+# timeout leaves its input in $(FUZZ_BUILD)/artifacts/ and fails.
+define run_fuzzers
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
+	  dict=""; [ -f tests/fuzz/$$t.dict ] && dict="-dict=tests/fuzz/$$t.dict"; \
+	  echo "== $$t: $(1) s"; \
+	  $(ASAN_ENV) $(FUZZ_BUILD)/tests/fuzz/$$t $(FUZZ_FLAGS) $$dict \
+	    -max_total_time=$(1) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
+	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/$$t.log \
+	    || { tail -n 60 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
+	  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|INFO: seed corpus' \
+	    $(FUZZ_BUILD)/$$t.log | tr '\n' ' '; echo; \
+	done
+endef
+
+## fuzz-smoke: each fuzz target for FUZZ_SMOKE_SECONDS (15) seconds
+fuzz-smoke: fuzz-build
+	$(call run_fuzzers,$(FUZZ_SMOKE_SECONDS))
+
+## fuzz: each fuzz target for FUZZ_SECONDS (300) seconds
+fuzz: fuzz-build
+	$(call run_fuzzers,$(FUZZ_SECONDS))
 
 ## demo: deps + build + the embedded default run
 demo: build
 	$(BUILD)/pgw-actor demo
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(ASAN_BUILD) $(TSAN_BUILD) $(FUZZ_BUILD)
