@@ -72,6 +72,8 @@ TEST_CASE("chaos: Redis killed and restarted mid-run: fail closed, recover, ever
     "REDIS_URL=" + redis.url(),
     "PGW_CACHE_NAMESPACE=chaos",
     "PGW_TELEMETRY_DB=off",
+    // No call may outlive this, whatever Redis does meanwhile.
+    "LLM__CALL_DEADLINE_S=20",
   };
   auto report_path = dir.file("report.json");
   bg_process soak{soak_argv(12000, 16, report_path), env};
@@ -83,6 +85,9 @@ TEST_CASE("chaos: Redis killed and restarted mid-run: fail closed, recover, ever
   redis.restart();
   auto rc = soak.wait_for(120s);
   INFO(soak.err());
+  // Where the run was when it ended (or hung): its last progress lines.
+  auto& out = soak.out();
+  INFO(out.substr(out.size() > 600 ? out.size() - 600 : 0));
   REQUIRE(rc.has_value()); // nothing hung
   auto report = soak_report(report_path);
   INFO(json::serialize(report));
