@@ -3,7 +3,13 @@
 /// Shared pieces of the `pgw-actor bench` subcommands: callers on threads
 /// and latency percentiles.
 
+#include "apps/pgw-upstream-sim/sim.hpp"
+#include "config/loader.hpp"
+#include "messages/chat.hpp"
+
 #include <algorithm>
+#include <memory>
+#include <optional>
 #include <chrono>
 #include <string>
 #include <thread>
@@ -69,6 +75,21 @@ inline sample_set run(int calls, int threads, MakeCaller make_caller) {
 }
 
 /// `pgw-actor bench hedge`.
+/// What `bench overhead` and `bench throughput` both compare against: a
+/// zero-delay simulator in this process, the BENCH scope with one source on
+/// it, and the request (and its body) both the gateway and direct callers
+/// send. Nothing (the reason printed) when the settings do not load.
+struct zero_bench {
+  std::unique_ptr<sim::server> upstream;
+  std::string origin; ///< http://127.0.0.1:PORT
+  env_map env;
+  settings cfg;
+  chat_request req;
+  std::string body;
+};
+
+std::optional<zero_bench> make_zero_bench();
+
 int bench_hedge(const std::vector<std::string>& args);
 
 /// `pgw-actor bench admission`.

@@ -45,6 +45,35 @@ void report(const char* label, sample_set& direct, sample_set& via) {
 
 } // namespace
 
+std::optional<zero_bench> make_zero_bench() {
+  zero_bench out;
+  sim::options sim_opts;
+  sim_opts.scenario_json = R"({"models": {"bench-zero": {"tokens": 8}}})";
+  sim_opts.log_limit = 0;
+  out.upstream = std::make_unique<sim::server>(sim_opts);
+  out.origin = fmt::format("http://127.0.0.1:{}", out.upstream->port());
+  out.env = env_map{
+    {"BENCH__GENERIC__ZERO__BASE_URL", out.origin + "/v1"},
+    {"BENCH__GENERIC__ZERO__MODEL", "bench-zero"},
+    {"BENCH__STREAM", "false"},
+  };
+  auto cfg = load_settings(out.env);
+  if (!cfg) {
+    std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());
+    return std::nullopt;
+  }
+  out.cfg = std::move(*cfg);
+  out.req.messages.push_back({"user", "How far is the moon?", {}});
+  auto body = build_chat_body(out.req, out.cfg.scopes.at("BENCH").sources[0],
+                              false);
+  if (!body) {
+    std::fprintf(stderr, "bench: %s\n", describe(body.error()).c_str());
+    return std::nullopt;
+  }
+  out.body = std::move(*body);
+  return out;
+}
+
 int bench_main(const std::vector<std::string>& args) {
   if (!args.empty() && args[0] == "hedge")
     return bench_hedge(args);
@@ -81,26 +110,13 @@ int bench_main(const std::vector<std::string>& args) {
       return exit_usage;
     }
   }
-  sim::options sim_opts;
-  sim_opts.scenario_json = R"({"models": {"bench-zero": {"tokens": 8}}})";
-  sim_opts.log_limit = 0;
-  sim::server upstream{sim_opts};
-  auto origin = fmt::format("http://127.0.0.1:{}", upstream.port());
-  env_map env{
-    {"BENCH__GENERIC__ZERO__BASE_URL", origin + "/v1"},
-    {"BENCH__GENERIC__ZERO__MODEL", "bench-zero"},
-    {"BENCH__STREAM", "false"},
-  };
-  auto cfg = load_settings(env);
-  if (!cfg) {
-    std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());
+  auto zero = make_zero_bench();
+  if (!zero)
     return exit_other;
-  }
-  chat_request req;
-  req.messages.push_back({"user", "How far is the moon?", {}});
-  auto body = build_chat_body(req, cfg->scopes.at("BENCH").sources[0], false);
-  if (!body)
-    return exit_other;
+  const auto& origin = zero->origin;
+  const auto* cfg = &zero->cfg;
+  const auto& req = zero->req;
+  const auto* body = &zero->body;
 
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};

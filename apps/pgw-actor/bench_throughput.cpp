@@ -147,26 +147,13 @@ int bench_throughput(const std::vector<std::string>& args) {
     return exit_usage;
   }
 
-  sim::options sim_opts;
-  sim_opts.scenario_json = R"({"models": {"bench-zero": {"tokens": 8}}})";
-  sim_opts.log_limit = 0;
-  sim::server upstream{sim_opts};
-  auto origin = fmt::format("http://127.0.0.1:{}", upstream.port());
-  env_map env{
-    {"BENCH__GENERIC__ZERO__BASE_URL", origin + "/v1"},
-    {"BENCH__GENERIC__ZERO__MODEL", "bench-zero"},
-    {"BENCH__STREAM", "false"},
-  };
-  auto cfg = load_settings(env);
-  if (!cfg) {
-    std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());
+  auto zero = make_zero_bench();
+  if (!zero)
     return exit_other;
-  }
-  chat_request req;
-  req.messages.push_back({"user", "How far is the moon?", {}});
-  auto body = build_chat_body(req, cfg->scopes.at("BENCH").sources[0], false);
-  if (!body)
-    return exit_other;
+  const auto& origin = zero->origin;
+  const auto& env = zero->env;
+  const auto& req = zero->req;
+  const auto* body = &zero->body;
 
   std::printf("pgw bench throughput: %g s per mode after 1 s of warm-up, "
               "%d callers, %u hardware threads shared by the callers, the "

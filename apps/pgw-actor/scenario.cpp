@@ -136,14 +136,6 @@ std::string text_of(const json::value& v, const std::string& where) {
   bad(where, "must be a string, a number or a boolean");
 }
 
-std::string replace_all(std::string s, const std::string& from,
-                        const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos;
-       at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
 std::string read_text(const std::string& path) {
   std::ifstream in{path, std::ios::binary};
   std::ostringstream buf;
@@ -371,17 +363,9 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
   if (f.nodes > 0)
     return run_fleet(f, ov);
 
-  sim::options sim_opts;
-  sim_opts.seed = f.seed;
-  sim_opts.time_scale = f.time_scale;
-  sim_opts.scenario_json = f.models_json;
-  std::unique_ptr<sim::server> upstream;
-  try {
-    upstream = std::make_unique<sim::server>(sim_opts);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pgw-actor soak: simulator: %s\n", e.what());
+  auto upstream = start_scenario_sim(f);
+  if (!upstream)
     return exit_other;
-  }
   auto base = fmt::format("http://127.0.0.1:{}/v1", upstream->port());
   env_map env;
   for (auto& [k, v] : f.env)
@@ -461,6 +445,27 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
     }
   }
   return all ? exit_ok : exit_other;
+}
+
+std::string replace_all(std::string s, const std::string& from,
+                        const std::string& to) {
+  for (size_t at = s.find(from); at != std::string::npos;
+       at = s.find(from, at + to.size()))
+    s.replace(at, from.size(), to);
+  return s;
+}
+
+std::unique_ptr<sim::server> start_scenario_sim(const scenario_file& f) {
+  sim::options sim_opts;
+  sim_opts.seed = f.seed;
+  sim_opts.time_scale = f.time_scale;
+  sim_opts.scenario_json = f.models_json;
+  try {
+    return std::make_unique<sim::server>(sim_opts);
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "pgw-actor soak: simulator: %s\n", e.what());
+    return nullptr;
+  }
 }
 
 } // namespace pgw::cli

@@ -7,11 +7,13 @@
 #include "scenario.hpp"
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
+#include "apps/pgw-upstream-sim/sim.hpp"
 #include "config/settings.hpp"
 
 #include <boost/json.hpp>
 
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -37,6 +39,15 @@ struct scenario_file {
   int nodes = 0;           ///< > 0: a fleet of that many processes
   boost::json::object expect;
 };
+
+/// `s` with every `from` replaced by `to` (`${SIM}`, `${REDIS}` in a file's
+/// env).
+std::string replace_all(std::string s, const std::string& from,
+                        const std::string& to);
+
+/// The file's simulator, started in this process on a free loopback port;
+/// null (and the reason printed) when it cannot start.
+std::unique_ptr<sim::server> start_scenario_sim(const scenario_file& f);
 
 /// One row of the simulator's `/_sim/log`.
 struct log_row {

@@ -30,14 +30,6 @@ namespace json = boost::json;
 
 namespace {
 
-std::string replace_all(std::string s, const std::string& from,
-                        const std::string& to) {
-  for (size_t at = s.find(from); at != std::string::npos;
-       at = s.find(from, at + to.size()))
-    s.replace(at, from.size(), to);
-  return s;
-}
-
 std::string slurp(const std::string& path) {
   std::ifstream in{path};
   std::ostringstream buf;
@@ -82,17 +74,9 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
     }
     redis_url = own.url();
   }
-  sim::options sim_opts;
-  sim_opts.seed = f.seed;
-  sim_opts.time_scale = f.time_scale;
-  sim_opts.scenario_json = f.models_json;
-  std::unique_ptr<sim::server> upstream;
-  try {
-    upstream = std::make_unique<sim::server>(sim_opts);
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "pgw-actor soak: simulator: %s\n", e.what());
+  auto upstream = start_scenario_sim(f);
+  if (!upstream)
     return exit_other;
-  }
   auto base = fmt::format("http://127.0.0.1:{}/v1", upstream->port());
   auto expand = [&](const std::string& v) {
     return replace_all(replace_all(v, "${SIM}", base), "${REDIS}", redis_url);
