@@ -21,4 +21,19 @@ caf::optional<double> attempt_cost(const price_table* prices,
   return *cost;
 }
 
+double wall_ms(caf::actor_clock::time_point at, double wall_offset_ms) {
+  return std::chrono::duration<double, std::milli>(at.time_since_epoch())
+           .count()
+         + wall_offset_ms;
+}
+
+double ms_between(caf::actor_clock::time_point from,
+                  caf::actor_clock::time_point to) {
+  return std::chrono::duration<double, std::milli>(to - from).count();
+}
+
+const char* usage_source_of(const attempt_result* res) {
+  return res != nullptr && res->usage_reported ? "reported" : "unavailable";
+}
+
 } // namespace pgw

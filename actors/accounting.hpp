@@ -8,6 +8,7 @@
 #include "config/pricing.hpp"
 #include "messages/outcome.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/optional.hpp>
 
 #include <cstdint>
@@ -23,5 +24,19 @@ caf::optional<double> attempt_cost(const price_table* prices,
                                    const std::string& model, outcome kind,
                                    const attempt_result* res,
                                    int64_t settled_tokens);
+
+// -- what the attempt and call rows share -------------------------------------
+
+/// `at` (an actor-clock time) as wall-clock ms since the epoch: actors read
+/// only their own clock, and rows carry wall time.
+double wall_ms(caf::actor_clock::time_point at, double wall_offset_ms);
+
+/// Milliseconds from `from` to `to`.
+double ms_between(caf::actor_clock::time_point from,
+                  caf::actor_clock::time_point to);
+
+/// "reported" when the upstream reported the usage of `res`, else
+/// "unavailable" (SPEC §10: usage is never guessed).
+const char* usage_source_of(const attempt_result* res);
 
 } // namespace pgw

@@ -1,5 +1,7 @@
 #include "actors/admission.hpp"
 
+#include "actors/backend_call.hpp"
+
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
@@ -17,13 +19,13 @@ struct admission {
   size_t next = 0;
   admit_result out;
   caf::typed_response_promise<admit_result> rp;
-  std::set<std::string> reasons;
+  std::set<skip_reason> reasons;
 };
 
 using admission_ptr = std::shared_ptr<admission>;
 
 void skip(const admission_ptr& a, const std::string& source,
-          const std::string& reason, double retry_in) {
+          skip_reason reason, double retry_in) {
   a->out.skipped[source] = reason;
   a->out.retry_in[source] = std::max(0.0, retry_in);
   a->reasons.insert(reason);
@@ -31,24 +33,30 @@ void skip(const admission_ptr& a, const std::string& source,
     a->out.retry_after_s = std::max(0.0, retry_in);
 }
 
+admission_refusal refusal_of(const std::set<skip_reason>& reasons) {
+  if (reasons.empty())
+    return admission_refusal::none;
+  if (reasons.size() > 1)
+    return admission_refusal::mixed;
+  switch (*reasons.begin()) {
+    case skip_reason::cooling:
+      return admission_refusal::cooling;
+    case skip_reason::circuit_open:
+      return admission_refusal::circuit_open;
+    case skip_reason::quota:
+      return admission_refusal::quota;
+  }
+  return admission_refusal::mixed;
+}
+
 void refuse(const admission_ptr& a) {
   auto& out = a->out;
-  if (a->reasons.empty())
-    out.refusal = "none";
-  else if (a->reasons.size() == 1)
-    out.refusal = *a->reasons.begin();
-  else
-    out.refusal = "mixed";
+  out.refusal = refusal_of(a->reasons);
   a->rp.deliver(std::move(out));
 }
 
 void governance_failed(const admission_ptr& a, const caf::error& err) {
-  if (code_of(err)) {
-    a->rp.deliver(err);
-    return;
-  }
-  a->rp.deliver(make_error(error_code::governance_unavailable,
-                           "governance backend failed: " + to_string(err)));
+  a->rp.deliver(unavailable(err));
 }
 
 void next_candidate(gateway_self self, admission_ptr a);
@@ -66,7 +74,7 @@ void try_limiter(gateway_self self, admission_ptr a, size_t i,
           // its expiry (SPEC §6).
           if (entry.probe)
             self->send(src.breaker, atom::release_v, entry.epoch);
-          skip(a, src.config->name, "quota", res.retry_after_s);
+          skip(a, src.config->name, skip_reason::quota, res.retry_after_s);
           next_candidate(self, std::move(a));
           return;
         }
@@ -102,7 +110,7 @@ void next_candidate(gateway_self self, admission_ptr a) {
     if (std::find(exclude.begin(), exclude.end(), name) != exclude.end())
       continue;
     if (src.cool_until > now) {
-      skip(a, name, "cooling",
+      skip(a, name, skip_reason::cooling,
            std::chrono::duration<double>(src.cool_until - now).count());
       continue;
     }
@@ -110,7 +118,8 @@ void next_candidate(gateway_self self, admission_ptr a) {
       .then(
         [self, a, i](breaker_entry& entry) {
           if (!entry.allowed) {
-            skip(a, self->state.sources[i].config->name, "circuit_open",
+            skip(a, self->state.sources[i].config->name,
+                 skip_reason::circuit_open,
                  entry.retry_after_s);
             next_candidate(self, std::move(a));
             return;

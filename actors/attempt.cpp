@@ -37,18 +37,13 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
   row.scope = src.scope;
   row.source = src.name;
   row.request_model = src.model;
-  row.started_at_ms = std::chrono::duration<double, std::milli>(
-                        self->state.started_at.time_since_epoch())
-                        .count()
-                      + args.wall_offset_ms;
-  row.latency_ms = std::chrono::duration<double, std::milli>(
-                     now - self->state.started_at)
-                     .count();
+  row.started_at_ms = wall_ms(self->state.started_at, args.wall_offset_ms);
+  row.latency_ms = ms_between(self->state.started_at, now);
   row.outcome = to_string(kind);
   row.settled_tokens = settled;
   row.is_hedge = args.hedge;
   row.is_probe = args.probe;
-  row.usage_source = "unavailable";
+  row.usage_source = usage_source_of(res);
   if (res != nullptr) {
     row.response_model = res->model;
     row.ttft_ms = res->ttft_ms;
@@ -60,7 +55,6 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
     if (res->usage_reported) {
       row.input_tokens = res->prompt_tokens;
       row.output_tokens = res->completion_tokens;
-      row.usage_source = "reported";
     }
     if (args.telemetry_content)
       row.content = res->content;

@@ -37,7 +37,7 @@ double seconds_between(caf::actor_clock::time_point from,
 }
 
 double ms_since(self_ptr self, caf::actor_clock::time_point from) {
-  return seconds_between(from, self->clock().now()) * 1000.0;
+  return ms_between(from, self->clock().now());
 }
 
 bool has_live_legs(self_ptr self) {
@@ -81,10 +81,7 @@ void write_rows(self_ptr self) {
   call_row row;
   row.call_id = st.args.call_id;
   row.scope = st.args.scope->name;
-  row.started_at_ms = std::chrono::duration<double, std::milli>(
-                        st.started_at.time_since_epoch())
-                        .count()
-                      + st.args.wall_offset_ms;
+  row.started_at_ms = wall_ms(st.started_at, st.args.wall_offset_ms);
   row.attempts = st.attempts;
   row.hedges = st.hedges;
   row.latency_ms = ms_since(self, st.started_at);
@@ -94,6 +91,8 @@ void write_rows(self_ptr self) {
       if (m.role == "user")
         row.prompt = m.content;
   if (st.response) {
+    // The row's columns repeat call_stats one by one (duplicates pairs this
+    // with succeed()): two types, each filled in exactly one place.
     auto& s = st.response->stats;
     row.outcome = "ok";
     row.hedge_won = s.hedge_won;
@@ -236,7 +235,7 @@ void succeed(self_ptr self, call_leg& leg) {
   stats.model = resp.model;
   stats.prompt_tokens = res.prompt_tokens;
   stats.completion_tokens = res.completion_tokens;
-  stats.usage_source = res.usage_reported ? "reported" : "unavailable";
+  stats.usage_source = usage_source_of(&res);
   stats.cost_usd = leg_cost(self, leg);
   // Legs of this round that ended without winning (a tie lost to the
   // primary, a failed leg) are losers too.
@@ -334,8 +333,8 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
   for (auto& [source, reason] : r.skipped)
-    st.last_reason[source] = reason;
-  if (r.refusal == "none") {
+    st.last_reason[source] = to_string(reason);
+  if (r.refusal == admission_refusal::none) {
     if (st.last_rejection) {
       fail_with_upstream(self, error_code::request_rejected,
                          "every source rejected the request",
@@ -351,10 +350,11 @@ void on_refused(self_ptr self, admit_result& r) {
   std::optional<double> wait_s;
   bool quota = false;
   for (auto& [source, reason] : r.skipped) {
-    quota = quota || reason == "quota";
-    bool waits = reason == "cooling"
-                 || (reason == "quota" && scope.on_quota_full == "wait")
-                 || (reason == "circuit_open"
+    quota = quota || reason == skip_reason::quota;
+    bool waits = reason == skip_reason::cooling
+                 || (reason == skip_reason::quota
+                     && scope.on_quota_full == "wait")
+                 || (reason == skip_reason::circuit_open
                      && scope.on_circuit_open == "wait");
     if (!waits)
       continue;
@@ -396,7 +396,6 @@ void admit(self_ptr self) {
     return;
   st.admitting = true;
   admit_request req;
-  req.call_id = st.args.call_id;
   req.exclude = st.excluded;
   req.failures = st.failures;
   self
@@ -439,11 +438,9 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
       || st.round_hedged || st.hedge_admitting || primary == nullptr)
     return; // stale, disarmed by a first token, or nothing left to hedge
   admit_request req;
-  req.call_id = st.args.call_id;
   req.exclude = st.excluded;
   req.exclude.push_back(primary->source);
   req.failures = st.failures;
-  req.hedge = true;
   st.hedge_admitting = true;
   self
     ->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))

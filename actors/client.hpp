@@ -3,7 +3,7 @@
 /// A non-actor wrapper: plain C++ code makes blocking or future-returning
 /// calls on a gateway.
 
-#include "actors/interfaces.hpp"
+#include "pgw/actors/interfaces.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>

@@ -1,13 +1,10 @@
 #include "actors/gateway.hpp"
 
 #include "actors/admission.hpp"
+#include "actors/breaker.hpp"
 #include "actors/call_supervisor.hpp"
-#include "actors/governance.hpp"
-#include "backends/redis/breaker.hpp"
-#include "backends/redis/client.hpp"
-#include "backends/redis/limiter.hpp"
+#include "actors/limiter.hpp"
 #include "transport/chat_codec.hpp"
-#include "transport/httplib_transport.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -190,13 +187,7 @@ void collect_status(self_ptr self,
             },
             [out, i, src, done](caf::error& err) mutable {
               auto& ls = out->sources[i].limiter;
-              ls.source = src->name;
-              if (src->rpm)
-                ls.rpm_limit = *src->rpm;
-              if (src->tpm)
-                ls.tpm_limit = *src->tpm;
-              if (src->max_concurrency)
-                ls.concurrency_limit = *src->max_concurrency;
+              ls = limiter_status_of(limits_of(*src));
               ls.unavailable = describe(err);
               done(nullptr);
             });
@@ -403,73 +394,6 @@ breaker_settings breaker_settings_of(const scope_config& scope,
                                         : std::max(300.0, b.cooldown_s);
   out.probe_lease_s = src.timeout_s + 5;
   return out;
-}
-
-caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
-                                           const settings& cfg,
-                                           const std::string& scope_name,
-                                           transport_ptr transport,
-                                           gateway_options opts) {
-  auto scope = cfg.find(scope_name);
-  if (scope == nullptr) {
-    std::string known;
-    for (auto& [name, sc] : cfg.scopes)
-      known += (known.empty() ? "" : ", ") + name;
-    return make_error(error_code::invalid_config,
-                      "scope " + scope_name + " has no sources (set "
-                        + scope_name
-                        + "__{PROVIDER}__{NAME}__BASE_URL and __MODEL)"
-                        + (known.empty() ? "" : "; configured: " + known));
-  }
-  if (scope->sources.empty())
-    return make_error(error_code::invalid_config,
-                      "scope " + scope_name + " has no sources");
-  if (!transport)
-    transport = make_httplib_transport();
-  // Prices and telemetry from the settings, unless the caller set them.
-  if (!opts.prices) {
-    auto prices = price_table::load(cfg.global.pricing_path);
-    if (!prices)
-      return prices.error();
-    opts.prices = std::make_shared<const price_table>(std::move(*prices));
-  }
-  opts.telemetry_content = opts.telemetry_content
-                           || cfg.global.telemetry_content;
-  // Redis governance: one client and one pool of I/O threads for both.
-  auto& g = cfg.global;
-  if ((g.limiter_backend == "redis" && !opts.make_limiter)
-      || (g.breaker_backend == "redis" && !opts.make_breaker)) {
-    auto client = make_redis_client(g.redis_url, 4);
-    if (!client)
-      return client.error();
-    auto ns = g.cache_namespace;
-    if (g.limiter_backend == "redis" && !opts.make_limiter)
-      opts.make_limiter = [c = *client, ns](const scope_config& sc,
-                                            const source_config& src) {
-        return make_redis_limiter(c, ns + ":" + sc.name + ":" + src.name,
-                                  limits_of(src));
-      };
-    if (g.breaker_backend == "redis" && !opts.make_breaker)
-      opts.make_breaker = [c = *client, ns](const scope_config& sc,
-                                            const source_config& src) {
-        return make_redis_breaker(c, ns + ":" + sc.name + ":" + src.name,
-                                  breaker_settings_of(sc, src));
-      };
-    if (!opts.governance_pool)
-      opts.governance_pool = std::make_shared<io_pool>();
-  }
-  if (opts.wall_offset_ms == 0)
-    opts.wall_offset_ms = wall_offset_ms(sys);
-  if (!opts.telemetry) {
-    auto path = cfg.global.telemetry_db ? *cfg.global.telemetry_db
-                                        : opts.default_telemetry_db;
-    if (!path.empty() && path != "off") {
-      opts.telemetry = spawn_telemetry(sys, make_sqlite_sink(path));
-      opts.own_telemetry = true;
-    }
-  }
-  return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
-                       std::move(transport), opts);
 }
 
 double wall_offset_ms(caf::actor_system& sys) {

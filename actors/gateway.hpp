@@ -73,10 +73,6 @@ struct gateway_options {
   double wall_offset_ms = 0;
   /// PGW_TELEMETRY_CONTENT=on: rows carry prompts and answers.
   bool telemetry_content = false;
-  /// The settings-based spawn_gateway: the telemetry database when
-  /// PGW_TELEMETRY_DB is unset ("" = none; `soak` and `demo` pass
-  /// ./pgw-telemetry.sqlite, `chat` and embedding backends nothing).
-  std::string default_telemetry_db;
   /// The gateway made `telemetry` for itself: it is linked and ends with it.
   bool own_telemetry = false;
 };
@@ -132,21 +128,13 @@ gateway_actor::behavior_type
 gateway(gateway_actor::stateful_pointer<gateway_state> self, scope_ptr scope,
         transport_ptr transport, gateway_options opts);
 
-/// Spawns a gateway serving `scope` (validated, at least one source).
+/// Spawns a gateway serving `scope` (validated, at least one source) with
+/// the pieces `opts` brings. Programs and embedders start from settings
+/// instead: apps/node/node_builder.hpp picks the pieces and calls this.
 gateway_actor spawn_gateway(caf::actor_system& sys, scope_ptr scope,
                             transport_ptr transport, gateway_options opts = {});
 
 /// Wall-clock ms minus `sys`'s actor-clock ms (read once, outside actors).
 double wall_offset_ms(caf::actor_system& sys);
-
-/// Spawns the gateway of `scope_name` from validated settings, with the
-/// cpp-httplib transport unless `transport` is given; prices from
-/// PGW_PRICING_PATH and a telemetry actor of its own when PGW_TELEMETRY_DB
-/// (or `opts.default_telemetry_db`) names a database, unless `opts` brings
-/// them.
-caf::expected<gateway_actor>
-spawn_gateway(caf::actor_system& sys, const settings& cfg,
-              const std::string& scope_name, transport_ptr transport = nullptr,
-              gateway_options opts = {});
 
 } // namespace pgw

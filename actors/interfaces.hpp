@@ -2,12 +2,13 @@
 
 /// Every typed actor interface of the runtime, in one place.
 
-#include "messages/chat.hpp"
-#include "messages/errors.hpp"
-#include "messages/gateway.hpp"
-#include "messages/governance.hpp"
-#include "messages/outcome.hpp"
-#include "messages/type_ids.hpp"
+#include "pgw/messages/chat.hpp"
+#include "pgw/messages/errors.hpp"
+#include "pgw/messages/gateway.hpp"
+#include "pgw/messages/governance.hpp"
+#include "pgw/messages/outcome.hpp"
+#include "pgw/messages/telemetry.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/replies_to.hpp>
 #include <caf/typed_actor.hpp>
@@ -86,6 +87,14 @@ using breaker_actor = caf::typed_actor<
   caf::replies_to<atom::status>::with<breaker_status>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
+
+/// One per process: batched writes of attempt, call and terminal failure
+/// rows (SPEC §10); never slows or fails a call.
+using telemetry_actor = caf::typed_actor<
+  caf::reacts_to<atom::record, attempt_row>,
+  caf::reacts_to<atom::record, call_row>,
+  caf::reacts_to<atom::record, terminal_failure_row>,
+  caf::replies_to<atom::status>::with<telemetry_status>>;
 
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<

@@ -16,4 +16,16 @@ limiter_backend::settle_and_release(const std::string& permit_id,
   return std::make_pair(*settled, *released);
 }
 
+limiter_status limiter_status_of(const limiter_limits& limits) {
+  limiter_status st;
+  st.source = limits.source;
+  if (limits.rpm)
+    st.rpm_limit = *limits.rpm;
+  if (limits.tpm)
+    st.tpm_limit = *limits.tpm;
+  if (limits.max_concurrency)
+    st.concurrency_limit = *limits.max_concurrency;
+  return st;
+}
+
 } // namespace pgw

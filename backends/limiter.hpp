@@ -80,6 +80,11 @@ public:
 
 using limiter_backend_ptr = std::unique_ptr<limiter_backend>;
 
+/// A status naming the source and its limits, every counter zero: what every
+/// backend's status starts from, and what a limiter that cannot be read
+/// (Redis down) still shows.
+limiter_status limiter_status_of(const limiter_limits& limits);
+
 /// The in-process limiter (backends/memory/limiter.cpp).
 limiter_backend_ptr make_memory_limiter(limiter_limits limits);
 

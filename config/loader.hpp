@@ -4,7 +4,7 @@
 /// `settings` → `validate`. Nothing is spawned from settings that did not
 /// pass here.
 
-#include "config/settings.hpp"
+#include "pgw/config/settings.hpp"
 
 #include <caf/expected.hpp>
 

@@ -2,7 +2,7 @@
 
 /// The chat request a caller sends to a gateway and the response it gets back.
 
-#include "messages/type_ids.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/optional.hpp>

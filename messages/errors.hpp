@@ -3,7 +3,7 @@
 /// The errors a caller can receive (SPEC §4) as a CAF error category, and the
 /// detail object carried in the error's context.
 
-#include "messages/type_ids.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/error.hpp>
 #include <caf/make_message.hpp>

@@ -3,10 +3,10 @@
 /// Messages between a call supervisor and its gateway: admission (which
 /// source runs the next attempt), attempt reports, and the gateway's status.
 
-#include "messages/governance.hpp"
-#include "messages/outcome.hpp"
-#include "messages/telemetry.hpp"
-#include "messages/type_ids.hpp"
+#include "pgw/messages/governance.hpp"
+#include "pgw/messages/outcome.hpp"
+#include "pgw/messages/telemetry.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/optional.hpp>
@@ -20,19 +20,38 @@ namespace pgw {
 
 /// A supervisor asks its gateway for a source to run the next attempt on.
 struct admit_request {
-  std::string call_id;
   /// Sources never to pick (rejected ones; the primary's source for a hedge).
   std::vector<std::string> exclude;
   /// Failures per source in this call: sources with ≥ 2 move to the tail.
   std::map<std::string, int32_t> failures;
-  bool hedge = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
-  return f(caf::meta::type_name("pgw.admit_request"), x.call_id, x.exclude,
-           x.failures, x.hedge);
+  return f(caf::meta::type_name("pgw.admit_request"), x.exclude, x.failures);
 }
+
+/// Why admission passed over a source.
+enum class skip_reason : uint8_t {
+  cooling,      ///< the gateway's 429 cooldown memo
+  circuit_open, ///< its breaker refused entry
+  quota,        ///< its limiter refused a permit
+};
+
+/// "cooling", "circuit_open", "quota": the words error details and
+/// telemetry use (`error_detail::per_source`).
+const char* to_string(skip_reason x);
+
+/// Why admission admitted no source.
+enum class admission_refusal : uint8_t {
+  none,         ///< every source was excluded: nothing is left to try
+  cooling,      ///< every skipped source was cooling
+  circuit_open, ///< every skipped source's circuit was open
+  quota,        ///< every skipped source's quota was full
+  mixed,        ///< the skipped sources had different reasons
+};
+
+const char* to_string(admission_refusal x);
 
 /// The gateway's answer: a source with its permit and breaker entry, or why
 /// none can run now.
@@ -42,16 +61,14 @@ struct admit_result {
   permit granted_permit; ///< when admitted: the limiter permit
   uint64_t epoch = 0;    ///< when admitted: the breaker epoch entered at
   bool probe = false;    ///< when admitted: the half-open probe
-  /// When refused: each source that was skipped and why (`cooling`,
-  /// `circuit_open`, `quota`).
-  std::map<std::string, std::string> skipped;
+  /// When refused: each source that was skipped and why.
+  std::map<std::string, skip_reason> skipped;
   /// When refused: seconds until each skipped source may run again.
   std::map<std::string, double> retry_in;
   /// When refused: seconds until the earliest skipped source may run again.
   caf::optional<double> retry_after_s;
-  /// When refused: "none" when every source is excluded, else the reason of
-  /// the skipped sources ("cooling", "circuit_open", "quota", "mixed").
-  std::string refusal;
+  /// When refused: why no source was admitted.
+  admission_refusal refusal = admission_refusal::none;
 };
 
 template <class Inspector>

@@ -3,7 +3,7 @@
 /// Limiter and breaker results and status (SPEC §5, §6), as they travel
 /// between the gateway, attempts and the per-source governance actors.
 
-#include "messages/type_ids.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/allowed_unsafe_message_type.hpp>

@@ -2,7 +2,7 @@
 
 /// How one attempt ended (SPEC §4) and everything the transport learned.
 
-#include "messages/type_ids.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/optional.hpp>

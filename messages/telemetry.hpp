@@ -6,7 +6,7 @@
 /// gen_ai_usage_input_tokens, ...); the rest are prefixed `pgw_` in the
 /// database. Times are wall-clock milliseconds since the Unix epoch.
 
-#include "messages/type_ids.hpp"
+#include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
 #include <caf/optional.hpp>

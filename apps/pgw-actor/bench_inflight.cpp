@@ -13,7 +13,7 @@
 #include "cli.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 
 #include <caf/actor_system.hpp>

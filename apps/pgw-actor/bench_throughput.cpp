@@ -11,7 +11,7 @@
 #include "scenario_redis.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "backends/redis/client.hpp"
 #include "transport/chat_codec.hpp"

@@ -3,7 +3,7 @@
 #include "cli.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 
 #include <caf/actor_system.hpp>
 

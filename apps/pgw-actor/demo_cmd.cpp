@@ -8,7 +8,7 @@
 #include "cli.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "node.hpp"
 
@@ -97,9 +97,9 @@ int demo_main(const std::vector<std::string>& args) {
   caf::actor_system sys{sys_cfg};
   // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
   // PGW_TELEMETRY_DB says otherwise.
-  gateway_options gw_opts;
+  node_options gw_opts;
   gw_opts.default_telemetry_db = default_telemetry_db;
-  auto gw = spawn_gateway(sys, *cfg, "DEMO", nullptr, gw_opts);
+  auto gw = spawn_gateway(sys, *cfg, "DEMO", gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor demo: %s\n", describe(gw.error()).c_str());
     return exit_other;

@@ -7,7 +7,7 @@
 #include "scenario.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "node.hpp"
 
 #include <caf/actor_system.hpp>
@@ -121,9 +121,9 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
   caf::actor_system sys{sys_cfg};
   // SPEC §3: soak and demo write ./pgw-telemetry.sqlite unless
   // PGW_TELEMETRY_DB says otherwise.
-  gateway_options gw_opts;
+  node_options gw_opts;
   gw_opts.default_telemetry_db = default_telemetry_db;
-  auto gw = spawn_gateway(sys, cfg, scope, nullptr, gw_opts);
+  auto gw = spawn_gateway(sys, cfg, scope, gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
     return exit_usage;

@@ -189,14 +189,7 @@ caf::expected<bool> memory_limiter::release(const std::string& permit_id,
 
 caf::expected<limiter_status> memory_limiter::status(double now_s) {
   advance_to(now_s);
-  limiter_status st;
-  st.source = limits_.source;
-  if (limits_.rpm)
-    st.rpm_limit = *limits_.rpm;
-  if (limits_.tpm)
-    st.tpm_limit = *limits_.tpm;
-  if (limits_.max_concurrency)
-    st.concurrency_limit = *limits_.max_concurrency;
+  auto st = limiter_status_of(limits_);
   st.rpm_used = static_cast<int64_t>(window_.size());
   st.tpm_used = window_tokens_;
   st.in_flight = static_cast<int64_t>(leases_.size());

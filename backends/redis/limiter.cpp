@@ -120,14 +120,7 @@ public:
     for (size_t i = 0; i < 10; ++i)
       if (r->type != redis_reply::kind::array || !integer_at(*r, i, v[i]))
         return bad_reply("status");
-    limiter_status st;
-    st.source = limits_.source;
-    if (limits_.rpm)
-      st.rpm_limit = *limits_.rpm;
-    if (limits_.tpm)
-      st.tpm_limit = *limits_.tpm;
-    if (limits_.max_concurrency)
-      st.concurrency_limit = *limits_.max_concurrency;
+    auto st = limiter_status_of(limits_);
     st.rpm_used = v[0];
     st.tpm_used = v[1];
     st.in_flight = v[2];

@@ -2,7 +2,7 @@
 // recover without a restart, settle admitted calls once Redis is back.
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "config/loader.hpp"
 #include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"

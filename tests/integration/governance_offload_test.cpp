@@ -2,7 +2,8 @@
 // offload threads, and a settle or release that fails while the backend is
 // down goes through once it is back.
 
-#include "actors/governance.hpp"
+#include "actors/breaker.hpp"
+#include "actors/limiter.hpp"
 #include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>

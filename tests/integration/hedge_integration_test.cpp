@@ -2,7 +2,7 @@
 // and a healthy one.
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "config/loader.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"

@@ -1,11 +1,10 @@
 #pragma once
 
-/// The per-source `limiter` and `breaker` actors (SPEC §2): thin shells that
-/// translate messages into calls on a backend (backends/limiter.hpp,
-/// backends/breaker.hpp), with the actor clock as the backend's time.
+/// The per-source `limiter` actor (SPEC §2, §5): a thin shell that
+/// translates messages into calls on a limiter backend (backends/limiter.hpp),
+/// with the actor clock as the backend's time.
 
 #include "actors/interfaces.hpp"
-#include "backends/breaker.hpp"
 #include "backends/limiter.hpp"
 #include "transport/io_pool.hpp"
 
@@ -32,21 +31,6 @@ struct limiter_state {
 limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,
-        std::shared_ptr<io_pool> offload = nullptr);
-
-struct breaker_state {
-  static inline const char* name = "breaker";
-  std::shared_ptr<breaker_backend> backend;
-  std::shared_ptr<io_pool> offload;
-  std::optional<caf::actor_clock::time_point> last_warning;
-};
-
-/// Serves `enter`, `record` (the outcome mapped by `feed_for`), `release`
-/// (probe lease) and `status` from `backend`; `offload` as for the limiter
-/// (a failed record or probe release is retried the same way).
-breaker_actor::behavior_type
-breaker(breaker_actor::stateful_pointer<breaker_state> self,
-        std::shared_ptr<breaker_backend> backend,
         std::shared_ptr<io_pool> offload = nullptr);
 
 } // namespace pgw

@@ -1,0 +1,83 @@
+#include "apps/node/node_builder.hpp"
+
+#include "actors/gateway.hpp"
+#include "actors/telemetry.hpp"
+#include "backends/redis/breaker.hpp"
+#include "backends/redis/client.hpp"
+#include "backends/redis/limiter.hpp"
+#include "transport/httplib_transport.hpp"
+
+#include <caf/actor_system.hpp>
+
+namespace pgw {
+
+namespace {
+
+/// Redis governance, when the settings ask for it: one client and one pool
+/// of I/O threads shared by every source's limiter and breaker.
+caf::error wire_redis_governance(const global_config& g, gateway_options& opts) {
+  bool limiter = g.limiter_backend == "redis";
+  bool breaker = g.breaker_backend == "redis";
+  if (!limiter && !breaker)
+    return {};
+  auto client = make_redis_client(g.redis_url, 4);
+  if (!client)
+    return client.error();
+  auto ns = g.cache_namespace;
+  if (limiter)
+    opts.make_limiter = [c = *client, ns](const scope_config& sc,
+                                          const source_config& src) {
+      return make_redis_limiter(c, ns + ":" + sc.name + ":" + src.name,
+                                limits_of(src));
+    };
+  if (breaker)
+    opts.make_breaker = [c = *client, ns](const scope_config& sc,
+                                          const source_config& src) {
+      return make_redis_breaker(c, ns + ":" + sc.name + ":" + src.name,
+                                breaker_settings_of(sc, src));
+    };
+  opts.governance_pool = std::make_shared<io_pool>();
+  return {};
+}
+
+} // namespace
+
+caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
+                                           const settings& cfg,
+                                           const std::string& scope_name,
+                                           const node_options& node) {
+  auto scope = cfg.find(scope_name);
+  if (scope == nullptr) {
+    std::string known;
+    for (auto& [name, sc] : cfg.scopes)
+      known += (known.empty() ? "" : ", ") + name;
+    return make_error(error_code::invalid_config,
+                      "scope " + scope_name + " has no sources (set "
+                        + scope_name
+                        + "__{PROVIDER}__{NAME}__BASE_URL and __MODEL)"
+                        + (known.empty() ? "" : "; configured: " + known));
+  }
+  if (scope->sources.empty())
+    return make_error(error_code::invalid_config,
+                      "scope " + scope_name + " has no sources");
+  gateway_options opts;
+  opts.seed = node.seed;
+  auto prices = price_table::load(cfg.global.pricing_path);
+  if (!prices)
+    return prices.error();
+  opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  opts.telemetry_content = cfg.global.telemetry_content;
+  if (auto err = wire_redis_governance(cfg.global, opts))
+    return err;
+  opts.wall_offset_ms = wall_offset_ms(sys);
+  auto db = cfg.global.telemetry_db ? *cfg.global.telemetry_db
+                                    : node.default_telemetry_db;
+  if (!db.empty() && db != "off") {
+    opts.telemetry = spawn_telemetry(sys, make_sqlite_sink(db));
+    opts.own_telemetry = true;
+  }
+  return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
+                       make_httplib_transport(), std::move(opts));
+}
+
+} // namespace pgw

@@ -1,0 +1,46 @@
+#pragma once
+
+/// The node builder: the one place that turns validated settings into a
+/// running gateway (the composition root). It picks the concrete pieces the
+/// actor layer only knows by interface — the cpp-httplib transport, memory
+/// or Redis limiter and breaker backends and their I/O threads, the SQLite
+/// telemetry sink, the price table — and spawns the gateway of one scope.
+/// `pgw-actor` and embedding backends both build their gateways here.
+/// Installed as <pgw/node_builder.hpp>.
+
+#include "pgw/actors/interfaces.hpp"
+#include "pgw/config/settings.hpp"
+
+#include <caf/expected.hpp>
+#include <caf/fwd.hpp>
+
+#include <cstdint>
+#include <string>
+
+namespace pgw {
+
+/// What a gateway needs beyond its settings.
+struct node_options {
+  /// Seeds the selector's randomness and each call's backoff jitter;
+  /// 0 = from std::random_device.
+  uint64_t seed = 0;
+  /// The telemetry database when PGW_TELEMETRY_DB is unset ("" = none).
+  /// Programs that keep a record by default pass ./pgw-telemetry.sqlite.
+  std::string default_telemetry_db;
+};
+
+/// Spawns the gateway of `scope_name` from validated settings: the
+/// cpp-httplib transport; memory or Redis limiters and breakers as
+/// LIMITER_BACKEND / BREAKER_BACKEND say (one Redis client and one I/O pool
+/// for both); prices from PGW_PRICING_PATH; a telemetry actor of its own
+/// (linked to the gateway) when PGW_TELEMETRY_DB or
+/// `opts.default_telemetry_db` names a database. Errors: `invalid_config`
+/// for an unknown or empty scope or a bad price table, the Redis client's
+/// error when Redis cannot be reached. Stop the gateway with an exit
+/// message (`caf::exit_reason::user_shutdown`).
+caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
+                                           const settings& cfg,
+                                           const std::string& scope_name,
+                                           const node_options& opts = {});
+
+} // namespace pgw
