@@ -7,6 +7,7 @@
 #include "messages/chat.hpp"
 #include "messages/outcome.hpp"
 #include "transport/sse_parser.hpp"
+#include "transport/tool_calls.hpp"
 
 #include <caf/expected.hpp>
 
@@ -94,7 +95,7 @@ public:
 private:
   std::string content_;
   std::string reasoning_;
-  std::string tool_calls_; ///< concatenated raw tool call deltas
+  tool_call_assembler tool_calls_;
   std::string finish_reason_;
   std::string model_;
   bool first_token_ = false;
