@@ -266,9 +266,6 @@ caf::error check_request(const chat_request& req) {
       if (m.parts[j].type != "text" && m.parts[j].type != "image_url")
         return invalid(where + ".parts[" + std::to_string(j)
                        + "].type: must be text or image_url");
-    if (m.role == "tool" && m.tool_call_id.empty())
-      return invalid(where + ".tool_call_id: a tool message must name the "
-                             "tool call it answers");
     for (size_t j = 0; j < m.tool_calls.size(); ++j)
       if (m.tool_calls[j].id.empty() || m.tool_calls[j].name.empty())
         return invalid(where + ".tool_calls[" + std::to_string(j)

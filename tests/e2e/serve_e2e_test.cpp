@@ -56,7 +56,8 @@ struct serve_fixture {
   child_process serve;
   int port = 0;
 
-  explicit serve_fixture(std::vector<std::string> extra = {}) {
+  explicit serve_fixture(std::vector<std::string> extra = {},
+                         const std::string& listen = "127.0.0.1:0") {
     std::ofstream(dir + "/scenario.json") << scenario_json;
     std::ofstream(dir + "/keys") << "# test key\n" << the_key_digest << "\n";
     sim = std::make_unique<sim_process>(
@@ -96,8 +97,8 @@ struct serve_fixture {
     argv.insert(argv.end(), env.begin(), env.end());
     argv.insert(argv.end(),
                 {"/bin/sh", "-c",
-                 "exec \"$0\" serve --listen 127.0.0.1:0 2>\"$1\"",
-                 PGW_ACTOR_BIN, dir + "/stderr"});
+                 "exec \"$0\" serve --listen \"$2\" 2>\"$1\"",
+                 PGW_ACTOR_BIN, dir + "/stderr", listen});
     serve = child_process(argv);
     auto line = serve.read_line();
     auto colon = line.rfind(':');
@@ -192,6 +193,13 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
     ids.emplace_back(m.at("id").as_string());
   CHECK(std::count(ids.begin(), ids.end(), "LLM") == 1);
   CHECK(std::count(ids.begin(), ids.end(), "LLM/a") == 1);
+  auto unknown = cli.Post("/v1/chat/completions", f.auth(),
+                          R"({"model":"LLM/zzz","messages":[{"role":"user","content":"hi"}]})",
+                          "application/json");
+  REQUIRE(unknown);
+  CHECK(unknown->status == 404);
+  CHECK(json::parse(unknown->body).at("error").at("code").as_string()
+        == "model_not_found");
   // Traffic: one ok, one error, then the exposition.
   auto body = R"({"model":"llm","messages":[{"role":"user","content":"hi"}]})";
   auto ok = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
@@ -311,6 +319,29 @@ TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
   // The answer needs 5 s; the drain ended it long before.
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
   CHECK(f.stderr_text().find("cancelling 1 call(s)") != std::string::npos);
+}
+
+TEST_CASE("serve: no keys file on a non-loopback address warns; a bad keys "
+          "file stops the start") {
+  {
+    serve_fixture f{{"PGW_SERVE_KEYS_FILE="}, "0.0.0.0:0"};
+    auto cli = f.http();
+    auto r = cli.Get("/v1/models"); // no key needed now
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(f.stderr_text().find("no PGW_SERVE_KEYS_FILE") != std::string::npos);
+  }
+  auto dir = temp_dir();
+  std::ofstream(dir + "/keys") << "sk-a-raw-key-not-a-digest\n";
+  auto r = run_program({PGW_ACTOR_BIN, "serve", "--listen", "127.0.0.1:0"},
+                       {"PGW_TELEMETRY_DB=off", "PGW_SERVE_KEYS_FILE=" + dir + "/keys",
+                        "LLM__OPENAI__A__BASE_URL=http://127.0.0.1:9/v1",
+                        "LLM__OPENAI__A__MODEL=ok"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 1 is not a SHA-256 hex digest") != std::string::npos);
+  CHECK(r.err.find("sk-a-raw-key") == std::string::npos); // never echoed
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
 }
 
 } // TEST_SUITE

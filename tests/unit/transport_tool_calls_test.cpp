@@ -213,9 +213,10 @@ TEST_CASE("tool calls: requests pgw cannot honour are invalid_request") {
   r.response_format = "[]";
   CHECK(message_of(r).find("response_format") != std::string::npos);
   r = base();
-  chat_message tool;
-  tool.role = "tool";
-  tool.content = "x";
-  r.messages.push_back(tool);
-  CHECK(message_of(r).find("tool_call_id") != std::string::npos);
+  chat_message assistant;
+  assistant.role = "assistant";
+  assistant.tool_calls.push_back({"", "function", "f", "{}"});
+  r.messages.push_back(assistant);
+  CHECK(message_of(r).find("messages[1].tool_calls[0]: needs an id")
+        != std::string::npos);
 }
