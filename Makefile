@@ -57,6 +57,8 @@ deps:
 ## tests/e2e/serve_client/package-lock.json; nothing fetched when present)
 SERVE_CLIENT = tests/e2e/serve_client
 serve-client:
+	@if ! command -v npm >/dev/null; then \
+	  echo "serve-client: npm not found: the serve e2e tests need Node 20 + npm"; exit 1; fi
 	@if [ -f $(SERVE_CLIENT)/node_modules/openai/package.json ] && \
 	   node -e 'const l=require("./$(SERVE_CLIENT)/package-lock.json"),p=require("./$(SERVE_CLIENT)/node_modules/openai/package.json");process.exit(l.packages["node_modules/openai"].version===p.version?0:1)'; \
 	then echo "serve-client: openai $$(node -p 'require("./$(SERVE_CLIENT)/node_modules/openai/package.json").version') present"; \

@@ -141,24 +141,22 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
         line("pgw_attempts_total{{scope=\"{}\",source=\"{}\",outcome=\"{}\"}} "
              "{}\n",
              esc(g.scope), esc(s.name), esc(outcome), n);
-  head(out, "pgw_source_in_flight", "gauge",
-       "Attempts running now, by scope and source.");
-  for (auto& g : gateways)
-    for (auto& s : g.sources)
-      line("pgw_source_in_flight{{scope=\"{}\",source=\"{}\"}} {}\n",
-           esc(g.scope), esc(s.name), s.in_flight);
-  head(out, "pgw_limiter_rpm_used", "gauge",
-       "Requests in the limiter's current 60 s window, by scope and source.");
-  for (auto& g : gateways)
-    for (auto& s : g.sources)
-      line("pgw_limiter_rpm_used{{scope=\"{}\",source=\"{}\"}} {}\n",
-           esc(g.scope), esc(s.name), s.limiter.rpm_used);
-  head(out, "pgw_limiter_tpm_used", "gauge",
-       "Tokens in the limiter's current 60 s window, by scope and source.");
-  for (auto& g : gateways)
-    for (auto& s : g.sources)
-      line("pgw_limiter_tpm_used{{scope=\"{}\",source=\"{}\"}} {}\n",
-           esc(g.scope), esc(s.name), s.limiter.tpm_used);
+  // Gauges with one sample per source of every scope.
+  auto per_source = [&](const char* name, const char* help, auto value) {
+    head(out, name, "gauge", help);
+    for (auto& g : gateways)
+      for (auto& s : g.sources)
+        line("{}{{scope=\"{}\",source=\"{}\"}} {}\n", name, esc(g.scope),
+             esc(s.name), value(s));
+  };
+  per_source("pgw_source_in_flight", "Attempts running now, by scope and source.",
+             [](const source_status& s) { return s.in_flight; });
+  per_source("pgw_limiter_rpm_used",
+             "Requests in the limiter's current 60 s window, by scope and source.",
+             [](const source_status& s) { return s.limiter.rpm_used; });
+  per_source("pgw_limiter_tpm_used",
+             "Tokens in the limiter's current 60 s window, by scope and source.",
+             [](const source_status& s) { return s.limiter.tpm_used; });
   head(out, "pgw_breaker_state", "gauge",
        "1 for the breaker's current state, by scope, source and state.");
   for (auto& g : gateways)

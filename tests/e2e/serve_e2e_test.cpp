@@ -12,7 +12,9 @@
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <future>
 #include <thread>
+#include <utility>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -115,6 +117,18 @@ struct serve_fixture {
       MESSAGE("could not remove " << dir);
   }
 
+  /// Waits (up to 2.5 s) until the simulator received a request for `model`.
+  void wait_for_upstream(const std::string& model) const {
+    httplib::Client s{"127.0.0.1", sim->port()};
+    for (int i = 0; i < 500; ++i) {
+      auto log = s.Get("/_sim/log");
+      if (log && log->body.find("\"" + model + "\"") != std::string::npos)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    FAIL("the simulator never received a request for " << model);
+  }
+
   std::string stderr_text() const {
     return slurp(dir + "/stderr");
   }
@@ -142,6 +156,20 @@ struct serve_fixture {
 
   httplib::Headers auth() const {
     return {{"Authorization", "Bearer " + the_key}};
+  }
+
+  /// Starts one chat call on `model` on another thread; the future holds
+  /// its status (0 = no answer) and body.
+  std::future<std::pair<int, std::string>> chat_async(const std::string& model) {
+    return std::async(std::launch::async, [this, model] {
+      auto c = http();
+      auto res = c.Post("/v1/chat/completions", auth(),
+                        R"({"model":")" + model
+                          + R"(","messages":[{"role":"user","content":"hi"}]})",
+                        "application/json");
+      return res ? std::make_pair(res->status, res->body)
+                 : std::make_pair(0, std::string{});
+    });
   }
 };
 
@@ -244,25 +272,13 @@ TEST_CASE("serve: body and in-flight limits") {
   REQUIRE(r);
   CHECK(r->status == 413);
   // One slow call holds the only slot; the next is turned away.
-  std::thread slow([&f] {
-    auto c = f.http();
-    auto res = c.Post("/v1/chat/completions", f.auth(),
-                      R"({"model":"SHORT","messages":[{"role":"user","content":"hi"}]})",
-                      "application/json");
-    CHECK((res && res->status == 200));
-  });
+  auto slow = f.chat_async("SHORT");
   // Wait until the simulator has the slow request.
-  for (int i = 0; i < 500; ++i) {
-    httplib::Client s{"127.0.0.1", f.sim->port()};
-    auto log = s.Get("/_sim/log");
-    if (log && log->body.find("slow_short") != std::string::npos)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  f.wait_for_upstream("slow_short");
   auto busy = cli.Post("/v1/chat/completions", f.auth(),
                        R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})",
                        "application/json");
-  slow.join();
+  CHECK(slow.get().first == 200);
   REQUIRE(busy);
   CHECK(busy->status == 503);
   CHECK(busy->get_header_value("Retry-After") == "1");
@@ -271,23 +287,10 @@ TEST_CASE("serve: body and in-flight limits") {
 
 TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {
   serve_fixture f{{"PGW_SERVE_DRAIN_S=20", "PGW_LOG=warn"}};
-  std::thread call([&f] {
-    auto c = f.http();
-    auto res = c.Post("/v1/chat/completions", f.auth(),
-                      R"({"model":"SHORT","messages":[{"role":"user","content":"hi"}]})",
-                      "application/json");
-    REQUIRE(res);
-    CHECK(res->status == 200);
-  });
-  for (int i = 0; i < 500; ++i) {
-    httplib::Client s{"127.0.0.1", f.sim->port()};
-    auto log = s.Get("/_sim/log");
-    if (log && log->body.find("slow_short") != std::string::npos)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto call = f.chat_async("SHORT");
+  f.wait_for_upstream("slow_short");
   f.serve.signal(SIGTERM);
-  call.join();
+  CHECK(call.get().first == 200);
   CHECK(f.serve.wait() == 0);
   auto log = f.stderr_text();
   CHECK(log.find("draining 1 call(s)") != std::string::npos);
@@ -296,25 +299,14 @@ TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit
 
 TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
   serve_fixture f{{"PGW_SERVE_DRAIN_S=0.2"}};
-  std::thread call([&f] {
-    auto c = f.http();
-    auto res = c.Post("/v1/chat/completions", f.auth(),
-                      R"({"model":"SLOW","messages":[{"role":"user","content":"hi"}]})",
-                      "application/json");
-    REQUIRE(res);
-    CHECK(res->status == 503);
-    CHECK(json::parse(res->body).at("error").at("code").as_string() == "cancelled");
-  });
-  for (int i = 0; i < 500; ++i) {
-    httplib::Client s{"127.0.0.1", f.sim->port()};
-    auto log = s.Get("/_sim/log");
-    if (log && log->body.find("slow_abort") != std::string::npos)
-      break;
-    std::this_thread::sleep_for(std::chrono::milliseconds(5));
-  }
+  auto call = f.chat_async("SLOW");
+  f.wait_for_upstream("slow_abort");
   auto t0 = std::chrono::steady_clock::now();
   f.serve.signal(SIGTERM);
-  call.join();
+  auto [status, body] = call.get();
+  CHECK(status == 503);
+  REQUIRE(status != 0);
+  CHECK(json::parse(body).at("error").at("code").as_string() == "cancelled");
   CHECK(f.serve.wait() == 0);
   // The answer needs 5 s; the drain ended it long before.
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
