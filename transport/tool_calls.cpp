@@ -97,7 +97,7 @@ bool tool_call_assembler::add_one(const json::value& value) {
   if (!name.empty() && call.name != name)
     call.name += name;
   call.arguments += arguments;
-  bytes_ += name.size() + arguments.size();
+  bytes_ += id.size() + name.size() + arguments.size();
   return !id.empty() || !name.empty() || !arguments.empty();
 }
 

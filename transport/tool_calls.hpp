@@ -36,7 +36,7 @@ public:
     return calls_.empty();
   }
 
-  /// Bytes held (names and arguments), for size caps.
+  /// Bytes fed so far (ids, names and arguments), for size caps.
   size_t bytes() const {
     return bytes_;
   }
