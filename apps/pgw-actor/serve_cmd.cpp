@@ -298,6 +298,17 @@ int serve_main(const std::vector<std::string>& args) {
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   ctx.sys = &sys;
+  // Ends the gateways and drops their handles before `sys` goes, on every
+  // path out of here.
+  struct gateways_release {
+    context& c;
+    ~gateways_release() {
+      for (auto& entry : c.scopes)
+        caf::anon_send_exit(entry.second.gateway,
+                            caf::exit_reason::user_shutdown);
+      c.scopes.clear();
+    }
+  } release{ctx};
   gateway_options opts;
   opts.default_telemetry_db = default_telemetry_db;
   for (auto& [name, scope] : cfg->scopes) {
@@ -343,8 +354,6 @@ int serve_main(const std::vector<std::string>& args) {
   if (bound <= 0) {
     std::fprintf(stderr, "pgw-actor serve: cannot listen on %s\n",
                  listen.c_str());
-    for (auto& entry : ctx.scopes)
-      caf::anon_send_exit(entry.second.gateway, caf::exit_reason::user_shutdown);
     return exit_other;
   }
   if (listen_fd >= 0)
@@ -356,8 +365,6 @@ int serve_main(const std::vector<std::string>& args) {
     signal_watch watch{ctx, svr, sc.drain_s};
     svr.listen_after_bind();
   }
-  for (auto& entry : ctx.scopes)
-    caf::anon_send_exit(entry.second.gateway, caf::exit_reason::user_shutdown);
   std::fprintf(stderr, "pgw-actor serve: stopped\n");
   return exit_ok;
 }

@@ -313,7 +313,7 @@ TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
   CHECK(f.stderr_text().find("cancelling 1 call(s)") != std::string::npos);
 }
 
-TEST_CASE("serve: no keys file on a non-loopback address warns; a bad keys "
+TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
           "file stops the start") {
   {
     serve_fixture f{{"PGW_SERVE_KEYS_FILE="}, "0.0.0.0:0"};
