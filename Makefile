@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        libboost-json1.81-dev libhiredis-dev libfmt-dev doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
-       clang-14 libclang-rt-14-dev
+       clang-14 libclang-rt-14-dev prometheus
 
 # -- sanitizer and fuzz builds ------------------------------------------------
 ASAN_BUILD ?= build-asan
@@ -36,7 +36,7 @@ FUZZ_SMOKE_SECONDS ?= 15
 FUZZ_SECONDS ?= 300
 FUZZ_FLAGS ?= -timeout=10 -rss_limit_mb=2048 -print_final_stats=1
 
-.PHONY: deps build check test demo clean test-asan test-tsan fuzz-build fuzz fuzz-smoke
+.PHONY: deps serve-client build check test demo clean test-asan test-tsan fuzz-build fuzz fuzz-smoke
 
 ## deps: apt-get install exactly the packages that are missing
 deps:
@@ -51,6 +51,18 @@ deps:
 	  $$sudo apt-get update -q && \
 	  DEBIAN_FRONTEND=noninteractive $$sudo apt-get install -y -q --no-install-recommends $$missing; \
 	else echo "deps: all $(words $(PKGS)) packages present"; fi
+	@$(MAKE) --no-print-directory serve-client
+
+## serve-client: the openai npm package the serve e2e tests drive (pinned by
+## tests/e2e/serve_client/package-lock.json; nothing fetched when present)
+SERVE_CLIENT = tests/e2e/serve_client
+serve-client:
+	@if ! command -v npm >/dev/null; then \
+	  echo "serve-client: npm not found: the serve e2e tests need Node 20 + npm"; exit 1; fi
+	@if [ -f $(SERVE_CLIENT)/node_modules/openai/package.json ] && \
+	   node -e 'const l=require("./$(SERVE_CLIENT)/package-lock.json"),p=require("./$(SERVE_CLIENT)/node_modules/openai/package.json");process.exit(l.packages["node_modules/openai"].version===p.version?0:1)'; \
+	then echo "serve-client: openai $$(node -p 'require("./$(SERVE_CLIENT)/node_modules/openai/package.json").version') present"; \
+	else cd $(SERVE_CLIENT) && npm ci --no-audit --no-fund; fi
 
 ## build: configure and compile everything, test suites included (warnings on, -j2)
 build: deps

@@ -224,6 +224,8 @@ void succeed(self_ptr self, call_leg& leg) {
                                                : std::string{};
   resp.usage.prompt_tokens = res.prompt_tokens;
   resp.usage.completion_tokens = res.completion_tokens;
+  resp.usage.total_tokens = res.prompt_tokens + res.completion_tokens;
+  resp.tool_calls = std::move(res.tool_calls);
   resp.call_id = st.args.call_id;
   auto& stats = resp.stats;
   stats.attempts = st.attempts;
@@ -605,6 +607,11 @@ call_supervisor(self_ptr self, call_args args) {
         return make_error(error_code::internal, "call started twice");
       st.started = true;
       st.started_at = self->clock().now();
+      // A call pinned to one source never runs on another.
+      if (auto& pin = st.args.request->source; !pin.empty())
+        for (auto& entry : *st.args.sources)
+          if (entry.first != pin)
+            st.excluded.push_back(entry.first);
       progress(self);
       arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
       if (st.args.deadline_s)

@@ -277,6 +277,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto err = check_request(req))
         return err;
+      if (!req.source.empty() && st.call_sources->count(req.source) == 0)
+        return make_error(error_code::invalid_request,
+                          "source '" + req.source.substr(0, 64)
+                            + "' is not in scope " + st.scope->name);
       if (req.call_id.empty())
         req.call_id = new_call_id(self);
       else if (st.calls.count(req.call_id) != 0)

@@ -91,6 +91,18 @@ struct scope_config {
   const source_config* find(const std::string& source_name) const;
 };
 
+/// `pgw-actor serve` keys (PGW_SERVE_*).
+struct serve_config {
+  /// One SHA-256 hex digest of an accepted bearer key per line; empty = no
+  /// auth.
+  std::string keys_file;
+  int64_t max_body_bytes = 8 * 1024 * 1024;
+  int64_t max_inflight = 256;
+  double drain_s = 30;
+  double read_timeout_s = 60;
+  double write_timeout_s = 60;
+};
+
 /// Process-wide keys.
 struct global_config {
   std::string limiter_backend = "memory";
@@ -104,6 +116,7 @@ struct global_config {
   std::optional<std::string> telemetry_db;
   /// PGW_TELEMETRY_CONTENT: store prompts and answers in telemetry rows.
   bool telemetry_content = false;
+  serve_config serve;
 };
 
 /// Everything `load_settings` produced.

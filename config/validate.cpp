@@ -215,6 +215,23 @@ bool is_header_name(const std::string& name) {
 
 // -- global keys -----------------------------------------------------------------
 
+caf::error check_serve(const serve_config& s) {
+  if (auto err = at_least("PGW_SERVE_MAX_BODY_BYTES", s.max_body_bytes, 1024,
+                          "request body limit of serve"))
+    return err;
+  if (auto err = at_least("PGW_SERVE_MAX_INFLIGHT", s.max_inflight, 1,
+                          "concurrent requests of serve"))
+    return err;
+  if (auto err = non_negative("PGW_SERVE_DRAIN_S", s.drain_s,
+                              "seconds to finish in-flight calls on SIGTERM"))
+    return err;
+  if (auto err = positive("PGW_SERVE_READ_TIMEOUT_S", s.read_timeout_s,
+                          "seconds to read a request"))
+    return err;
+  return positive("PGW_SERVE_WRITE_TIMEOUT_S", s.write_timeout_s,
+                  "seconds to write a response chunk");
+}
+
 caf::error check_global(const global_config& g) {
   if (auto err = one_of("PGW_LIMITER_BACKEND", g.limiter_backend,
                         {"memory", "redis"}, "limiter state backend"))
@@ -244,7 +261,7 @@ caf::error check_global(const global_config& g) {
   if (g.telemetry_db && g.telemetry_db->empty())
     return violation("PGW_TELEMETRY_DB", "", "must not be empty",
                      "SQLite file for telemetry, or off");
-  return {};
+  return check_serve(g.serve);
 }
 
 // -- sources ---------------------------------------------------------------------

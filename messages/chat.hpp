@@ -26,17 +26,38 @@ typename Inspector::result_type inspect(Inspector& f, content_part& x) {
            x.image_url);
 }
 
+/// One function call the model asked for (OpenAI `tool_calls[i]`).
+struct tool_call {
+  std::string id;
+  std::string type = "function";
+  std::string name;
+  /// The arguments as JSON text (always a string, as OpenAI sends them).
+  std::string arguments;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, tool_call& x) {
+  return f(caf::meta::type_name("pgw.tool_call"), x.id, x.type, x.name,
+           x.arguments);
+}
+
 /// One chat message. `content` is used when `parts` is empty.
 struct chat_message {
   std::string role; ///< system, user, assistant, tool
   std::string content;
   std::vector<content_part> parts;
+  /// An assistant message's tool calls (sent back in a conversation).
+  std::vector<tool_call> tool_calls{};
+  /// A `tool` message: the id of the call it answers.
+  std::string tool_call_id{};
+  /// Optional participant or function name.
+  std::string name{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
   return f(caf::meta::type_name("pgw.chat_message"), x.role, x.content,
-           x.parts);
+           x.parts, x.tool_calls, x.tool_call_id, x.name);
 }
 
 /// A logical chat call. Unset optionals take the scope's defaults.
@@ -56,13 +77,28 @@ struct chat_request {
   std::string reasoning_effort;
   /// Optional caller-chosen id; used to cancel the call and in telemetry.
   std::string call_id;
+  // -- OpenAI fields passed through to the upstream -------------------------
+  /// JSON texts (empty = not sent): `tools` an array, `tool_choice` a string
+  /// or object, `response_format` an object.
+  std::string tools;
+  std::string tool_choice;
+  std::string response_format;
+  caf::optional<bool> parallel_tool_calls;
+  caf::optional<int64_t> seed;
+  std::string user;
+  /// Number of choices: only 1 is supported.
+  caf::optional<int64_t> n;
+  /// Pins the call to this source of the scope (empty = any source).
+  std::string source;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
   return f(caf::meta::type_name("pgw.chat_request"), x.messages, x.temperature,
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
-           x.reasoning_effort, x.call_id);
+           x.reasoning_effort, x.call_id, x.tools, x.tool_choice,
+           x.response_format, x.parallel_tool_calls, x.seed, x.user, x.n,
+           x.source);
 }
 
 /// Statistics of one logical call (SPEC §9 names).
@@ -94,31 +130,36 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
 struct token_usage {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t total_tokens = 0; ///< prompt + completion
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, token_usage& x) {
   return f(caf::meta::type_name("pgw.token_usage"), x.prompt_tokens,
-           x.completion_tokens);
+           x.completion_tokens, x.total_tokens);
 }
 
 /// The answer to a successful chat call.
 struct chat_response {
   std::string content;
   std::string reasoning_content;
+  /// `tool_calls` when the model called tools (whatever the upstream said).
   std::string finish_reason;
   std::string source;
   std::string model;
   token_usage usage;
   call_stats stats;
   std::string call_id;
+  /// The tools the model called, normalised (ids, string arguments that
+  /// parse as JSON).
+  std::vector<tool_call> tool_calls;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_response& x) {
   return f(caf::meta::type_name("pgw.chat_response"), x.content,
            x.reasoning_content, x.finish_reason, x.source, x.model, x.usage,
-           x.stats, x.call_id);
+           x.stats, x.call_id, x.tool_calls);
 }
 
 } // namespace pgw

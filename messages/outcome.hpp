@@ -2,6 +2,7 @@
 
 /// How one attempt ended (SPEC §4) and everything the transport learned.
 
+#include "pgw/messages/chat.hpp"
 #include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
@@ -9,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace pgw {
 
@@ -53,6 +55,7 @@ struct attempt_result {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int32_t malformed_events = 0; ///< SSE events skipped as malformed
+  std::vector<tool_call> tool_calls; ///< normalised (see tool_call_assembler)
   // -- timing (transport wall time, milliseconds) --
   double latency_ms = 0; ///< request sent .. outcome known
   caf::optional<double> ttft_ms;
@@ -64,7 +67,8 @@ typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
            x.http_status, x.error_code, x.error_message, x.retry_after_s,
            x.upstream_reached, x.stream, x.content, x.reasoning_content,
            x.finish_reason, x.model, x.usage_reported, x.prompt_tokens,
-           x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms);
+           x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms,
+           x.tool_calls);
 }
 
 } // namespace pgw

@@ -118,14 +118,48 @@ std::string reasoning_member(const json::object& obj) {
   return r.empty() ? string_member(obj, "reasoning") : r;
 }
 
-/// Raw tool calls (or a legacy `function_call`), serialized; empty if none.
-std::string tool_calls_member(const json::object& obj) {
-  if (auto v = obj.if_contains("tool_calls");
-      v && v->is_array() && !v->get_array().empty())
-    return json::serialize(*v);
+/// Feeds a message's or delta's `tool_calls` (or legacy `function_call`);
+/// true when it carried anything.
+bool add_tool_calls(const json::object& obj, tool_call_assembler& out) {
+  if (auto v = obj.if_contains("tool_calls"); v && v->is_array())
+    return out.add(v->get_array());
   if (auto v = obj.if_contains("function_call"); v && v->is_object())
-    return json::serialize(*v);
-  return {};
+    return out.add_function_call(*v);
+  return false;
+}
+
+/// Completes `out` with the assembled tool calls: their finish reason, or
+/// `result_invalid` / `tool_arguments_invalid` when one does not hold up.
+/// False when the answer is invalid.
+bool finish_tool_calls(const tool_call_assembler& calls, attempt_result& out) {
+  if (calls.empty())
+    return true;
+  std::string problem;
+  out.tool_calls = calls.finish(problem);
+  out.finish_reason = tool_finish_reason(out.finish_reason);
+  if (problem.empty())
+    return true;
+  out.kind = outcome::result_invalid;
+  out.reason = "tool_arguments_invalid";
+  out.error_message = std::move(problem);
+  return false;
+}
+
+/// Parses JSON text that the caller passed for `what`; `kinds` says which
+/// JSON kinds are allowed ("object", "array", "string").
+caf::error check_json_field(const std::string& text, const char* what,
+                            std::initializer_list<json::kind> kinds,
+                            const char* expected) {
+  if (text.empty())
+    return {};
+  json::error_code ec;
+  auto v = json::parse(text, ec);
+  if (!ec)
+    for (auto k : kinds)
+      if (v.kind() == k)
+        return {};
+  return make_error(error_code::invalid_request,
+                    std::string(what) + ": must be " + expected);
 }
 
 /// The choice with `index` 0 (or without an index): with `n` > 1 a chunk
@@ -193,6 +227,22 @@ json::value build_messages(const std::vector<chat_message>& messages) {
       }
       msg["content"] = std::move(parts);
     }
+    if (!m.tool_calls.empty()) {
+      json::array calls;
+      for (auto& c : m.tool_calls)
+        calls.push_back(json::object{
+          {"id", c.id},
+          {"type", c.type.empty() ? std::string("function") : c.type},
+          {"function",
+           json::object{{"name", c.name}, {"arguments", c.arguments}}}});
+      msg["tool_calls"] = std::move(calls);
+      if (m.content.empty() && m.parts.empty())
+        msg["content"] = nullptr;
+    }
+    if (!m.tool_call_id.empty())
+      msg["tool_call_id"] = m.tool_call_id;
+    if (!m.name.empty())
+      msg["name"] = m.name;
     out.push_back(std::move(msg));
   }
   return out;
@@ -216,7 +266,24 @@ caf::error check_request(const chat_request& req) {
       if (m.parts[j].type != "text" && m.parts[j].type != "image_url")
         return invalid(where + ".parts[" + std::to_string(j)
                        + "].type: must be text or image_url");
+    for (size_t j = 0; j < m.tool_calls.size(); ++j)
+      if (m.tool_calls[j].id.empty() || m.tool_calls[j].name.empty())
+        return invalid(where + ".tool_calls[" + std::to_string(j)
+                       + "]: needs an id and a function name");
   }
+  if (req.n && *req.n != 1)
+    return invalid("n: only 1 choice per call is supported (got "
+                   + std::to_string(*req.n) + ")");
+  if (auto err = check_json_field(req.tools, "tools", {json::kind::array},
+                                  "a JSON array of tools"))
+    return err;
+  if (auto err = check_json_field(req.tool_choice, "tool_choice",
+                                  {json::kind::string, json::kind::object},
+                                  "\"none\", \"auto\", \"required\" or an object"))
+    return err;
+  if (auto err = check_json_field(req.response_format, "response_format",
+                                  {json::kind::object}, "a JSON object"))
+    return err;
   if (req.temperature
       && !(std::isfinite(*req.temperature) && *req.temperature >= 0
            && *req.temperature <= 2))
@@ -262,6 +329,21 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
       stop.push_back(json::string(s));
     body["stop"] = std::move(stop);
   }
+  auto pass_json = [&body](const char* key, const std::string& text) {
+    json::error_code ec;
+    if (!text.empty())
+      if (auto v = json::parse(text, ec); !ec)
+        body[key] = std::move(v);
+  };
+  pass_json("tools", req.tools);
+  pass_json("tool_choice", req.tool_choice);
+  pass_json("response_format", req.response_format);
+  if (req.parallel_tool_calls)
+    body["parallel_tool_calls"] = *req.parallel_tool_calls;
+  if (req.seed)
+    body["seed"] = *req.seed;
+  if (!req.user.empty())
+    body["user"] = req.user;
   body["stream"] = stream;
   if (stream && profile.stream_usage)
     body["stream_options"] = json::object{{"include_usage", true}};
@@ -337,12 +419,15 @@ void decode_chat_completion(const std::string& body, attempt_result& out) {
   out.content = text_member(msg, "content");
   out.reasoning_content = reasoning_member(msg);
   out.finish_reason = string_member(choice, "finish_reason");
-  if (out.content.empty() && out.reasoning_content.empty()
-      && tool_calls_member(msg).empty()) {
+  tool_call_assembler calls;
+  add_tool_calls(msg, calls);
+  if (out.content.empty() && out.reasoning_content.empty() && calls.empty()) {
     out.kind = outcome::result_invalid;
     out.reason = "empty_answer";
     return;
   }
+  if (!finish_tool_calls(calls, out))
+    return;
   out.kind = outcome::ok;
   out.reason = "ok";
 }
@@ -403,11 +488,10 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
     auto& d = delta->get_object();
     auto content = text_member(d, "content");
     auto reasoning = reasoning_member(d);
-    auto tools = tool_calls_member(d);
-    non_empty = !content.empty() || !reasoning.empty() || !tools.empty();
+    bool tools = add_tool_calls(d, tool_calls_);
+    non_empty = !content.empty() || !reasoning.empty() || tools;
     content_ += content;
     reasoning_ += reasoning;
-    tool_calls_ += tools;
   }
   if (auto fr = string_member(choice, "finish_reason"); !fr.empty())
     finish_reason_ = std::move(fr);
@@ -444,6 +528,8 @@ void stream_accumulator::finish(attempt_result& out) const {
     out.reason = "empty_answer";
     return;
   }
+  if (!finish_tool_calls(tool_calls_, out))
+    return;
   out.kind = outcome::ok;
   out.reason = "ok";
 }

@@ -7,6 +7,7 @@
 #include "messages/chat.hpp"
 #include "messages/outcome.hpp"
 #include "transport/sse_parser.hpp"
+#include "transport/tool_calls.hpp"
 
 #include <caf/expected.hpp>
 
@@ -21,7 +22,9 @@ namespace pgw {
 /// `max_tokens_field`, `stop`, `stream` (and `stream_options.include_usage`
 /// when streaming and the profile asks for usage), the reasoning effort
 /// mapped by the profile (dotted path → nested objects; not sent when the
-/// profile has no mapping for the value). Then the source's `OVERLAY` is
+/// profile has no mapping for the value), the messages' `tool_calls`,
+/// `tool_call_id` and `name`, and `tools`, `tool_choice`, `response_format`,
+/// `parallel_tool_calls`, `seed`, `user` when set. Then the source's `OVERLAY` is
 /// merged (objects merged recursively, other values replaced), then the
 /// request's `extra_body`. An `extra_body` that is not a JSON object is an
 /// `invalid_request` error naming `extra_body`; an `OVERLAY` that is not one
@@ -35,13 +38,19 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
 /// Checks a caller's request before anything starts: at least one message,
 /// every role one of system/user/assistant/tool/developer, temperature in
 /// [0, 2], top_p in [0, 1], max_tokens ≥ 1, a finite positive deadline,
-/// effort one of none/low/medium/high, extra_body a JSON object. Returns an
+/// effort one of none/low/medium/high, extra_body a JSON object, `n` unset
+/// or 1, `tools` a JSON array, `tool_choice` a JSON string or object,
+/// `response_format` a JSON object, each message tool call with an id and a
+/// name. Returns an
 /// `invalid_request` error naming the field, or a default (empty) error.
 caf::error check_request(const chat_request& req);
 
 /// Decodes a complete non-streaming 200 body into `out`: `content`,
 /// `reasoning_content` (`reasoning_content` or `reasoning` of the message),
-/// `finish_reason`, `model`, usage (`usage_reported`, tokens). Sets
+/// `finish_reason`, `model`, usage (`usage_reported`, tokens), tool calls
+/// (normalised by `tool_call_assembler`; `finish_reason` becomes
+/// `tool_calls`, and arguments that are not a JSON object make the answer
+/// `result_invalid` / `tool_arguments_invalid`). Sets
 /// `out.kind = ok` and `reason = "ok"`, or `result_invalid` with reason
 /// `malformed_body` (not JSON, no choices, no message) or `empty_answer`
 /// (no content, no reasoning, no tool calls), or — when the body is an
@@ -84,7 +93,8 @@ public:
   /// or EOF). A stream is complete only once a `finish_reason` arrived:
   /// otherwise the outcome is `transient` with reason `stream_cut`. An error
   /// event's classification wins. A complete stream with neither content,
-  /// reasoning nor tool calls is `result_invalid` / `empty_answer`.
+  /// reasoning nor tool calls is `result_invalid` / `empty_answer`. Tool
+  /// calls are normalised as in `decode_chat_completion`.
   void finish(attempt_result& out) const;
 
   int32_t malformed() const {
@@ -94,7 +104,7 @@ public:
 private:
   std::string content_;
   std::string reasoning_;
-  std::string tool_calls_; ///< concatenated raw tool call deltas
+  tool_call_assembler tool_calls_;
   std::string finish_reason_;
   std::string model_;
   bool first_token_ = false;

@@ -61,5 +61,6 @@ int bench_main(const std::vector<std::string>& args);
 int soak_main(const std::vector<std::string>& args);
 int telemetry_main(const std::vector<std::string>& args);
 int status_main(const std::vector<std::string>& args);
+int serve_main(const std::vector<std::string>& args);
 
 } // namespace pgw::cli

@@ -27,6 +27,8 @@ commands:
   bench hedge       the hang-tail workload with and without hedging
   bench admission   limiter admissions: memory vs Redis vs a PING
   telemetry report  what happened to every call, from the telemetry DB
+  serve [--listen HOST:PORT]
+                    an OpenAI-compatible HTTP server over every scope
   status --connect HOST:PORT
                     live per-source state of a node that runs with
                     --publish (soak, demo --serve-status)
@@ -50,6 +52,8 @@ int main(int argc, char** argv) {
     return pgw::cli::config_main(args);
   if (cmd == "demo")
     return pgw::cli::demo_main(args);
+  if (cmd == "serve")
+    return pgw::cli::serve_main(args);
   if (cmd == "status")
     return pgw::cli::status_main(args);
   if (cmd == "telemetry")

@@ -264,7 +264,7 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
-               "script", "stream", "outage"});
+               "script", "stream", "outage", "tool_calls"});
   model_spec m;
   if (auto* x = obj.if_contains("tokens"))
     m.base.tokens = as_count(*x, path + ".tokens");
@@ -278,6 +278,13 @@ model_spec parse_model(const json::value& v, const std::string& path) {
     m.base.usage = as_bool(*x, path + ".usage");
   if (auto* x = obj.if_contains("stream"))
     m.base.stream = parse_stream(*x, path + ".stream");
+  if (auto* x = obj.if_contains("tool_calls")) {
+    m.base.tool_calls = as_string(*x, path + ".tool_calls");
+    auto& t = m.base.tool_calls;
+    if (t != "indexed" && t != "no_index" && t != "index0" && t != "bad_args")
+      fail(path + ".tool_calls",
+           "must be one of indexed, no_index, index0, bad_args");
+  }
   if (auto* x = obj.if_contains("faults")) {
     if (!x->is_array())
       fail(path + ".faults", "must be an array");

@@ -54,6 +54,11 @@ struct behaviour {
   latency_spec latency;
   bool usage = true;
   stream_spec stream;
+  /// Answer with two tool calls instead of text: `indexed` (OpenAI's
+  /// shape), `no_index` (stream deltas without `index`), `index0` (every
+  /// call's deltas at index 0), `bad_args` (arguments that are not JSON);
+  /// empty = a text answer.
+  std::string tool_calls;
 };
 
 /// One `script` entry: overrides for the k-th request.

@@ -2,6 +2,7 @@
 
 #include "apps/pgw-upstream-sim/http.hpp"
 #include "apps/pgw-upstream-sim/scenario.hpp"
+#include "apps/pgw-upstream-sim/tool_calls.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -745,6 +746,14 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   // A normal answer, possibly with a stream fault.
   const auto& model = req.model;
   const char* finish_reason = produced < p.b.tokens ? "length" : "stop";
+  // A tool-call model answers with its calls' deltas instead of tokens.
+  const auto& tool_mode = p.b.tool_calls;
+  std::vector<std::string> tool_deltas;
+  if (!tool_mode.empty()) {
+    tool_deltas = detail::tool_call_deltas(tool_mode);
+    produced = static_cast<int>(tool_deltas.size());
+    finish_reason = detail::tool_calls_finish_reason(tool_mode);
+  }
   auto id = fmt::format("chatcmpl-sim-{}", next_id.fetch_add(1));
   auto created = static_cast<long long>(std::time(nullptr));
   std::string usage;
@@ -762,9 +771,15 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
                           + R"(","object":"chat.completion","created":)"
                           + std::to_string(created) + R"(,"model":)";
     append_json_string(content, model);
-    content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
-    append_json_string(content, answer_text(model, opts.seed, produced));
-    content += R"(},"finish_reason":")";
+    if (tool_mode.empty()) {
+      content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
+      append_json_string(content, answer_text(model, opts.seed, produced));
+      content += "}";
+    } else {
+      content += R"(,"choices":[{"index":0,"message":)";
+      content += detail::tool_calls_message(tool_mode);
+    }
+    content += R"(,"finish_reason":")";
     content += finish_reason;
     content += "\"}]";
     if (!usage.empty())
@@ -824,9 +839,15 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
       if (auto w = wait_until(fd, after_ms(t1, due * scale));
           w != waited::elapsed)
         return left(w, 200, sent);
-      std::string choice = R"([{"index":0,"delta":{"content":)";
-      append_json_string(choice, tokens[static_cast<size_t>(i - 1)]);
-      choice += R"(},"finish_reason":null}])";
+      std::string choice = R"([{"index":0,"delta":)";
+      if (tool_mode.empty()) {
+        choice += R"({"content":)";
+        append_json_string(choice, tokens[static_cast<size_t>(i - 1)]);
+        choice += "}";
+      } else {
+        choice += tool_deltas[static_cast<size_t>(i - 1)];
+      }
+      choice += R"(,"finish_reason":null}])";
       event(out, choice);
     }
     if (i == sp.malformed_at)

@@ -1,0 +1,33 @@
+#pragma once
+
+/// `pgw-actor serve` auth: bearer keys checked against SHA-256 digests.
+
+#include <array>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace pgw::serve {
+
+class key_set {
+public:
+  /// Reads PGW_SERVE_KEYS_FILE: one SHA-256 hex digest per line, `#`
+  /// comments and blank lines allowed. Returns a message on a bad line
+  /// (naming the line number, never its text beyond the rule).
+  static std::optional<std::string> load(const std::string& path,
+                                         key_set& out);
+
+  /// True when no digest is configured (auth off).
+  bool empty() const {
+    return digests_.empty();
+  }
+
+  /// True when the `Authorization` header value is `Bearer K` and SHA-256(K)
+  /// is one of the digests; every digest is compared in constant time.
+  bool accepts(const std::string& authorization) const;
+
+private:
+  std::vector<std::array<unsigned char, 32>> digests_;
+};
+
+} // namespace pgw::serve

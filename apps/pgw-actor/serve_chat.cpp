@@ -1,0 +1,207 @@
+// `pgw-actor serve`: the chat completions route.
+
+#include "serve_app.hpp"
+#include "serve_openai.hpp"
+
+#include "actors/client.hpp"
+
+#include <httplib.h>
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <cstdlib>
+#include <ctime>
+
+namespace pgw::serve {
+
+namespace {
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  return s;
+}
+
+/// The text form of a socket address, and its port.
+bool address_of(const sockaddr_storage& sa, std::string& addr, int& port) {
+  char buf[INET6_ADDRSTRLEN] = {};
+  if (sa.ss_family == AF_INET) {
+    auto& in = reinterpret_cast<const sockaddr_in&>(sa);
+    inet_ntop(AF_INET, &in.sin_addr, buf, sizeof buf);
+    port = ntohs(in.sin_port);
+  } else if (sa.ss_family == AF_INET6) {
+    auto& in = reinterpret_cast<const sockaddr_in6&>(sa);
+    inet_ntop(AF_INET6, &in.sin6_addr, buf, sizeof buf);
+    port = ntohs(in.sin6_port);
+  } else {
+    return false;
+  }
+  addr = buf;
+  return true;
+}
+
+/// The process's socket connected to the request's client (httplib gives a
+/// handler only the addresses): matched on both ends' address and port.
+int find_socket(const httplib::Request& req) {
+  auto dir = opendir("/proc/self/fd");
+  if (dir == nullptr)
+    return -2;
+  int found = -2;
+  while (auto entry = readdir(dir)) {
+    char* end = nullptr;
+    long fd = std::strtol(entry->d_name, &end, 10);
+    if (end == entry->d_name || *end != '\0')
+      continue;
+    struct stat st {};
+    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
+      continue;
+    sockaddr_storage peer{};
+    sockaddr_storage local{};
+    socklen_t len = sizeof peer;
+    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &len) != 0)
+      continue;
+    len = sizeof local;
+    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &len) != 0)
+      continue;
+    std::string paddr, laddr;
+    int pport = 0, lport = 0;
+    if (!address_of(peer, paddr, pport) || !address_of(local, laddr, lport))
+      continue;
+    if (pport == req.remote_port && lport == req.local_port
+        && paddr == req.remote_addr && laddr == req.local_addr) {
+      found = static_cast<int>(fd);
+      break;
+    }
+  }
+  closedir(dir);
+  return found;
+}
+
+/// Resolves `model`: a scope name (any case) or `SCOPE/source`.
+const served_scope* resolve(context& ctx, const std::string& model,
+                            std::string& source) {
+  auto slash = model.find('/');
+  auto scope_name = lower(model.substr(0, slash));
+  auto i = ctx.scopes.find(scope_name);
+  if (i == ctx.scopes.end())
+    return nullptr;
+  if (slash != std::string::npos) {
+    source = lower(model.substr(slash + 1));
+    if (i->second.config->find(source) == nullptr)
+      return nullptr;
+  }
+  return &i->second;
+}
+
+/// Decrements the in-flight count when the request ends.
+struct in_flight_guard {
+  context& ctx;
+  ~in_flight_guard() {
+    ctx.stats.set_in_flight(--ctx.in_flight);
+  }
+};
+
+} // namespace
+
+void send_error(httplib::Response& res, int status, const std::string& message,
+                const std::string& type, const std::string& code,
+                long long retry_after_s) {
+  res.status = status;
+  if (retry_after_s > 0)
+    res.set_header("Retry-After", std::to_string(retry_after_s));
+  res.set_content(error_body(message, type, code), "application/json");
+}
+
+bool client_gone(const httplib::Request& req, int& fd) {
+  if (fd == -1)
+    fd = find_socket(req);
+  if (fd < 0)
+    return false;
+  pollfd p{fd, POLLRDHUP, 0};
+  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
+void handle_chat(context& ctx, const httplib::Request& req,
+                 httplib::Response& res) {
+  auto limit = ctx.cfg->global.serve.max_inflight;
+  auto now_in_flight = ++ctx.in_flight;
+  in_flight_guard guard{ctx};
+  ctx.stats.set_in_flight(now_in_flight);
+  if (now_in_flight > limit)
+    return send_error(res, 503,
+                      "too many requests in flight (PGW_SERVE_MAX_INFLIGHT="
+                        + std::to_string(limit) + ")",
+                      "service_unavailable", "overloaded", 1);
+  openai_request in;
+  if (auto problem = parse_request(req.body, in))
+    return send_error(res, 400, *problem, "invalid_request_error",
+                      "invalid_request");
+  std::string source;
+  auto scope = resolve(ctx, in.model, source);
+  if (scope == nullptr)
+    return send_error(res, 404,
+                      "the model '" + in.model.substr(0, 100)
+                        + "' is not a scope of this gateway (GET /v1/models "
+                          "lists them; SCOPE/source pins a source)",
+                      "invalid_request_error", "model_not_found");
+  res.set_header("x-pgw-scope", scope->config->name);
+  in.req.source = source;
+  in.req.call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
+  const auto call_id = in.req.call_id;
+  res.set_header("x-pgw-call-id", call_id);
+  auto started = std::chrono::steady_clock::now();
+  client cl{*ctx.sys, scope->gateway};
+  auto pending = cl.chat_async(std::move(in.req));
+  int fd = -1;
+  bool cancelled = false;
+  bool gone = false;
+  while (pending.wait_for(std::chrono::milliseconds(5))
+         != std::future_status::ready) {
+    if (cancelled)
+      continue;
+    gone = client_gone(req, fd);
+    if (gone || ctx.cancel_all) {
+      cl.cancel(call_id);
+      cancelled = true;
+    }
+  }
+  auto result = pending.get();
+  double total_s = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+  auto created = static_cast<long long>(std::time(nullptr));
+  const auto& scope_name = scope->config->name;
+  if (!result) {
+    auto reply = reply_for(result.error());
+    ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
+                          nullptr);
+    res.status = reply.status;
+    if (reply.retry_after_s)
+      res.set_header("Retry-After", std::to_string(*reply.retry_after_s));
+    res.set_content(reply.body, "application/json");
+    if (gone)
+      res.status = 499; // logged only: nobody reads it
+    return;
+  }
+  ctx.stats.record_call(scope_name, result->source, "ok", total_s, &*result);
+  res.set_header("x-pgw-source", result->source);
+  if (in.stream) {
+    res.set_header("Cache-Control", "no-cache");
+    res.set_content(completion_sse(*result, in.model, created,
+                                   in.include_usage),
+                    "text/event-stream");
+  } else {
+    res.set_content(completion_json(*result, in.model, created),
+                    "application/json");
+  }
+}
+
+} // namespace pgw::serve

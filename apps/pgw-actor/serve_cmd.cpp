@@ -1,0 +1,372 @@
+// `pgw-actor serve`: an OpenAI-compatible HTTP server in front of the
+// gateways of every configured scope.
+
+#include "cli.hpp"
+#include "serve_app.hpp"
+
+#include "actors/gateway.hpp"
+#include "config/log.hpp"
+
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include <boost/json.hpp>
+#include <httplib.h>
+
+#include <pthread.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cctype>
+#include <chrono>
+#include <atomic>
+#include <csignal>
+#include <cstdio>
+#include <ctime>
+#include <mutex>
+#include <thread>
+
+namespace pgw::cli {
+
+namespace {
+
+namespace json = boost::json;
+using serve::context;
+
+constexpr const char* serve_usage = R"(usage: pgw-actor serve [options]
+
+  --listen HOST:PORT  address to listen on (default 127.0.0.1:8080)
+  --env-file F        read configuration from F (default ./.env when present)
+
+An OpenAI-compatible server: POST /v1/chat/completions (JSON or SSE; `model`
+is a scope, or SCOPE/source to pin a source), GET /v1/models, /healthz,
+/readyz, /metrics (Prometheus). Auth by PGW_SERVE_KEYS_FILE (SHA-256 digests
+of accepted bearer keys). SIGTERM/SIGINT: stop accepting, let calls finish
+for PGW_SERVE_DRAIN_S, cancel the rest, exit 0.
+)";
+
+int usage_error(const std::string& msg) {
+  std::fprintf(stderr, "pgw-actor serve: %s\n", msg.c_str());
+  return exit_usage;
+}
+
+bool is_loopback(const std::string& host) {
+  return host == "127.0.0.1" || host == "::1" || host == "localhost"
+         || host.rfind("127.", 0) == 0;
+}
+
+/// Each scope's gateway status (a scope that does not answer in time is
+/// left out).
+std::vector<gateway_status> statuses(context& ctx) {
+  std::vector<gateway_status> out;
+  caf::scoped_actor self{*ctx.sys};
+  for (auto& entry : ctx.scopes)
+    self->request(entry.second.gateway, std::chrono::seconds(2), atom::status_v)
+      .receive([&](gateway_status& st) { out.push_back(std::move(st)); },
+               [](caf::error&) {});
+  return out;
+}
+
+/// Why serve is not ready, or empty when it is: every scope answers its
+/// status, its governance backend is readable and one source is not open.
+std::string not_ready(context& ctx) {
+  auto all = statuses(ctx);
+  if (all.size() != ctx.scopes.size())
+    return "a gateway did not answer its status";
+  for (auto& g : all) {
+    bool usable = false;
+    for (auto& s : g.sources) {
+      if (!s.limiter.unavailable.empty() || !s.breaker.unavailable.empty())
+        return "scope " + g.scope + ": governance backend unreachable";
+      usable = usable || s.breaker.state != "open";
+    }
+    if (!usable)
+      return "scope " + g.scope + ": every source's circuit is open";
+  }
+  return {};
+}
+
+std::string models_json(const context& ctx) {
+  json::array data;
+  auto add = [&data](const std::string& id) {
+    data.push_back(json::object{
+      {"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "pgw"}});
+  };
+  for (auto& entry : ctx.scopes) {
+    add(entry.second.config->name);
+    for (auto& src : entry.second.config->sources)
+      add(entry.second.config->name + "/" + src.name);
+  }
+  return json::serialize(json::object{{"object", "list"}, {"data", data}});
+}
+
+/// The route label of a path (bounded for metrics).
+std::string route_of(const std::string& path) {
+  for (const char* r : {"/v1/chat/completions", "/v1/models", "/healthz",
+                        "/readyz", "/metrics"})
+    if (path == r)
+      return r;
+  return "other";
+}
+
+thread_local std::chrono::steady_clock::time_point request_started;
+
+/// Waits for SIGTERM/SIGINT (blocked in every thread, taken here), then
+/// stops the server and, after the drain time (or a second signal), cancels
+/// the calls still running.
+class signal_watch {
+public:
+  signal_watch(context& ctx, httplib::Server& svr, double drain_s)
+    : ctx_(ctx), svr_(svr), drain_s_(drain_s) {
+    thread_ = std::thread([this] { run(); });
+  }
+
+  ~signal_watch() {
+    done_ = true;
+    thread_.join();
+  }
+
+private:
+  enum class woke { signal, done, timeout };
+
+  woke wait(std::chrono::steady_clock::duration limit) {
+    sigset_t set;
+    sigemptyset(&set);
+    sigaddset(&set, SIGTERM);
+    sigaddset(&set, SIGINT);
+    auto deadline = std::chrono::steady_clock::now() + limit;
+    while (!done_) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        return woke::timeout;
+      timespec ts{0, 20'000'000};
+      if (sigtimedwait(&set, nullptr, &ts) > 0)
+        return woke::signal;
+    }
+    return woke::done;
+  }
+
+  void run() {
+    woke w;
+    while ((w = wait(std::chrono::hours(24))) == woke::timeout)
+      continue;
+    if (w == woke::done)
+      return;
+    log::write(log::level::warn, "serve",
+               fmt::format("signal received: draining {} call(s) for up to {} s",
+                           ctx_.in_flight.load(), drain_s_));
+    svr_.stop();
+    auto drain = std::chrono::milliseconds(
+      static_cast<int64_t>(std::min(drain_s_, 86400.0 * 30) * 1000));
+    // A second signal ends the drain at once.
+    if (wait(drain) == woke::done)
+      return;
+    if (ctx_.in_flight > 0)
+      log::write(log::level::warn, "serve",
+                 fmt::format("drain over: cancelling {} call(s)",
+                             ctx_.in_flight.load()));
+    ctx_.cancel_all = true;
+  }
+
+  context& ctx_;
+  httplib::Server& svr_;
+  double drain_s_;
+  std::atomic<bool> done_{false};
+  std::thread thread_;
+};
+
+void setup_routes(context& ctx, httplib::Server& svr) {
+  svr.set_pre_routing_handler([&ctx](const httplib::Request& req,
+                                     httplib::Response& res) {
+    request_started = std::chrono::steady_clock::now();
+    if (req.path.rfind("/v1/", 0) == 0 && !ctx.keys.empty()
+        && !ctx.keys.accepts(req.get_header_value("Authorization"))) {
+      serve::send_error(res, 401, "missing or wrong bearer key",
+                        "authentication_error", "invalid_api_key");
+      return httplib::Server::HandlerResponse::Handled;
+    }
+    return httplib::Server::HandlerResponse::Unhandled;
+  });
+  svr.Post("/v1/chat/completions",
+           [&ctx](const httplib::Request& req, httplib::Response& res) {
+             serve::handle_chat(ctx, req, res);
+           });
+  svr.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(models_json(ctx), "application/json");
+  });
+  svr.Get("/healthz", [](const httplib::Request&, httplib::Response& res) {
+    res.set_content("{\"status\":\"ok\"}", "application/json");
+  });
+  svr.Get("/readyz", [&ctx](const httplib::Request&, httplib::Response& res) {
+    auto why = not_ready(ctx);
+    res.status = why.empty() ? 200 : 503;
+    json::object body{{"status", why.empty() ? "ready" : "not_ready"}};
+    if (!why.empty())
+      body["reason"] = why;
+    res.set_content(json::serialize(body), "application/json");
+  });
+  svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
+    res.set_content(ctx.stats.render(statuses(ctx)),
+                    "text/plain; version=0.0.4; charset=utf-8");
+  });
+  svr.set_error_handler([](const httplib::Request& req, httplib::Response& res) {
+    if (!res.body.empty())
+      return;
+    if (res.status == 413)
+      serve::send_error(res, 413, "request body too large (PGW_SERVE_MAX_BODY_BYTES)",
+                        "invalid_request_error", "request_too_large");
+    else if (res.status == 404)
+      serve::send_error(res, 404, "no route " + req.path.substr(0, 100),
+                        "invalid_request_error", "not_found");
+  });
+  svr.set_logger([&ctx](const httplib::Request& req,
+                        const httplib::Response& res) {
+    ctx.stats.record_request(route_of(req.path), res.status);
+    if (log::current_level() > log::level::info)
+      return;
+    auto ms = std::chrono::duration<double, std::milli>(
+                std::chrono::steady_clock::now() - request_started)
+                .count();
+    auto header = [&res](const char* name) {
+      auto v = res.get_header_value(name);
+      return v.empty() ? std::string("-") : v;
+    };
+    std::fprintf(stderr, "access %s %s %d scope=%s source=%s ms=%.1f call=%s\n",
+                 req.method.c_str(), route_of(req.path) == "other" ? "-" : req.path.c_str(),
+                 res.status, header("x-pgw-scope").c_str(),
+                 header("x-pgw-source").c_str(), ms,
+                 header("x-pgw-call-id").c_str());
+  });
+}
+
+} // namespace
+
+int serve_main(const std::vector<std::string>& args) {
+  std::optional<std::string> env_file;
+  std::string listen = "127.0.0.1:8080";
+  for (size_t i = 0; i < args.size(); ++i) {
+    auto& a = args[i];
+    if (a == "--help" || a == "-h") {
+      std::fputs(serve_usage, stdout);
+      return exit_ok;
+    }
+    if ((a == "--listen" || a == "--env-file") && i + 1 < args.size()) {
+      (a == "--listen" ? listen : env_file.emplace()) = args[++i];
+      continue;
+    }
+    return usage_error(a == "--listen" || a == "--env-file"
+                         ? a + " needs a value"
+                         : "unknown option " + a);
+  }
+  auto colon = listen.rfind(':');
+  auto port = colon == std::string::npos
+                ? std::nullopt
+                : parse_number(listen.substr(colon + 1));
+  if (!port || *port < 0 || *port > 65535
+      || *port != static_cast<int>(*port))
+    return usage_error("--listen " + listen + ": expected HOST:PORT");
+  auto host = listen.substr(0, colon);
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  if (std::getenv("PGW_LOG") == nullptr)
+    log::set_level(log::level::info); // the access log is on by default
+  auto cfg = load(env_file);
+  if (!cfg)
+    return exit_usage;
+  context ctx;
+  ctx.cfg = &*cfg;
+  ctx.call_prefix = "serve-" + std::to_string(::getpid()) + "-";
+  auto& sc = cfg->global.serve;
+  if (!sc.keys_file.empty()) {
+    if (auto problem = serve::key_set::load(sc.keys_file, ctx.keys)) {
+      std::fprintf(stderr, "pgw-actor: %s\n", problem->c_str());
+      return exit_usage;
+    }
+  } else if (!is_loopback(host)) {
+    log::write(log::level::warn, "serve",
+               "no PGW_SERVE_KEYS_FILE: anyone who reaches " + listen
+                 + " can spend the sources' quota");
+  }
+  // Every thread started from here on inherits the blocked signals; the
+  // signal watch takes them.
+  sigset_t set;
+  sigemptyset(&set);
+  sigaddset(&set, SIGTERM);
+  sigaddset(&set, SIGINT);
+  pthread_sigmask(SIG_BLOCK, &set, nullptr);
+
+  system_config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  ctx.sys = &sys;
+  // Ends the gateways and drops their handles before `sys` goes, on every
+  // path out of here.
+  struct gateways_release {
+    context& c;
+    ~gateways_release() {
+      for (auto& entry : c.scopes)
+        caf::anon_send_exit(entry.second.gateway,
+                            caf::exit_reason::user_shutdown);
+      c.scopes.clear();
+    }
+  } release{ctx};
+  gateway_options opts;
+  opts.default_telemetry_db = default_telemetry_db;
+  for (auto& [name, scope] : cfg->scopes) {
+    auto gw = spawn_gateway(sys, *cfg, name, nullptr, opts);
+    if (!gw) {
+      std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
+      return exit_usage;
+    }
+    std::string key = name;
+    std::transform(key.begin(), key.end(), key.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    ctx.scopes[key] = serve::served_scope{&scope, *gw};
+  }
+  if (ctx.scopes.empty()) {
+    std::fprintf(stderr, "pgw-actor serve: no scope configured\n");
+    return exit_usage;
+  }
+
+  httplib::Server svr;
+  auto threads = static_cast<size_t>(std::min<int64_t>(sc.max_inflight, 4096)) + 8;
+  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  svr.set_tcp_nodelay(true);
+  svr.set_keep_alive_max_count(10000);
+  svr.set_keep_alive_timeout(2); // an idle connection delays a drain by this much
+  svr.set_payload_max_length(static_cast<size_t>(sc.max_body_bytes));
+  auto secs = [](double s) {
+    return std::chrono::microseconds(static_cast<int64_t>(s * 1e6));
+  };
+  svr.set_read_timeout(secs(sc.read_timeout_s));
+  svr.set_write_timeout(secs(sc.write_timeout_s));
+  int listen_fd = -1;
+  svr.set_socket_options([&listen_fd](int fd) {
+    int yes = 1;
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    listen_fd = fd;
+  });
+  setup_routes(ctx, svr);
+  int bound = static_cast<int>(*port);
+  if (bound == 0)
+    bound = svr.bind_to_any_port(host);
+  else if (!svr.bind_to_port(host, bound))
+    bound = -1;
+  if (bound <= 0) {
+    std::fprintf(stderr, "pgw-actor serve: cannot listen on %s\n",
+                 listen.c_str());
+    return exit_other;
+  }
+  if (listen_fd >= 0)
+    ::listen(listen_fd, 4096); // httplib's compiled-in backlog is 5
+  // The first stdout line, read by scripts and tests (`--listen HOST:0`).
+  std::printf("listening %s:%d\n", host.c_str(), bound);
+  std::fflush(stdout);
+  {
+    signal_watch watch{ctx, svr, sc.drain_s};
+    svr.listen_after_bind();
+  }
+  std::fprintf(stderr, "pgw-actor serve: stopped\n");
+  return exit_ok;
+}
+
+} // namespace pgw::cli

@@ -1,0 +1,171 @@
+#include "serve_metrics.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace pgw::serve {
+
+namespace {
+
+/// A label value escaped for the text format.
+std::string esc(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    if (c == '\\' || c == '"')
+      out += '\\';
+    if (c == '\n') {
+      out += "\\n";
+      continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+void head(std::string& out, const char* name, const char* type,
+          const char* help) {
+  fmt::format_to(std::back_inserter(out), "# HELP {} {}\n# TYPE {} {}\n",
+                 name, help, name, type);
+}
+
+void render_histograms(std::string& out, const char* name, const char* help,
+                       const std::map<std::string, histogram>& by_scope) {
+  head(out, name, "histogram", help);
+  for (auto& [scope, h] : by_scope) {
+    uint64_t cumulative = 0;
+    for (size_t i = 0; i < h.bounds.size(); ++i) {
+      cumulative += h.counts[i];
+      fmt::format_to(std::back_inserter(out),
+                     "{}_bucket{{scope=\"{}\",le=\"{}\"}} {}\n", name,
+                     esc(scope), h.bounds[i], cumulative);
+    }
+    fmt::format_to(std::back_inserter(out),
+                   "{}_bucket{{scope=\"{}\",le=\"+Inf\"}} {}\n"
+                   "{}_sum{{scope=\"{}\"}} {}\n{}_count{{scope=\"{}\"}} {}\n",
+                   name, esc(scope), h.count, name, esc(scope), h.sum, name,
+                   esc(scope), h.count);
+  }
+}
+
+} // namespace
+
+void histogram::observe(double seconds) {
+  if (!(seconds >= 0))
+    seconds = 0;
+  auto i = std::lower_bound(bounds.begin(), bounds.end(), seconds)
+           - bounds.begin();
+  if (static_cast<size_t>(i) < bounds.size())
+    ++counts[static_cast<size_t>(i)];
+  ++count;
+  sum += seconds;
+}
+
+void metrics::record_call(const std::string& scope, const std::string& source,
+                          const std::string& outcome, double total_s,
+                          const chat_response* resp) {
+  std::lock_guard<std::mutex> guard(mu_);
+  ++calls_[{scope, source.empty() ? "none" : source, outcome}];
+  latency_[scope].observe(total_s);
+  if (resp == nullptr)
+    return;
+  auto& st = resp->stats;
+  hedges_[scope] += static_cast<uint64_t>(std::max(0, st.hedges));
+  source_key key{scope, source};
+  prompt_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, resp->usage.prompt_tokens));
+  completion_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, resp->usage.completion_tokens));
+  if (st.cost_usd)
+    cost_[key] += *st.cost_usd;
+  if (st.ttft_ms)
+    ttft_[scope].observe(*st.ttft_ms / 1000.0);
+  overhead_[scope].observe(std::max(0.0, total_s - st.generation_ms / 1000.0));
+}
+
+void metrics::record_request(const std::string& route, int status) {
+  std::lock_guard<std::mutex> guard(mu_);
+  ++requests_[{route, status}];
+}
+
+void metrics::set_in_flight(int64_t n) {
+  std::lock_guard<std::mutex> guard(mu_);
+  in_flight_ = n;
+}
+
+std::string metrics::render(const std::vector<gateway_status>& gateways) const {
+  std::string out;
+  auto line = [&out](auto&&... xs) {
+    fmt::format_to(std::back_inserter(out), std::forward<decltype(xs)>(xs)...);
+  };
+  std::lock_guard<std::mutex> guard(mu_);
+  head(out, "pgw_http_requests_total", "counter",
+       "HTTP requests answered by serve, by route and status.");
+  for (auto& [k, n] : requests_)
+    line("pgw_http_requests_total{{route=\"{}\",status=\"{}\"}} {}\n",
+         esc(k.first), k.second, n);
+  head(out, "pgw_serve_in_flight", "gauge", "Chat requests being served now.");
+  line("pgw_serve_in_flight {}\n", in_flight_);
+  head(out, "pgw_calls_total", "counter",
+       "Chat calls by scope, answering source and outcome (ok or error code).");
+  for (auto& [k, n] : calls_)
+    line("pgw_calls_total{{scope=\"{}\",source=\"{}\",outcome=\"{}\"}} {}\n",
+         esc(std::get<0>(k)), esc(std::get<1>(k)), esc(std::get<2>(k)), n);
+  head(out, "pgw_hedges_total", "counter", "Hedge legs started, by scope.");
+  for (auto& [scope, n] : hedges_)
+    line("pgw_hedges_total{{scope=\"{}\"}} {}\n", esc(scope), n);
+  head(out, "pgw_tokens_total", "counter",
+       "Tokens of successful calls, by scope, source and kind.");
+  for (auto& [k, n] : prompt_tokens_)
+    line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"prompt\"}} {}\n",
+         esc(k.first), esc(k.second), n);
+  for (auto& [k, n] : completion_tokens_)
+    line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"completion\"}} "
+         "{}\n",
+         esc(k.first), esc(k.second), n);
+  head(out, "pgw_cost_usd_total", "counter",
+       "Cost of successful calls in USD, by scope and source.");
+  for (auto& [k, x] : cost_)
+    line("pgw_cost_usd_total{{scope=\"{}\",source=\"{}\"}} {}\n", esc(k.first),
+         esc(k.second), x);
+  render_histograms(out, "pgw_call_duration_seconds",
+                    "Whole-call latency as seen by serve.", latency_);
+  render_histograms(out, "pgw_call_ttft_seconds",
+                    "Time to first token of the winning attempt.", ttft_);
+  render_histograms(out, "pgw_gateway_overhead_seconds",
+                    "Call latency minus the winning upstream call's time.",
+                    overhead_);
+  head(out, "pgw_attempts_total", "counter",
+       "Upstream attempts that ended, by scope, source and outcome.");
+  for (auto& g : gateways)
+    for (auto& s : g.sources)
+      for (auto& [outcome, n] : s.outcomes)
+        line("pgw_attempts_total{{scope=\"{}\",source=\"{}\",outcome=\"{}\"}} "
+             "{}\n",
+             esc(g.scope), esc(s.name), esc(outcome), n);
+  // Gauges with one sample per source of every scope.
+  auto per_source = [&](const char* name, const char* help, auto value) {
+    head(out, name, "gauge", help);
+    for (auto& g : gateways)
+      for (auto& s : g.sources)
+        line("{}{{scope=\"{}\",source=\"{}\"}} {}\n", name, esc(g.scope),
+             esc(s.name), value(s));
+  };
+  per_source("pgw_source_in_flight", "Attempts running now, by scope and source.",
+             [](const source_status& s) { return s.in_flight; });
+  per_source("pgw_limiter_rpm_used",
+             "Requests in the limiter's current 60 s window, by scope and source.",
+             [](const source_status& s) { return s.limiter.rpm_used; });
+  per_source("pgw_limiter_tpm_used",
+             "Tokens in the limiter's current 60 s window, by scope and source.",
+             [](const source_status& s) { return s.limiter.tpm_used; });
+  head(out, "pgw_breaker_state", "gauge",
+       "1 for the breaker's current state, by scope, source and state.");
+  for (auto& g : gateways)
+    for (auto& s : g.sources)
+      for (const char* state : {"closed", "open", "half_open", "unknown"})
+        line("pgw_breaker_state{{scope=\"{}\",source=\"{}\",state=\"{}\"}} {}\n",
+             esc(g.scope), esc(s.name), state,
+             s.breaker.state == state ? 1 : 0);
+  return out;
+}
+
+} // namespace pgw::serve

@@ -1,0 +1,394 @@
+#include "serve_openai.hpp"
+
+#include <boost/json.hpp>
+
+#include <cmath>
+
+namespace pgw::serve {
+
+namespace json = boost::json;
+
+namespace {
+
+// -- decoding -------------------------------------------------------------------
+
+using problem = std::optional<std::string>;
+
+problem bad(const std::string& where, const std::string& rule) {
+  return where + ": " + rule;
+}
+
+/// Message content: a string, null, or content parts (text, image_url).
+problem read_content(const json::value& v, const std::string& where,
+                     chat_message& m) {
+  if (v.is_null())
+    return {};
+  if (v.is_string()) {
+    m.content = std::string(v.get_string());
+    return {};
+  }
+  if (!v.is_array())
+    return bad(where, "must be a string, null or an array of parts");
+  auto& parts = v.get_array();
+  for (size_t j = 0; j < parts.size(); ++j) {
+    auto at = where + "[" + std::to_string(j) + "]";
+    if (!parts[j].is_object())
+      return bad(at, "must be an object");
+    auto& p = parts[j].get_object();
+    content_part part;
+    if (auto t = p.if_contains("type"); t && t->is_string())
+      part.type = std::string(t->get_string());
+    if (part.type == "text") {
+      if (auto t = p.if_contains("text"); t && t->is_string())
+        part.text = std::string(t->get_string());
+    } else if (part.type == "image_url") {
+      auto u = p.if_contains("image_url");
+      if (u && u->is_string())
+        part.image_url = std::string(u->get_string());
+      else if (u && u->is_object())
+        if (auto url = u->get_object().if_contains("url"); url && url->is_string())
+          part.image_url = std::string(url->get_string());
+    } else {
+      return bad(at + ".type", "must be text or image_url");
+    }
+    m.parts.push_back(std::move(part));
+  }
+  return {};
+}
+
+problem read_tool_calls(const json::value& v, const std::string& where,
+                        chat_message& m) {
+  if (v.is_null())
+    return {};
+  if (!v.is_array())
+    return bad(where, "must be an array");
+  auto& arr = v.get_array();
+  for (size_t j = 0; j < arr.size(); ++j) {
+    auto at = where + "[" + std::to_string(j) + "]";
+    if (!arr[j].is_object())
+      return bad(at, "must be an object");
+    auto& c = arr[j].get_object();
+    tool_call call;
+    if (auto x = c.if_contains("id"); x && x->is_string())
+      call.id = std::string(x->get_string());
+    if (auto x = c.if_contains("type"); x && x->is_string())
+      call.type = std::string(x->get_string());
+    auto f = c.if_contains("function");
+    if (f == nullptr || !f->is_object())
+      return bad(at + ".function", "must be an object");
+    auto& fo = f->get_object();
+    if (auto x = fo.if_contains("name"); x && x->is_string())
+      call.name = std::string(x->get_string());
+    if (auto x = fo.if_contains("arguments")) {
+      if (x->is_string())
+        call.arguments = std::string(x->get_string());
+      else
+        call.arguments = json::serialize(*x);
+    }
+    m.tool_calls.push_back(std::move(call));
+  }
+  return {};
+}
+
+problem read_messages(const json::value& v, chat_request& req) {
+  if (!v.is_array())
+    return bad("messages", "must be an array");
+  auto& arr = v.get_array();
+  for (size_t i = 0; i < arr.size(); ++i) {
+    auto where = "messages[" + std::to_string(i) + "]";
+    if (!arr[i].is_object())
+      return bad(where, "must be an object");
+    auto& o = arr[i].get_object();
+    chat_message m;
+    if (auto r = o.if_contains("role"); r && r->is_string())
+      m.role = std::string(r->get_string());
+    else
+      return bad(where + ".role", "must be a string");
+    if (auto c = o.if_contains("content"))
+      if (auto p = read_content(*c, where + ".content", m))
+        return p;
+    if (auto t = o.if_contains("tool_calls"))
+      if (auto p = read_tool_calls(*t, where + ".tool_calls", m))
+        return p;
+    if (auto x = o.if_contains("tool_call_id"); x && x->is_string())
+      m.tool_call_id = std::string(x->get_string());
+    if (auto x = o.if_contains("name"); x && x->is_string())
+      m.name = std::string(x->get_string());
+    req.messages.push_back(std::move(m));
+  }
+  return {};
+}
+
+bool number_of(const json::value& v, double& out) {
+  if (v.is_double())
+    out = v.get_double();
+  else if (v.is_int64())
+    out = static_cast<double>(v.get_int64());
+  else if (v.is_uint64())
+    out = static_cast<double>(v.get_uint64());
+  else
+    return false;
+  return std::isfinite(out);
+}
+
+bool integer_of(const json::value& v, int64_t& out) {
+  double d = 0;
+  if (!number_of(v, d) || std::floor(d) != d || std::fabs(d) > 9.0e15)
+    return false;
+  out = static_cast<int64_t>(d);
+  return true;
+}
+
+// -- encoding -------------------------------------------------------------------
+
+json::array tool_calls_json(const std::vector<tool_call>& calls,
+                            bool with_index) {
+  json::array out;
+  for (size_t i = 0; i < calls.size(); ++i) {
+    json::object c{{"id", calls[i].id},
+                   {"type", calls[i].type},
+                   {"function", json::object{{"name", calls[i].name},
+                                             {"arguments", calls[i].arguments}}}};
+    if (with_index)
+      c["index"] = i;
+    out.push_back(std::move(c));
+  }
+  return out;
+}
+
+json::object usage_json(const chat_response& resp) {
+  return {{"prompt_tokens", resp.usage.prompt_tokens},
+          {"completion_tokens", resp.usage.completion_tokens},
+          {"total_tokens", resp.usage.total_tokens}};
+}
+
+/// Splits text into pieces of about `size` bytes without cutting a UTF-8
+/// sequence.
+std::vector<std::string> pieces(const std::string& text, size_t size) {
+  std::vector<std::string> out;
+  size_t pos = 0;
+  while (pos < text.size()) {
+    size_t end = std::min(text.size(), pos + size);
+    while (end < text.size()
+           && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+      ++end;
+    out.push_back(text.substr(pos, end - pos));
+    pos = end;
+  }
+  return out;
+}
+
+} // namespace
+
+std::optional<std::string> parse_request(const std::string& body,
+                                         openai_request& out) {
+  json::error_code ec;
+  auto v = json::parse(body, ec);
+  if (ec)
+    return "the body is not valid JSON (" + ec.message() + ")";
+  if (!v.is_object())
+    return std::string("the body must be a JSON object");
+  auto& obj = v.get_object();
+  auto& req = out.req;
+  json::object extra;
+  for (auto& kv : obj) {
+    auto key = std::string(kv.key());
+    auto& val = kv.value();
+    if (key == "model") {
+      if (!val.is_string())
+        return bad("model", "must be a string naming a scope");
+      out.model = std::string(val.get_string());
+    } else if (key == "messages") {
+      if (auto p = read_messages(val, req))
+        return p;
+    } else if (key == "stream") {
+      if (!val.is_bool() && !val.is_null())
+        return bad("stream", "must be true or false");
+      out.stream = val.is_bool() && val.get_bool();
+    } else if (key == "stream_options") {
+      if (val.is_object())
+        if (auto u = val.get_object().if_contains("include_usage"); u && u->is_bool())
+          out.include_usage = u->get_bool();
+    } else if (key == "temperature" || key == "top_p") {
+      double d = 0;
+      if (val.is_null())
+        continue;
+      if (!number_of(val, d))
+        return bad(key, "must be a number");
+      (key == "temperature" ? req.temperature : req.top_p) = d;
+    } else if (key == "max_tokens" || key == "max_completion_tokens") {
+      int64_t n = 0;
+      if (val.is_null())
+        continue;
+      if (!integer_of(val, n))
+        return bad(key, "must be an integer");
+      req.max_tokens = n;
+    } else if (key == "n" || key == "seed") {
+      int64_t n = 0;
+      if (val.is_null())
+        continue;
+      if (!integer_of(val, n))
+        return bad(key, "must be an integer");
+      (key == "n" ? req.n : req.seed) = n;
+    } else if (key == "stop") {
+      if (val.is_string())
+        req.stop.push_back(std::string(val.get_string()));
+      else if (val.is_array())
+        for (auto& s : val.get_array()) {
+          if (!s.is_string())
+            return bad("stop", "must be a string or an array of strings");
+          req.stop.push_back(std::string(s.get_string()));
+        }
+      else if (!val.is_null())
+        return bad("stop", "must be a string or an array of strings");
+    } else if (key == "tools") {
+      req.tools = json::serialize(val);
+    } else if (key == "tool_choice") {
+      req.tool_choice = json::serialize(val);
+    } else if (key == "response_format") {
+      req.response_format = json::serialize(val);
+    } else if (key == "parallel_tool_calls") {
+      if (!val.is_bool())
+        return bad(key, "must be true or false");
+      req.parallel_tool_calls = val.get_bool();
+    } else if (key == "user") {
+      if (!val.is_string())
+        return bad(key, "must be a string");
+      req.user = std::string(val.get_string());
+    } else if (key == "reasoning_effort") {
+      if (!val.is_string())
+        return bad(key, "must be a string");
+      req.reasoning_effort = std::string(val.get_string());
+    } else {
+      extra[key] = val; // passed through unchanged
+    }
+  }
+  if (out.model.empty())
+    return bad("model", "missing (name a scope, e.g. \"LLM\")");
+  if (!extra.empty())
+    req.extra_body = json::serialize(extra);
+  req.stream = caf::none; // the scope's STREAM decides how upstreams answer
+  return {};
+}
+
+std::string completion_json(const chat_response& resp, const std::string& model,
+                            long long created) {
+  json::object message{{"role", "assistant"}};
+  if (resp.content.empty() && !resp.tool_calls.empty())
+    message["content"] = nullptr;
+  else
+    message["content"] = resp.content;
+  if (!resp.reasoning_content.empty())
+    message["reasoning_content"] = resp.reasoning_content;
+  if (!resp.tool_calls.empty())
+    message["tool_calls"] = tool_calls_json(resp.tool_calls, false);
+  json::object out{
+    {"id", "chatcmpl-" + resp.call_id},
+    {"object", "chat.completion"},
+    {"created", created},
+    {"model", model},
+    {"choices", json::array{json::object{{"index", 0},
+                                         {"message", std::move(message)},
+                                         {"finish_reason", resp.finish_reason},
+                                         {"logprobs", nullptr}}}},
+    {"usage", usage_json(resp)},
+    {"system_fingerprint", nullptr},
+  };
+  return json::serialize(out);
+}
+
+std::string completion_sse(const chat_response& resp, const std::string& model,
+                           long long created, bool include_usage) {
+  std::string out;
+  const auto id = "chatcmpl-" + resp.call_id;
+  auto chunk = [&](json::object delta, json::value finish) {
+    json::object c{{"id", id},
+                   {"object", "chat.completion.chunk"},
+                   {"created", created},
+                   {"model", model},
+                   {"choices", json::array{json::object{
+                                 {"index", 0},
+                                 {"delta", std::move(delta)},
+                                 {"finish_reason", std::move(finish)}}}}};
+    out += "data: " + json::serialize(c) + "\n\n";
+  };
+  chunk(json::object{{"role", "assistant"}, {"content", ""}}, nullptr);
+  for (auto& piece : pieces(resp.reasoning_content, 64))
+    chunk(json::object{{"reasoning_content", piece}}, nullptr);
+  for (auto& piece : pieces(resp.content, 16))
+    chunk(json::object{{"content", piece}}, nullptr);
+  if (!resp.tool_calls.empty()) {
+    // One chunk per call: id and name, then its arguments.
+    auto calls = tool_calls_json(resp.tool_calls, true);
+    for (auto& c : calls)
+      chunk(json::object{{"tool_calls", json::array{c}}}, nullptr);
+  }
+  chunk(json::object{}, json::string(resp.finish_reason));
+  if (include_usage) {
+    json::object u{{"id", id},
+                   {"object", "chat.completion.chunk"},
+                   {"created", created},
+                   {"model", model},
+                   {"choices", json::array{}},
+                   {"usage", usage_json(resp)}};
+    out += "data: " + json::serialize(u) + "\n\n";
+  }
+  out += "data: [DONE]\n\n";
+  return out;
+}
+
+std::string error_body(const std::string& message, const std::string& type,
+                       const std::string& code) {
+  json::object e{{"message", message},
+                 {"type", type},
+                 {"param", nullptr},
+                 {"code", code}};
+  return json::serialize(json::object{{"error", std::move(e)}});
+}
+
+std::string code_name(const caf::error& err) {
+  auto code = code_of(err);
+  return code ? to_string(*code) : "internal";
+}
+
+error_reply reply_for(const caf::error& err) {
+  error_reply out;
+  auto code = code_of(err);
+  auto c = code ? *code : error_code::internal;
+  std::string type = "api_error";
+  switch (c) {
+    case error_code::invalid_request:
+    case error_code::request_rejected:
+      out.status = 400;
+      type = "invalid_request_error";
+      break;
+    case error_code::quota_exhausted:
+      out.status = 429;
+      type = "rate_limit_error";
+      break;
+    case error_code::retry_exhausted:
+    case error_code::stalled:
+    case error_code::circuit_open:
+    case error_code::governance_unavailable:
+    case error_code::cancelled:
+      out.status = 503;
+      type = "service_unavailable";
+      break;
+    case error_code::call_deadline_exceeded:
+      out.status = 504;
+      type = "timeout";
+      break;
+    default:
+      out.status = 500;
+  }
+  if (out.status == 429 || out.status == 503) {
+    double after = 1;
+    if (auto d = detail_of(err); d && d->retry_after_s)
+      after = std::max(1.0, std::ceil(std::min(*d->retry_after_s, 86400.0)));
+    out.retry_after_s = static_cast<long long>(after);
+  }
+  out.body = error_body(describe(err), type, to_string(c));
+  return out;
+}
+
+} // namespace pgw::serve

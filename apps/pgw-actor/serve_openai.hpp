@@ -1,0 +1,63 @@
+#pragma once
+
+/// `pgw-actor serve`: translating between OpenAI's chat completions wire
+/// format and pgw's chat_request / chat_response / errors.
+
+#include "messages/chat.hpp"
+#include "messages/errors.hpp"
+
+#include <caf/error.hpp>
+
+#include <optional>
+#include <string>
+
+namespace pgw::serve {
+
+/// A decoded `POST /v1/chat/completions` body.
+struct openai_request {
+  chat_request req;
+  std::string model; ///< as the caller spelled it
+  bool stream = false;
+  bool include_usage = false; ///< `stream_options.include_usage`
+};
+
+/// Decodes a request body. Every field pgw models is mapped (messages with
+/// tool calls, tools, tool_choice, response_format, seed, user, stop, n,
+/// max_tokens / max_completion_tokens, ...); every other top-level field is
+/// carried in `extra_body` unchanged. Returns a message naming the field on
+/// bad input.
+std::optional<std::string> parse_request(const std::string& body,
+                                         openai_request& out);
+
+/// The `chat.completion` object of an answer.
+std::string completion_json(const chat_response& resp, const std::string& model,
+                            long long created);
+
+/// The whole answer as `chat.completion.chunk` SSE events (role, the content
+/// in several pieces, tool calls, finish reason, the usage chunk when asked)
+/// and `data: [DONE]`.
+std::string completion_sse(const chat_response& resp, const std::string& model,
+                           long long created, bool include_usage);
+
+/// An HTTP answer for an error: status, OpenAI error body, Retry-After.
+struct error_reply {
+  int status = 500;
+  std::string body;
+  std::optional<long long> retry_after_s;
+};
+
+/// OpenAI's error shape `{"error": {message, type, code, param}}` with
+/// `code` set to `code`.
+std::string error_body(const std::string& message, const std::string& type,
+                       const std::string& code);
+
+/// The reply for a call's error: 400 invalid_request / request_rejected,
+/// 429 quota_exhausted, 503 the rest of the unavailable family and
+/// governance_unavailable (both with Retry-After, at least 1 s), 504
+/// call_deadline_exceeded, 499-as-503 cancelled, 500 otherwise.
+error_reply reply_for(const caf::error& err);
+
+/// The pgw code of an error (`internal` for foreign errors).
+std::string code_name(const caf::error& err);
+
+} // namespace pgw::serve

@@ -1,0 +1,339 @@
+// `pgw-actor serve` driven by the official openai npm package (Node) and by
+// plain HTTP: real processes on loopback ports chosen at run time.
+
+#include "fixtures/process.hpp"
+#include "fixtures/sim_process.hpp"
+
+#include <boost/json.hpp>
+#include <doctest/doctest.h>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <future>
+#include <thread>
+#include <utility>
+
+using namespace pgw::test;
+namespace json = boost::json;
+
+namespace {
+
+const std::string client_dir = std::string{PGW_SOURCE_DIR} + "/tests/e2e/serve_client";
+const std::string the_key = "sk-serve-test-key";
+// printf %s sk-serve-test-key | sha256sum
+const std::string the_key_digest =
+  "d225ebc969784fcd04cbfe2ee2a8e0370885f1ac60c1593d992aaf89d431f35f";
+
+std::string slurp(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+std::string temp_dir() {
+  char tmpl[] = "/tmp/pgw-serve-XXXXXX";
+  auto dir = ::mkdtemp(tmpl);
+  REQUIRE(dir != nullptr);
+  return dir;
+}
+
+const char* scenario_json = R"({"models": {
+  "tools_noindex": {"tool_calls": "no_index"},
+  "tools_index0":  {"tool_calls": "index0"},
+  "tools_indexed": {"tool_calls": "indexed"},
+  "tools_bad":     {"tool_calls": "bad_args"},
+  "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
+  "slow_short":    {"ttft_ms": 300, "tokens": 3}
+}})";
+
+/// A simulator and a `pgw-actor serve` over it, with the scopes the Node
+/// cases use. `extra` adds env entries ("K=V").
+struct serve_fixture {
+  std::string dir = temp_dir();
+  std::unique_ptr<sim_process> sim;
+  child_process serve;
+  int port = 0;
+
+  explicit serve_fixture(std::vector<std::string> extra = {},
+                         const std::string& listen = "127.0.0.1:0") {
+    std::ofstream(dir + "/scenario.json") << scenario_json;
+    std::ofstream(dir + "/keys") << "# test key\n" << the_key_digest << "\n";
+    sim = std::make_unique<sim_process>(
+      std::vector<std::string>{"--scenario", dir + "/scenario.json"});
+    auto url = sim->base_url();
+    std::vector<std::string> env{
+      "PATH=/usr/local/bin:/usr/bin:/bin", "PGW_TELEMETRY_DB=off",
+      "PGW_SERVE_KEYS_FILE=" + dir + "/keys"};
+    auto source = [&](const std::string& scope, const std::string& name,
+                      const std::string& model, int priority = 0) {
+      auto p = scope + "__OPENAI__" + name + "__";
+      env.push_back(p + "BASE_URL=" + url);
+      env.push_back(p + "MODEL=" + model);
+      env.push_back(p + "PRIORITY=" + std::to_string(priority));
+    };
+    source("LLM", "A", "ok");
+    source("TOOLS", "NOINDEX", "tools_noindex", 0);
+    source("TOOLS", "INDEX0", "tools_index0", 1);
+    env.push_back("TOOLS__SELECTOR=priority");
+    source("TOOLBAD", "BAD", "tools_bad", 0);
+    source("TOOLBAD", "GOOD", "tools_indexed", 1);
+    env.push_back("TOOLBAD__SELECTOR=priority");
+    source("SLOW", "S", "slow_abort");
+    source("SHORT", "S", "slow_short");
+    source("QUOTA", "Q", "ok");
+    env.push_back("QUOTA__OPENAI__Q__RPM=1");
+    env.push_back("QUOTA__ON_QUOTA_FULL=fail");
+    source("DOWN", "D", "down");
+    env.push_back("DOWN__MAX_ATTEMPTS=2");
+    env.push_back("DOWN__BACKOFF_BASE_S=0.01");
+    env.push_back("DOWN__BACKOFF_MAX_S=0.02");
+    source("HANG", "H", "hang");
+    env.push_back("HANG__CALL_DEADLINE_S=0.5");
+    env.insert(env.end(), extra.begin(), extra.end());
+    // A clean environment; stderr (the access log) to a file.
+    std::vector<std::string> argv{"/usr/bin/env", "-i"};
+    argv.insert(argv.end(), env.begin(), env.end());
+    argv.insert(argv.end(),
+                {"/bin/sh", "-c",
+                 "exec \"$0\" serve --listen \"$2\" 2>\"$1\"",
+                 PGW_ACTOR_BIN, dir + "/stderr", listen});
+    serve = child_process(argv);
+    auto line = serve.read_line();
+    auto colon = line.rfind(':');
+    if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
+      FAIL("unexpected serve output: " << line << "\n" << stderr_text());
+    port = std::stoi(line.substr(colon + 1));
+  }
+
+  ~serve_fixture() {
+    serve.stop();
+    sim.reset();
+    std::string cmd = "rm -rf '" + dir + "'";
+    if (std::system(cmd.c_str()) != 0)
+      MESSAGE("could not remove " << dir);
+  }
+
+  /// Waits (up to 2.5 s) until the simulator received a request for `model`.
+  void wait_for_upstream(const std::string& model) const {
+    httplib::Client s{"127.0.0.1", sim->port()};
+    for (int i = 0; i < 500; ++i) {
+      auto log = s.Get("/_sim/log");
+      if (log && log->body.find("\"" + model + "\"") != std::string::npos)
+        return;
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    FAIL("the simulator never received a request for " << model);
+  }
+
+  std::string stderr_text() const {
+    return slurp(dir + "/stderr");
+  }
+
+  std::string url() const {
+    return "http://127.0.0.1:" + std::to_string(port) + "/v1";
+  }
+
+  /// Runs one case of client.mjs; returns its JSON line.
+  json::object node_case(const std::string& name) {
+    auto r = run_program({"/usr/bin/env", "node", client_dir + "/client.mjs", name},
+                         {"PGW_URL=" + url(), "PGW_KEY=" + the_key,
+                          "SIM_URL=http://127.0.0.1:" + std::to_string(sim->port())});
+    INFO("node " << name << ": " << r.out << r.err);
+    INFO("serve stderr:\n" << stderr_text());
+    REQUIRE(r.exit_code == 0);
+    return json::parse(r.out).as_object();
+  }
+
+  httplib::Client http() const {
+    httplib::Client cli{"127.0.0.1", port};
+    cli.set_read_timeout(std::chrono::seconds(20));
+    return cli;
+  }
+
+  httplib::Headers auth() const {
+    return {{"Authorization", "Bearer " + the_key}};
+  }
+
+  /// Starts one chat call on `model` on another thread; the future holds
+  /// its status (0 = no answer) and body.
+  std::future<std::pair<int, std::string>> chat_async(const std::string& model) {
+    return std::async(std::launch::async, [this, model] {
+      auto c = http();
+      auto res = c.Post("/v1/chat/completions", auth(),
+                        R"({"model":")" + model
+                          + R"(","messages":[{"role":"user","content":"hi"}]})",
+                        "application/json");
+      return res ? std::make_pair(res->status, res->body)
+                 : std::make_pair(0, std::string{});
+    });
+  }
+};
+
+bool have_node_client() {
+  return ::access((client_dir + "/node_modules/openai/package.json").c_str(),
+                  R_OK)
+         == 0;
+}
+
+} // namespace
+
+TEST_SUITE("serve") {
+
+TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and auth") {
+  REQUIRE_MESSAGE(have_node_client(),
+                  "run `make deps` (npm ci in tests/e2e/serve_client)");
+  for (const char* name : {"chat", "stream", "tools", "tools_stream",
+                           "tools_failover", "abort", "errors", "auth"}) {
+    CAPTURE(name);
+    serve_fixture f;
+    auto out = f.node_case(name);
+    CHECK(out.at("ok").as_bool());
+    if (std::string(name) == "abort")
+      MESSAGE("abort: " << json::serialize(out));
+  }
+}
+
+TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool") {
+  serve_fixture f;
+  auto cli = f.http();
+  auto h = cli.Get("/healthz");
+  REQUIRE(h);
+  CHECK(h->status == 200);
+  auto r = cli.Get("/readyz");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(json::parse(r->body).at("status").as_string() == "ready");
+  auto denied = cli.Get("/v1/models");
+  REQUIRE(denied);
+  CHECK(denied->status == 401);
+  CHECK(json::parse(denied->body).at("error").at("code").as_string()
+        == "invalid_api_key");
+  auto models = cli.Get("/v1/models", f.auth());
+  REQUIRE(models);
+  REQUIRE(models->status == 200);
+  auto data = json::parse(models->body).at("data").as_array();
+  std::vector<std::string> ids;
+  for (auto& m : data)
+    ids.emplace_back(m.at("id").as_string());
+  CHECK(std::count(ids.begin(), ids.end(), "LLM") == 1);
+  CHECK(std::count(ids.begin(), ids.end(), "LLM/a") == 1);
+  auto unknown = cli.Post("/v1/chat/completions", f.auth(),
+                          R"({"model":"LLM/zzz","messages":[{"role":"user","content":"hi"}]})",
+                          "application/json");
+  REQUIRE(unknown);
+  CHECK(unknown->status == 404);
+  CHECK(json::parse(unknown->body).at("error").at("code").as_string()
+        == "model_not_found");
+  // Traffic: one ok, one error, then the exposition.
+  auto body = R"({"model":"llm","messages":[{"role":"user","content":"hi"}]})";
+  auto ok = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+  CHECK(ok->get_header_value("x-pgw-source") == "a");
+  auto bad = cli.Post("/v1/chat/completions", f.auth(),
+                      R"({"model":"down","messages":[{"role":"user","content":"hi"}]})",
+                      "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 503);
+  CHECK(std::stoi(bad->get_header_value("Retry-After")) >= 1);
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  REQUIRE(m->status == 200);
+  CHECK(m->body.find(R"(pgw_calls_total{scope="LLM",source="a",outcome="ok"} 1)")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_calls_total{scope="DOWN",source="none",outcome="retry_exhausted"} 1)")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_attempts_total{scope="DOWN",source="d",outcome="transient"} 2)")
+        != std::string::npos);
+  CHECK(m->body.find("pgw_call_duration_seconds_bucket") != std::string::npos);
+  std::ofstream(f.dir + "/metrics.txt") << m->body;
+  auto check = run_program({"/bin/sh", "-c", "promtool check metrics < \"$0\"",
+                            f.dir + "/metrics.txt"});
+  INFO(check.out << check.err << "\n" << m->body);
+  CHECK(check.exit_code == 0);
+  // The access log: one line per request, no key.
+  auto log = f.stderr_text();
+  CHECK(log.find("access POST /v1/chat/completions 200 scope=LLM source=a")
+        != std::string::npos);
+  CHECK(log.find("access GET /v1/models 401") != std::string::npos);
+  CHECK(log.find(the_key) == std::string::npos);
+}
+
+TEST_CASE("serve: body and in-flight limits") {
+  serve_fixture f{{"PGW_SERVE_MAX_BODY_BYTES=1024", "PGW_SERVE_MAX_INFLIGHT=1"}};
+  auto cli = f.http();
+  std::string big = R"({"model":"LLM","messages":[{"role":"user","content":")"
+                    + std::string(2000, 'x') + "\"}]}";
+  auto r = cli.Post("/v1/chat/completions", f.auth(), big, "application/json");
+  REQUIRE(r);
+  CHECK(r->status == 413);
+  // One slow call holds the only slot; the next is turned away.
+  auto slow = f.chat_async("SHORT");
+  // Wait until the simulator has the slow request.
+  f.wait_for_upstream("slow_short");
+  auto busy = cli.Post("/v1/chat/completions", f.auth(),
+                       R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})",
+                       "application/json");
+  CHECK(slow.get().first == 200);
+  REQUIRE(busy);
+  CHECK(busy->status == 503);
+  CHECK(busy->get_header_value("Retry-After") == "1");
+  CHECK(json::parse(busy->body).at("error").at("code").as_string() == "overloaded");
+}
+
+TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {
+  serve_fixture f{{"PGW_SERVE_DRAIN_S=20", "PGW_LOG=warn"}};
+  auto call = f.chat_async("SHORT");
+  f.wait_for_upstream("slow_short");
+  f.serve.signal(SIGTERM);
+  CHECK(call.get().first == 200);
+  CHECK(f.serve.wait() == 0);
+  auto log = f.stderr_text();
+  CHECK(log.find("draining 1 call(s)") != std::string::npos);
+  CHECK(log.find("access ") == std::string::npos); // PGW_LOG=warn
+}
+
+TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
+  serve_fixture f{{"PGW_SERVE_DRAIN_S=0.2"}};
+  auto call = f.chat_async("SLOW");
+  f.wait_for_upstream("slow_abort");
+  auto t0 = std::chrono::steady_clock::now();
+  f.serve.signal(SIGTERM);
+  auto [status, body] = call.get();
+  CHECK(status == 503);
+  REQUIRE(status != 0);
+  CHECK(json::parse(body).at("error").at("code").as_string() == "cancelled");
+  CHECK(f.serve.wait() == 0);
+  // The answer needs 5 s; the drain ended it long before.
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
+  CHECK(f.stderr_text().find("cancelling 1 call(s)") != std::string::npos);
+}
+
+TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
+          "file stops the start") {
+  {
+    serve_fixture f{{"PGW_SERVE_KEYS_FILE="}, "0.0.0.0:0"};
+    auto cli = f.http();
+    auto r = cli.Get("/v1/models"); // no key needed now
+    REQUIRE(r);
+    CHECK(r->status == 200);
+    CHECK(f.stderr_text().find("no PGW_SERVE_KEYS_FILE") != std::string::npos);
+  }
+  auto dir = temp_dir();
+  std::ofstream(dir + "/keys") << "sk-a-raw-key-not-a-digest\n";
+  auto r = run_program({PGW_ACTOR_BIN, "serve", "--listen", "127.0.0.1:0"},
+                       {"PGW_TELEMETRY_DB=off", "PGW_SERVE_KEYS_FILE=" + dir + "/keys",
+                        "LLM__OPENAI__A__BASE_URL=http://127.0.0.1:9/v1",
+                        "LLM__OPENAI__A__MODEL=ok"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("line 1 is not a SHA-256 hex digest") != std::string::npos);
+  CHECK(r.err.find("sk-a-raw-key") == std::string::npos); // never echoed
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
+} // TEST_SUITE
