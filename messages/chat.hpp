@@ -2,6 +2,7 @@
 
 /// The chat request a caller sends to a gateway and the response it gets back.
 
+#include "messages/structured.hpp"
 #include "messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
@@ -56,13 +57,19 @@ struct chat_request {
   std::string reasoning_effort;
   /// Optional caller-chosen id; used to cancel the call and in telemetry.
   std::string call_id;
+  /// Structured output: a JSON Schema document (draft 7) the answer must
+  /// satisfy; empty = free text.
+  std::string schema;
+  /// Structured output: `auto` walks the source's ladder; another value
+  /// forces that rung on every source (never downgraded).
+  schema_strategy strategy = schema_strategy::auto_select;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
   return f(caf::meta::type_name("pgw.chat_request"), x.messages, x.temperature,
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
-           x.reasoning_effort, x.call_id);
+           x.reasoning_effort, x.call_id, x.schema, x.strategy);
 }
 
 /// Statistics of one logical call (SPEC §9 names).
@@ -80,6 +87,11 @@ struct call_stats {
   int64_t completion_tokens = 0;
   std::string usage_source; ///< "reported" or "unavailable"
   caf::optional<double> cost_usd;
+  /// Structured output: the answer passed only after the deterministic
+  /// repair (code fences, surrounding text, a trailing comma).
+  bool repaired = false;
+  /// Structured output: rounds re-asked after a schema mismatch.
+  int32_t reasks = 0;
 };
 
 template <class Inspector>
@@ -87,7 +99,8 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
   return f(caf::meta::type_name("pgw.call_stats"), x.attempts,
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
-           x.completion_tokens, x.usage_source, x.cost_usd);
+           x.completion_tokens, x.usage_source, x.cost_usd, x.repaired,
+           x.reasks);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).
@@ -112,13 +125,16 @@ struct chat_response {
   token_usage usage;
   call_stats stats;
   std::string call_id;
+  /// Structured output: the validated JSON (after repair), serialized;
+  /// empty for a free-text call.
+  std::string parsed;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_response& x) {
   return f(caf::meta::type_name("pgw.chat_response"), x.content,
            x.reasoning_content, x.finish_reason, x.source, x.model, x.usage,
-           x.stats, x.call_id);
+           x.stats, x.call_id, x.parsed);
 }
 
 } // namespace pgw
