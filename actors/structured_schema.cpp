@@ -17,6 +17,10 @@
 #include <algorithm>
 #include <map>
 #include <mutex>
+#include <optional>
+#include <regex>
+#include <set>
+#include <string_view>
 
 namespace pgw {
 
@@ -26,6 +30,8 @@ class compiled_schema {
 public:
   json::value document;
   valijson::Schema schema;
+  /// The schema uses `pattern` or `patternProperties` (std::regex).
+  bool has_patterns = false;
 };
 
 namespace {
@@ -76,6 +82,11 @@ constexpr const char* draft7_meta_schema =
 
 /// Schemas kept compiled at most; the cache starts over when full.
 constexpr size_t cache_capacity = 256;
+
+/// Longest string (value or key) checked against a `pattern`: libstdc++'s
+/// std::regex recurses per character and overflows an 8 MiB stack near
+/// 20,000 characters, and upstream answers are untrusted.
+constexpr size_t max_pattern_subject = 2048;
 
 std::string sha256_hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -156,6 +167,141 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
   return out;
 }
 
+// -- checks valijson does not make safely ----------------------------------------
+
+std::string pointer_token(std::string_view key) {
+  std::string out;
+  for (char c : key)
+    out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1")
+                                                    : std::string(1, c);
+  return out;
+}
+
+/// A problem found in the schema document, with its pointer.
+struct schema_problem {
+  std::string pointer;
+  std::string message;
+};
+
+/// Walks the subschemas of `node` (draft 7 keywords that hold schemas):
+/// every `pattern` and `patternProperties` key must compile as a
+/// std::regex (valijson would only fail later, on every answer), and
+/// local `$ref` chains must not loop (valijson recurses forever).
+class schema_walker {
+public:
+  explicit schema_walker(const json::value& root) : root_(root) {
+  }
+
+  std::optional<schema_problem> walk(const json::value& node,
+                                     const std::string& at, int depth = 0) {
+    if (!node.is_object() || depth > 64)
+      return std::nullopt;
+    auto& obj = node.get_object();
+    if (auto p = obj.if_contains("pattern"); p && p->is_string()) {
+      has_patterns = true;
+      if (auto err = regex_error(p->get_string()))
+        return schema_problem{at + "/pattern", *err};
+    }
+    if (auto pp = obj.if_contains("patternProperties"); pp && pp->is_object()) {
+      has_patterns = true;
+      for (auto& kv : pp->get_object())
+        if (auto err = regex_error(kv.key()))
+          return schema_problem{at + "/patternProperties/"
+                                  + pointer_token(kv.key()),
+                                *err};
+    }
+    if (auto ref = obj.if_contains("$ref"); ref && ref->is_string())
+      if (ref_loops(std::string(ref->get_string())))
+        return schema_problem{at + "/$ref", "$ref chain refers back to itself"};
+    for (auto& kv : obj) {
+      std::string key(kv.key());
+      auto& v = kv.value();
+      auto here = at + "/" + pointer_token(key);
+      if (key == "properties" || key == "patternProperties"
+          || key == "definitions" || key == "$defs" || key == "dependencies") {
+        if (v.is_object())
+          for (auto& sub : v.get_object())
+            if (auto p = walk(sub.value(), here + "/" + pointer_token(sub.key()),
+                              depth + 1))
+              return p;
+      } else if (key == "allOf" || key == "anyOf" || key == "oneOf"
+                 || (key == "items" && v.is_array())) {
+        if (v.is_array())
+          for (size_t i = 0; i < v.get_array().size(); ++i)
+            if (auto p = walk(v.get_array()[i], here + "/" + std::to_string(i),
+                              depth + 1))
+              return p;
+      } else if (key == "items" || key == "additionalItems"
+                 || key == "additionalProperties" || key == "not"
+                 || key == "if" || key == "then" || key == "else"
+                 || key == "contains" || key == "propertyNames") {
+        if (auto p = walk(v, here, depth + 1))
+          return p;
+      }
+    }
+    return std::nullopt;
+  }
+
+  bool has_patterns = false;
+
+private:
+  static std::optional<std::string> regex_error(std::string_view pattern) {
+    try {
+      std::regex re{std::string(pattern)};
+      return std::nullopt;
+    } catch (const std::regex_error& e) {
+      return std::string("not a regular expression this validator accepts (")
+             + e.what() + ")";
+    }
+  }
+
+  /// True when following local `$ref`s from `ref` through nodes that are
+  /// themselves `$ref`s comes back to a pointer already seen.
+  bool ref_loops(std::string ref) const {
+    std::set<std::string> seen;
+    while (!ref.empty() && ref.front() == '#') {
+      auto pointer = ref.substr(1);
+      if (!seen.insert(pointer).second)
+        return true;
+      boost::system::error_code ec;
+      auto target = root_.find_pointer(pointer, ec);
+      if (target == nullptr || !target->is_object())
+        return false;
+      auto next = target->get_object().if_contains("$ref");
+      if (next == nullptr || !next->is_string())
+        return false;
+      ref = std::string(next->get_string());
+    }
+    return false;
+  }
+
+  const json::value& root_;
+};
+
+/// Strings and keys of `value` too long to check against a pattern.
+void long_strings(const json::value& value, const std::string& at,
+                  std::vector<schema_issue>& out) {
+  auto too_long = [&](size_t n, const std::string& where) {
+    if (n > max_pattern_subject && out.size() < max_schema_issues)
+      out.push_back({where, "a string of " + std::to_string(n)
+                              + " bytes is longer than "
+                              + std::to_string(max_pattern_subject)
+                              + ", the most checked against a pattern"});
+  };
+  if (value.is_string()) {
+    too_long(value.get_string().size(), at);
+  } else if (value.is_array()) {
+    for (size_t i = 0; i < value.get_array().size(); ++i)
+      long_strings(value.get_array()[i], at + "/" + std::to_string(i), out);
+  } else if (value.is_object()) {
+    for (auto& kv : value.get_object()) {
+      auto here = at + "/" + pointer_token(kv.key());
+      too_long(kv.key().size(), here);
+      long_strings(kv.value(), here, out);
+    }
+  }
+}
+
 const valijson::Schema& meta_schema() {
   static const auto compiled = [] {
     auto doc = json::parse(draft7_meta_schema);
@@ -185,7 +331,11 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   auto issues = validate(meta_schema(), doc);
   if (!issues.empty())
     return invalid_schema(issues.front().pointer, issues.front().message);
+  schema_walker walker{doc};
+  if (auto problem = walker.walk(doc, ""))
+    return invalid_schema(problem->pointer, problem->message);
   auto out = std::make_shared<compiled_schema>();
+  out->has_patterns = walker.has_patterns;
   out->document = std::move(doc);
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
@@ -252,6 +402,11 @@ structured_check check_answer(const compiled_schema& schema,
     out.repaired = true;
   }
   out.json = json::serialize(value);
+  if (schema.has_patterns) {
+    long_strings(value, "", out.issues);
+    if (!out.issues.empty())
+      return out;
+  }
   out.issues = validate(schema.schema, value);
   out.valid = out.issues.empty();
   return out;

@@ -139,11 +139,39 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
     {R"({"properties":{"age":{"type":"integr"}}})", "schema /properties/age/type: "},
     {R"({"required":"name"})", "schema /required: "},
     {R"({"minimum":"zero"})", "schema /minimum: "},
+    // Checked before valijson, which would recurse forever or fail on
+    // every answer instead.
+    {R"({"$ref":"#"})", "schema /$ref: $ref chain refers back to itself"},
+    {R"({"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"properties":{"x":{"$ref":"#/definitions/a"}}})",
+     "schema /definitions/a/$ref: $ref chain refers back to itself"},
+    {R"({"properties":{"id":{"type":"string","pattern":"(["}}})",
+     "schema /properties/id/pattern: not a regular expression"},
+    {R"({"patternProperties":{"a(":{}}})", "schema /patternProperties/a(: "},
   };
   for (auto& r : rows) {
     CAPTURE(r.schema);
     CHECK(contains(compile_error(r.schema), r.message_part));
   }
+}
+
+TEST_CASE("structured: recursive schemas validate; long strings never reach std::regex") {
+  auto tree = compiled(R"({"definitions":{"node":{"type":"object","properties":{"next":{"$ref":"#/definitions/node"}}}},"$ref":"#/definitions/node"})");
+  CHECK(check_answer(*tree, R"({"next":{"next":{"next":{}}}})").valid);
+  CHECK_FALSE(check_answer(*tree, R"({"next":{"next":3}})").valid);
+  // std::regex recurses per character: a 100 kB string would overflow the
+  // stack. With a pattern in the schema, such strings are an issue instead.
+  auto id = compiled(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}})");
+  CHECK(check_answer(*id, R"({"id":"abc"})").valid);
+  CHECK_FALSE(check_answer(*id, R"({"id":"ab1"})").valid);
+  auto huge = R"({"id":")" + std::string(100000, 'a') + R"("})";
+  auto check = check_answer(*id, huge);
+  CHECK_FALSE(check.valid);
+  REQUIRE(check.issues.size() == 1);
+  CHECK(check.issues[0].pointer == "/id");
+  CHECK(contains(check.issues[0].message, "longer than 2048"));
+  // Without a pattern, long strings are validated as usual.
+  auto plain = compiled(R"({"type":"object","properties":{"id":{"type":"string"}}})");
+  CHECK(check_answer(*plain, huge).valid);
 }
 
 TEST_CASE("structured: a schema is compiled once per digest") {
