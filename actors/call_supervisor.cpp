@@ -211,7 +211,26 @@ void fail_with_upstream(self_ptr self, error_code code, std::string message,
   fail(self, code, std::move(detail));
 }
 
-// -- structured output: the answer --------------------------------------------
+// -- structured output: the schema and the answer ------------------------------
+
+/// Structured output: compiles the call's schema (once per process per
+/// schema text). An invalid schema is the caller's error, before any
+/// upstream call: the call fails `invalid_request` and this returns false.
+bool structured_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.args.request->schema.empty())
+    return true;
+  auto schema = compile_schema(st.args.request->schema);
+  if (!schema) {
+    auto d = detail_of(schema.error());
+    fail(self, error_code::invalid_request,
+         d != nullptr ? d->message : describe(schema.error()));
+    return false;
+  }
+  st.schema = std::move(*schema);
+  st.conversation = st.args.request->messages;
+  return true;
+}
 
 /// Structured output: the validated JSON and how it was obtained. The
 /// attempt already checked the answer (an invalid one never reaches here);
@@ -725,18 +744,8 @@ call_supervisor(self_ptr self, call_args args) {
       st.started = true;
       st.started_at = self->clock().now();
       progress(self);
-      if (!st.args.request->schema.empty()) {
-        // An invalid schema is the caller's error, before any upstream call.
-        auto schema = compile_schema(st.args.request->schema);
-        if (!schema) {
-          auto d = detail_of(schema.error());
-          fail(self, error_code::invalid_request,
-               d != nullptr ? d->message : describe(schema.error()));
-          return st.promise;
-        }
-        st.schema = std::move(*schema);
-        st.conversation = st.args.request->messages;
-      }
+      if (!structured_start(self))
+        return st.promise;
       arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
       if (st.args.deadline_s)
         self->send(st.args.gateway, atom::timer_v, deadline_timer,

@@ -130,7 +130,14 @@ struct call_supervisor_state {
 /// by the gateway's cooldown memo, so a round waits max(backoff,
 /// Retry-After) when no other source may run), `request_rejected` ends the
 /// call, `source_rejected` excludes the source, the stall window and the
-/// deadline bound the call. Live attempts are stopped with
+/// deadline bound the call. Structured output (a request with `schema`):
+/// the schema is compiled first (`invalid_request` before any upstream
+/// call), each leg is asked with its source's ladder rung, a 400 that
+/// rejects the response format lowers that rung and runs the attempt again
+/// without budget, and a round whose answer does not match is re-asked at
+/// once with the bad answer and the validator's errors (one budget unit
+/// each, at most `STRUCTURED__MAX_REASKS`, then `result_invalid`). Live
+/// attempts are stopped with
 /// `exit_reason::user_shutdown` and the answer is delivered only after they
 /// are gone.
 call_supervisor_actor::behavior_type

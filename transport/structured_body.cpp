@@ -125,8 +125,11 @@ caf::error apply_structured(json::object& body, const std::string& schema_text,
                                    {"strict", strict}}}};
     return {};
   }
+  // The rung decides the format: one from OVERLAY or extra_body goes.
   if (rung == schema_strategy::json_object)
     body["response_format"] = json::object{{"type", "json_object"}};
+  else
+    body.erase("response_format");
   auto text = schema_instructions(json::serialize(schema));
   auto& messages = body["messages"];
   if (!messages.is_array())

@@ -29,7 +29,8 @@ bool fits_strict_subset(const boost::json::value& schema);
 /// `json_schema` (and `auto_select`) → `response_format: {type:
 /// json_schema, json_schema: {name: "response", schema, strict}}`;
 /// `json_object` → `response_format: {type: json_object}` plus the
-/// instructions; `prompt` → the instructions only. The instructions are
+/// instructions; `prompt` → the instructions only (and no
+/// `response_format`, even one from OVERLAY or extra_body). The instructions are
 /// appended to a leading system message with text content, or inserted as
 /// a new first system message. A schema that is not JSON is an
 /// `invalid_request` error naming `schema`.

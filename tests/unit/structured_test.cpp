@@ -244,6 +244,7 @@ TEST_CASE("structured: the request body per rung") {
           == schema_instructions(json::serialize(json::parse(person_schema))));
   }
   SUBCASE("prompt: instructions appended to the caller's system message, no format") {
+    req.extra_body = R"({"response_format":{"type":"json_object"}})";
     auto b = body_for(schema_strategy::prompt, true);
     CHECK_FALSE(b.contains("response_format"));
     auto& msgs = b.at("messages").as_array();
