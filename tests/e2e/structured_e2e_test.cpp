@@ -125,5 +125,10 @@ TEST_CASE_FIXTURE(structured_fixture, "chat --schema: an invalid schema is exit 
   CHECK(err.at("code").as_string() == "invalid_request");
   CHECK(std::string(err.at("message").as_string()).find("schema /required: ")
         == 0);
+  auto missing = chat({"--schema", "/nonexistent/schema.json", "who?"},
+                      env("stubborn"));
+  CHECK(missing.exit_code == 2);
+  CHECK(missing.err.find("--schema /nonexistent/schema.json: cannot be read")
+        != std::string::npos);
   CHECK(log().empty());
 }

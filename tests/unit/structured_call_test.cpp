@@ -214,3 +214,24 @@ TEST_CASE_FIXTURE(actor_fixture, "structured: a forced rung is not downgraded") 
   CHECK(fake->count("a") == 1);
   CHECK(source(status(gw), "a").structured_rung == "json_schema");
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "structured: hedging is per round; a mismatched leg waits for the other") {
+  auto sc = test_scope({"a", "b"}, "priority");
+  sc.sources[1].priority = 1;
+  sc.hedge.after_s = 1.0;
+  fake->script("a", {fake_step::ok(wrong_person).after(3s)});
+  fake->script("b", {fake_step::ok(valid_person).after(4s)});
+  auto gw = spawn_gateway(sc);
+  auto out = call(gw, structured());
+  REQUIRE(out->response);
+  auto& r = *out->response;
+  CHECK(r.source == "b");
+  CHECK(r.stats.hedge_won);
+  CHECK(r.stats.attempts == 2);
+  CHECK(r.stats.reasks == 0); // the round did not fail: no re-ask
+  // Both legs were asked the same messages, each with its own rung.
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(body_of(calls[0]).at("messages") == body_of(calls[1]).at("messages"));
+  check_balanced(status(gw));
+}
