@@ -68,6 +68,21 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
   self->send(args.telemetry, atom::record_v, std::move(row));
 }
 
+/// Structured output: an answer that is not schema-valid JSON is
+/// `result_invalid`, decided before the row, the settlement and the
+/// breaker feed (a mismatch is not the source's breaker failure).
+void check_structured(self_ptr self, attempt_result& res) {
+  auto& schema = self->state.args.schema;
+  if (!schema || res.kind != outcome::ok)
+    return;
+  auto check = check_answer(*schema, res.content);
+  if (check.valid)
+    return;
+  res.kind = outcome::result_invalid;
+  res.reason = check.json.empty() ? "invalid_json" : "schema_mismatch";
+  res.error_message = format_issues({check.issues.front()});
+}
+
 /// Settles and releases the permit, exactly once per attempt.
 void settle(self_ptr self, int64_t amount) {
   auto& args = self->state.args;
@@ -137,6 +152,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       if (st.finished)
         return;
       st.finished = true;
+      check_structured(self, res);
       auto amount = settle_amount(res, st.args.granted_permit.est);
       settle(self, amount);
       write_row(self, res.kind, &res, amount);

@@ -3,6 +3,7 @@
 /// The `attempt` actor: one upstream request on one source (SPEC §2).
 
 #include "actors/interfaces.hpp"
+#include "actors/structured_schema.hpp"
 #include "actors/telemetry.hpp"
 #include "config/pricing.hpp"
 #include "config/settings.hpp"
@@ -36,6 +37,10 @@ struct attempt_args {
   std::shared_ptr<const price_table> prices;
   double wall_offset_ms = 0;
   bool telemetry_content = false;
+  /// Structured output: an `ok` answer that does not match this schema
+  /// (after repair) ends `result_invalid` (reason `invalid_json` or
+  /// `schema_mismatch`, the first validation error as the message).
+  schema_ptr schema;
 };
 
 struct attempt_state {

@@ -210,6 +210,40 @@ void fail_with_upstream(self_ptr self, error_code code, std::string message,
   fail(self, code, std::move(detail));
 }
 
+// -- structured output: the schema and the answer ------------------------------
+
+/// Structured output: compiles the call's schema (once per process per
+/// schema text). An invalid schema is the caller's error, before any
+/// upstream call: the call fails `invalid_request` and this returns false.
+bool structured_start(self_ptr self) {
+  auto& st = self->state;
+  if (st.args.request->schema.empty())
+    return true;
+  auto schema = compile_schema(st.args.request->schema);
+  if (!schema) {
+    auto d = detail_of(schema.error());
+    fail(self, error_code::invalid_request,
+         d != nullptr ? d->message : describe(schema.error()));
+    return false;
+  }
+  st.schema = std::move(*schema);
+  st.conversation = st.args.request->messages;
+  return true;
+}
+
+/// Structured output: the validated JSON and how it was obtained. The
+/// attempt already checked the answer (an invalid one never reaches here);
+/// the check is repeated for its value (the schema is compiled, it is cheap).
+void structured_fill(self_ptr self, chat_response& resp) {
+  auto& st = self->state;
+  if (!st.schema)
+    return;
+  auto check = check_answer(*st.schema, resp.content);
+  resp.parsed = std::move(check.json);
+  resp.stats.repaired = check.repaired;
+  resp.stats.reasks = st.reasks;
+}
+
 void succeed(self_ptr self, call_leg& leg) {
   auto& st = self->state;
   auto& res = leg.result;
@@ -244,6 +278,7 @@ void succeed(self_ptr self, call_leg& leg) {
   for (auto& other : st.legs)
     if (other.done && other.id != leg.id)
       account_loser(self, other);
+  structured_fill(self, resp);
   st.response = std::move(resp);
   finish(self);
 }
@@ -280,6 +315,23 @@ void retry_after(self_ptr self, double delay_s,
     self->delayed_send(self, to_timespan(delay_s), atom::retry_v, gen);
 }
 
+/// Structured output: the request of a leg on `src` — the round's messages
+/// (with the last bad answer and its errors after a mismatch) asked with the
+/// rung the ladder gives that source — and the schema its attempt checks
+/// answers against. Returns the rung (`auto_select` for a free-text call).
+schema_strategy structured_leg(self_ptr self, const source_config& src,
+                               attempt_args& aa) {
+  auto& st = self->state;
+  if (!st.schema)
+    return schema_strategy::auto_select;
+  auto req = std::make_shared<chat_request>(*st.args.request);
+  req->messages = st.conversation;
+  req->strategy = st.args.ladder->rung_for(src, req->strategy);
+  aa.request = std::move(req);
+  aa.schema = st.schema;
+  return aa.request->strategy;
+}
+
 void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   auto& st = self->state;
   auto src = st.args.sources->find(admitted.source);
@@ -296,6 +348,7 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   aa.transport = st.args.transport;
   aa.source = src->second.config;
   aa.request = st.args.request;
+  auto rung = structured_leg(self, *src->second.config, aa);
   aa.stream = st.args.stream;
   aa.hedge = hedge;
   aa.limiter = src->second.limiter;
@@ -326,6 +379,7 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   leg.round = st.round;
   leg.est = est;
   leg.model = src->second.config->model;
+  leg.rung = rung;
   leg.actor = self->spawn(attempt, std::move(aa));
   self->monitor(leg.actor);
   st.legs.push_back(std::move(leg));
@@ -495,6 +549,82 @@ void round_failed(self_ptr self) {
   retry_after(self, delay);
 }
 
+// -- structured output: downgrade and re-ask ------------------------------------
+
+bool schema_mismatch(const attempt_result& r) {
+  return r.kind == outcome::result_invalid
+         && (r.reason == "schema_mismatch" || r.reason == "invalid_json");
+}
+
+/// A 400 that rejected the response format on an `auto` call: the ladder
+/// moves that source one rung down for the process, and the same attempt
+/// runs again at once, at no budget cost (the breaker saw a neutral
+/// rejection). Returns false when this is not such a rejection, or when
+/// there is no lower rung (then it is an ordinary rejection).
+bool structured_downgrade(self_ptr self, call_leg& leg) {
+  auto& st = self->state;
+  if (!st.schema || st.args.request->strategy != schema_strategy::auto_select
+      || !rejects_response_format(leg.result))
+    return false;
+  auto src = st.args.sources->find(leg.source);
+  if (src == st.args.sources->end()
+      || !st.args.ladder->lower(*src->second.config, leg.rung))
+    return false;
+  for (auto& l : st.legs)
+    if (l.done)
+      account_loser(self, l);
+  st.legs.erase(std::remove_if(st.legs.begin(), st.legs.end(),
+                               [](const call_leg& l) { return l.done; }),
+                st.legs.end());
+  if (!has_live_legs(self))
+    admit(self);
+  return true;
+}
+
+/// Keeps the validator's errors of a mismatched answer and makes the next
+/// round's messages from it.
+void note_mismatch(self_ptr self, const call_leg& leg) {
+  auto& st = self->state;
+  if (!st.schema || !schema_mismatch(leg.result))
+    return;
+  st.last_issues = check_answer(*st.schema, leg.result.content).issues;
+  st.conversation = reask_messages(st.args.request->messages,
+                                   leg.result.content, st.last_issues);
+}
+
+/// Every leg of the round failed and one answered schema-invalid JSON:
+/// re-ask at once (no backoff: the source answered, the answer was wrong).
+/// A re-ask costs one unit of the retry budget like any failed round and
+/// shares the call's deadline and stall window; after
+/// `STRUCTURED__MAX_REASKS` re-asks (or an empty budget) the call ends
+/// `result_invalid` with the last validation errors. Returns false when the
+/// round had no mismatch.
+bool structured_reask(self_ptr self) {
+  auto& st = self->state;
+  if (!st.schema
+      || std::none_of(st.legs.begin(), st.legs.end(), [](const call_leg& l) {
+           return schema_mismatch(l.result);
+         }))
+    return false;
+  for (auto& leg : st.legs)
+    account_loser(self, leg);
+  st.legs.clear();
+  ++st.budget_used;
+  ++st.rounds_failed;
+  auto& scope = *st.args.scope;
+  if (st.reasks >= scope.structured_max_reasks
+      || st.budget_used >= scope.max_attempts) {
+    fail(self, error_code::result_invalid,
+         "no answer matched the schema after " + std::to_string(st.reasks)
+           + " re-asks; last validation errors:\n"
+           + format_issues(st.last_issues));
+    return true;
+  }
+  ++st.reasks;
+  retry_after(self, 0);
+  return true;
+}
+
 void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   auto& st = self->state;
   auto leg = find_leg(self, id);
@@ -509,6 +639,9 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   if ((r.http_status != 0 && r.kind != outcome::rate_limited)
       || r.kind == outcome::ok)
     progress(self);
+  if (structured_downgrade(self, *leg))
+    return;
+  note_mismatch(self, *leg);
   switch (r.kind) {
     case outcome::ok:
       if (leg->hedge && live_primary(self) != nullptr) {
@@ -554,6 +687,8 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
     admit(self);
     return;
   }
+  if (structured_reask(self))
+    return;
   round_failed(self);
 }
 
@@ -613,6 +748,8 @@ call_supervisor(self_ptr self, call_args args) {
           if (entry.first != pin)
             st.excluded.push_back(entry.first);
       progress(self);
+      if (!structured_start(self))
+        return st.promise;
       arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
       if (st.args.deadline_s)
         self->send(st.args.gateway, atom::timer_v, deadline_timer,

@@ -3,6 +3,7 @@
 /// The `call_supervisor` actor: one per logical call (SPEC §2, §7).
 
 #include "actors/interfaces.hpp"
+#include "actors/structured_ladder.hpp"
 #include "actors/telemetry.hpp"
 #include "config/pricing.hpp"
 #include "config/settings.hpp"
@@ -44,6 +45,8 @@ struct call_args {
   std::shared_ptr<const price_table> prices;
   double wall_offset_ms = 0;
   bool telemetry_content = false;
+  /// Structured output: the gateway's ladder (rungs learned per source).
+  std::shared_ptr<structured_ladder> ladder;
 };
 
 /// One attempt of the call.
@@ -62,6 +65,8 @@ struct call_leg {
   /// leg) or "cancelled" (deadline, caller, stall); empty when it ended.
   std::string label;
   attempt_result result;
+  /// Structured output: the rung it was asked with.
+  schema_strategy rung = schema_strategy::auto_select;
 };
 
 struct call_supervisor_state {
@@ -103,6 +108,14 @@ struct call_supervisor_state {
   /// Cost of attempts that did not win (SPEC §10), accumulated.
   double losers_cost_usd = 0;
   std::mt19937_64 rng;
+
+  // -- structured output (SPEC §12) --
+  schema_ptr schema; ///< compiled at start; null for a free-text call
+  /// The messages of the next round: the caller's, plus after a mismatch
+  /// the bad answer and the validator's errors.
+  std::vector<chat_message> conversation;
+  int32_t reasks = 0;
+  std::vector<schema_issue> last_issues;
 };
 
 /// Runs the retry loop of one call and answers the `start` request exactly
@@ -117,7 +130,14 @@ struct call_supervisor_state {
 /// by the gateway's cooldown memo, so a round waits max(backoff,
 /// Retry-After) when no other source may run), `request_rejected` ends the
 /// call, `source_rejected` excludes the source, the stall window and the
-/// deadline bound the call. Live attempts are stopped with
+/// deadline bound the call. Structured output (a request with `schema`):
+/// the schema is compiled first (`invalid_request` before any upstream
+/// call), each leg is asked with its source's ladder rung, a 400 that
+/// rejects the response format lowers that rung and runs the attempt again
+/// without budget, and a round whose answer does not match is re-asked at
+/// once with the bad answer and the validator's errors (one budget unit
+/// each, at most `STRUCTURED__MAX_REASKS`, then `result_invalid`). Live
+/// attempts are stopped with
 /// `exit_reason::user_shutdown` and the answer is delivered only after they
 /// are gone.
 call_supervisor_actor::behavior_type

@@ -140,6 +140,8 @@ gateway_status status_of(self_ptr self) {
     s.rate_limited = src.rate_limited;
     s.outcomes = src.outcomes;
     s.ewma = st.picker->ewma(i);
+    s.structured_rung = to_string(
+      st.ladder->rung_for(*src.config, schema_strategy::auto_select));
     out.sources.push_back(std::move(s));
   }
   return out;
@@ -302,6 +304,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       args.prices = st.opts.prices;
       args.wall_offset_ms = st.opts.wall_offset_ms;
       args.telemetry_content = st.opts.telemetry_content;
+      args.ladder = st.ladder;
       args.request = std::make_shared<const chat_request>(std::move(req));
       auto id = args.call_id;
       auto sup = self->spawn(call_supervisor, std::move(args));

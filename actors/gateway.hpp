@@ -5,6 +5,7 @@
 #include "actors/interfaces.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/selector.hpp"
+#include "actors/structured_ladder.hpp"
 #include "actors/telemetry.hpp"
 #include "actors/timer_table.hpp"
 #include "config/pricing.hpp"
@@ -106,6 +107,10 @@ struct gateway_state {
   int64_t calls_started = 0;
   int64_t calls_ok = 0;
   int64_t calls_failed = 0;
+  /// Structured output: the rung each source is asked with, learned from
+  /// 400s that reject the response format; kept for the gateway's life.
+  std::shared_ptr<structured_ladder> ladder
+    = std::make_shared<structured_ladder>();
 };
 
 

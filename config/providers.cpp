@@ -8,6 +8,7 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <sstream>
@@ -120,6 +121,35 @@ caf::error parse_effort(const std::string& origin, const std::string& name,
   return {};
 }
 
+/// `structured`: the response-format rungs the provider supports, as an
+/// array of json_schema / json_object / prompt; kept strongest first, with
+/// `prompt` always available.
+caf::error parse_structured(const std::string& origin, const std::string& name,
+                            const json::value& value, provider_profile& out) {
+  auto where = fmt::format("provider {} field structured", name);
+  if (!value.is_array())
+    return fail(origin, fmt::format("{}: must be an array of json_schema, "
+                                    "json_object, prompt, not {}",
+                                    where, kind_name(value.kind())));
+  std::vector<schema_strategy> rungs;
+  for (auto& v : value.get_array()) {
+    auto rung = v.is_string() ? parse_schema_strategy(std::string(v.get_string()))
+                              : std::nullopt;
+    if (!rung || *rung == schema_strategy::auto_select)
+      return fail(origin, fmt::format("{}: {} is not one of json_schema, "
+                                      "json_object, prompt",
+                                      where, json::serialize(v)));
+    rungs.push_back(*rung);
+  }
+  out.structured.clear();
+  for (auto rung : {schema_strategy::json_schema, schema_strategy::json_object,
+                    schema_strategy::prompt})
+    if (rung == schema_strategy::prompt
+        || std::find(rungs.begin(), rungs.end(), rung) != rungs.end())
+      out.structured.push_back(rung);
+  return {};
+}
+
 caf::error parse_profile(const std::string& origin, const std::string& name,
                          const json::value& entry, provider_profile& out) {
   if (!entry.is_object())
@@ -146,10 +176,14 @@ caf::error parse_profile(const std::string& origin, const std::string& name,
                                         "must be true or false, not {}",
                                         name, kind_name(value.kind())));
       out.stream_usage = value.get_bool();
+    } else if (field == "structured") {
+      if (auto err = parse_structured(origin, name, value, out))
+        return err;
     } else {
       return fail(origin,
                   fmt::format("provider {}: unknown field \"{}\" (expected "
-                              "effort, max_tokens_field, stream_usage)",
+                              "effort, max_tokens_field, stream_usage, "
+                              "structured)",
                               name, field));
     }
   }

@@ -3,6 +3,8 @@
 /// Validated settings (SPEC §3). Built once by `load_settings`, then shared
 /// read-only; a value that reaches an actor has passed `validate`.
 
+#include "messages/structured.hpp"
+
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -27,6 +29,11 @@ struct provider_profile {
   std::string max_tokens_field = "max_tokens";
   /// Whether to ask for usage on streams (`stream_options.include_usage`).
   bool stream_usage = true;
+  /// Structured-output rungs the provider supports, strongest first;
+  /// `prompt` is always last (it needs nothing from the provider).
+  std::vector<schema_strategy> structured = {schema_strategy::json_schema,
+                                             schema_strategy::json_object,
+                                             schema_strategy::prompt};
 };
 
 /// One upstream source: `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` keys.

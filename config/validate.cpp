@@ -537,18 +537,12 @@ struct no_effect_row {
 };
 
 const source_config default_source{};
-const scope_config default_scope{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
   {level::source, "KIND", "only chat sources are served so far",
    [](const target& t) { return t.source->kind != "chat"; },
    [](const target& t) { return t.source->kind; }},
-  {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
-   [](const target& t) {
-     return t.scope->structured_max_reasks
-            != default_scope.structured_max_reasks;
-   }},
   {level::global, "PGW_CACHE_TTL_S", "cache not built",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s;

@@ -2,6 +2,7 @@
 
 /// The chat request a caller sends to a gateway and the response it gets back.
 
+#include "pgw/messages/structured.hpp"
 #include "pgw/messages/type_ids.hpp"
 
 #include <caf/meta/type_name.hpp>
@@ -90,6 +91,12 @@ struct chat_request {
   caf::optional<int64_t> n;
   /// Pins the call to this source of the scope (empty = any source).
   std::string source;
+  /// Structured output: a JSON Schema document (draft 7) the answer must
+  /// satisfy; empty = free text.
+  std::string schema;
+  /// Structured output: `auto` walks the source's ladder; another value
+  /// forces that rung on every source (never downgraded).
+  schema_strategy strategy = schema_strategy::auto_select;
 };
 
 template <class Inspector>
@@ -98,7 +105,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
            x.reasoning_effort, x.call_id, x.tools, x.tool_choice,
            x.response_format, x.parallel_tool_calls, x.seed, x.user, x.n,
-           x.source);
+           x.source, x.schema, x.strategy);
 }
 
 /// Statistics of one logical call (SPEC §9 names).
@@ -116,6 +123,11 @@ struct call_stats {
   int64_t completion_tokens = 0;
   std::string usage_source; ///< "reported" or "unavailable"
   caf::optional<double> cost_usd;
+  /// Structured output: the answer passed only after the deterministic
+  /// repair (code fences, surrounding text, a trailing comma).
+  bool repaired = false;
+  /// Structured output: rounds re-asked after a schema mismatch.
+  int32_t reasks = 0;
 };
 
 template <class Inspector>
@@ -123,7 +135,8 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
   return f(caf::meta::type_name("pgw.call_stats"), x.attempts,
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
-           x.completion_tokens, x.usage_source, x.cost_usd);
+           x.completion_tokens, x.usage_source, x.cost_usd, x.repaired,
+           x.reasks);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).
@@ -153,13 +166,16 @@ struct chat_response {
   /// The tools the model called, normalised (ids, string arguments that
   /// parse as JSON).
   std::vector<tool_call> tool_calls;
+  /// Structured output: the validated JSON (after repair), serialized;
+  /// empty for a free-text call.
+  std::string parsed;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_response& x) {
   return f(caf::meta::type_name("pgw.chat_response"), x.content,
            x.reasoning_content, x.finish_reason, x.source, x.model, x.usage,
-           x.stats, x.call_id, x.tool_calls);
+           x.stats, x.call_id, x.tool_calls, x.parsed);
 }
 
 } // namespace pgw

@@ -23,6 +23,7 @@ constexpr code_name code_names[] = {
   {error_code::invalid_request, "invalid_request"},
   {error_code::invalid_config, "invalid_config"},
   {error_code::internal, "internal"},
+  {error_code::result_invalid, "result_invalid"},
 };
 
 } // namespace

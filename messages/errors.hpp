@@ -31,6 +31,9 @@ enum class error_code : uint8_t {
   invalid_request,
   invalid_config,
   internal,
+  /// Structured output: no round produced an answer that matches the
+  /// schema within `STRUCTURED__MAX_REASKS` re-asks.
+  result_invalid,
 };
 
 /// The SPEC name of a code, e.g. "circuit_open".

@@ -107,13 +107,17 @@ struct source_status {
   double ewma = 1.0; ///< the health_aware selector's score input
   limiter_status limiter;
   breaker_status breaker;
+  /// Structured output: the strongest rung this source is still asked with
+  /// (lowered, for the process, by a 400 that rejected response_format).
+  std::string structured_rung;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, source_status& x) {
   return f(caf::meta::type_name("pgw.source_status"), x.name, x.model,
            x.in_flight, x.cooling_s, x.attempts, x.ok, x.failed,
-           x.rate_limited, x.outcomes, x.ewma, x.limiter, x.breaker);
+           x.rate_limited, x.outcomes, x.ewma, x.limiter, x.breaker,
+           x.structured_rung);
 }
 
 /// The answer to `status` on a gateway.

@@ -2,6 +2,7 @@
 
 #include "messages/errors.hpp"
 #include "transport/classify.hpp"
+#include "transport/structured_body.hpp"
 
 #include <boost/json.hpp>
 
@@ -383,6 +384,11 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
   body["messages"] = build_messages(req.messages);
   if (!stream)
     body.erase("stream_options");
+  // Structured output: the rung's response_format and instructions go last,
+  // so the format sent is the one the ladder chose.
+  if (!req.schema.empty())
+    if (auto err = apply_structured(body, req.schema, req.strategy))
+      return err;
   return json::serialize(body);
 }
 

@@ -30,7 +30,9 @@ namespace pgw {
 /// `invalid_request` error naming `extra_body`; an `OVERLAY` that is not one
 /// is an `invalid_config` error naming it. Neither may change `model`,
 /// `stream` or `messages`, which are always set from the source and the
-/// request; `stream_options` is never sent when not streaming.
+/// request; `stream_options` is never sent when not streaming. A request
+/// with a `schema` then gets its rung's response format and instructions
+/// (transport/structured_body.hpp, `apply_structured`, rung = `strategy`).
 caf::expected<std::string> build_chat_body(const chat_request& req,
                                            const source_config& src,
                                            bool stream);

@@ -13,6 +13,7 @@
 #include <atomic>
 #include <chrono>
 #include <csignal>
+#include <fstream>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -32,6 +33,8 @@ constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
   --deadline S      bound the whole call to S seconds (finite, > 0)
   --effort E        reasoning effort: none, low, medium or high
   --max-tokens N    answer length limit (integer >= 1)
+  --schema F        structured output: the answer must match the JSON Schema
+                    in file F; prints the validated JSON
   --json            print the answer or the error as JSON
 exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
@@ -104,8 +107,11 @@ int chat_main(const std::vector<std::string>& args) {
                              + ": must be an integer >= 1");
         req.max_tokens = static_cast<int64_t>(*x);
       } else {
-        return usage_error("--schema: structured output is not available in "
-                           "this build yet");
+        std::ifstream in{*v, std::ios::binary};
+        if (!in)
+          return usage_error("--schema " + *v + ": cannot be read");
+        req.schema.assign(std::istreambuf_iterator<char>(in),
+                          std::istreambuf_iterator<char>());
       }
     } else if (a.size() > 1 && a[0] == '-' && a != "-") {
       return usage_error("unknown option " + a);
@@ -151,6 +157,7 @@ int chat_main(const std::vector<std::string>& args) {
   sigemptyset(&sa.sa_mask);
   sigaction(SIGINT, &sa, nullptr);
   sigaction(SIGTERM, &sa, nullptr);
+  bool req_has_schema = !req.schema.empty();
   auto pending = cl.chat_async(std::move(req));
   bool cancel_sent = false;
   while (pending.wait_for(std::chrono::milliseconds(50))
@@ -165,8 +172,10 @@ int chat_main(const std::vector<std::string>& args) {
     if (json_out) {
       std::puts(response_json(*result).c_str());
     } else {
-      std::fwrite(result->content.data(), 1, result->content.size(), stdout);
-      if (result->content.empty() || result->content.back() != '\n')
+      // A structured call prints the validated JSON, not the raw answer.
+      auto& text = req_has_schema ? result->parsed : result->content;
+      std::fwrite(text.data(), 1, text.size(), stdout);
+      if (text.empty() || text.back() != '\n')
         std::fputc('\n', stdout);
     }
   } else {

@@ -100,6 +100,13 @@ std::string response_json(const chat_response& resp) {
   };
   if (!resp.reasoning_content.empty())
     out["reasoning_content"] = resp.reasoning_content;
+  // Structured output: the validated value beside the raw content.
+  if (!resp.parsed.empty()) {
+    json::error_code ec;
+    out["parsed"] = json::parse(resp.parsed, ec);
+    out["call_stats"].as_object()["repaired"] = s.repaired;
+    out["call_stats"].as_object()["reasks"] = s.reasks;
+  }
   return json::serialize(out);
 }
 

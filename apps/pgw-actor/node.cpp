@@ -68,12 +68,13 @@ std::string render_status(const gateway_status& st) {
       "  {:<12} breaker {:<9} epoch {} streak {} failures {}/{} window "
       "{}/{}{}\n"
       "  {:<12} limiter rpm {}/{} tpm {}/{} in-flight {}/{}  ewma {:.2f}  "
-      "cooling {:.1f}s\n",
+      "cooling {:.1f}s  structured {}\n",
       s.name, b.state, b.epoch, b.reopen_streak, b.failure_count, b.threshold,
       b.window_failures, b.window_attempts,
       b.state == "open" ? fmt::format(" open for {:.1f}s", b.open_for_s) : "",
       "", l.rpm_used, limit(l.rpm_limit), l.tpm_used, limit(l.tpm_limit),
-      l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s);
+      l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s,
+      s.structured_rung);
     if (!b.unavailable.empty())
       out += fmt::format("  {:<12} breaker unreadable: {}\n", "",
                          b.unavailable);
@@ -94,6 +95,7 @@ std::string render_status_json(const gateway_status& st) {
       {"in_flight", s.in_flight},
       {"ewma", s.ewma},
       {"cooling_s", s.cooling_s},
+      {"structured_rung", s.structured_rung},
       {"breaker",
        json::object{{"state", b.state},
                     {"epoch", b.epoch},

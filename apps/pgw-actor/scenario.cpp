@@ -11,6 +11,7 @@
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
+#include "actors/structured_schema.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -200,7 +201,13 @@ scenario_file parse_file(const std::string& path) {
   if (!load || !load->is_object())
     bad("load", "required: {\"calls\": N, \"concurrency\": C}");
   auto& lo = load->get_object();
-  only_keys(lo, "load", {"calls", "concurrency", "deadline_s", "stream"});
+  only_keys(lo, "load",
+            {"calls", "concurrency", "deadline_s", "stream", "schema"});
+  if (auto* x = lo.if_contains("schema")) {
+    if (!x->is_object())
+      bad("load.schema", "must be a JSON Schema object");
+    f.schema = json::serialize(*x);
+  }
   if (auto* x = lo.if_contains("calls"))
     f.calls = count(*x, "load.calls", 1);
   if (auto* x = lo.if_contains("concurrency")) {
@@ -334,6 +341,45 @@ private:
   std::vector<std::string> examples_;
 };
 
+/// Structured output: checks every answer's `parsed` value against the
+/// load's schema on its own (not trusting the gateway's verdict) and sums
+/// re-asks and repairs.
+class structured_tally {
+public:
+  explicit structured_tally(const std::string& schema) {
+    if (!schema.empty())
+      if (auto s = compile_schema(schema))
+        schema_ = *s;
+  }
+
+  void operator()(const caf::expected<chat_response>& res) {
+    if (!schema_ || !res)
+      return;
+    bool valid = check_answer(*schema_, res->parsed).valid;
+    std::lock_guard<std::mutex> guard{mtx_};
+    valid_ += valid ? 1 : 0;
+    reasks_ += res->stats.reasks;
+    reasked_ += res->stats.reasks > 0 ? 1 : 0;
+    repaired_ += res->stats.repaired ? 1 : 0;
+  }
+
+  void fill(check_context& ctx) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ctx.schema_valid = valid_;
+    ctx.reasks = reasks_;
+    ctx.reasked_calls = reasked_;
+    ctx.repaired = repaired_;
+  }
+
+private:
+  schema_ptr schema_;
+  std::mutex mtx_;
+  int64_t valid_ = 0;
+  int64_t reasks_ = 0;
+  int64_t reasked_ = 0;
+  int64_t repaired_ = 0;
+};
+
 } // namespace
 
 // -- the command --------------------------------------------------------------------
@@ -415,9 +461,13 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
     params.deadline_s = *f.deadline_s;
   params.publish = ov.publish;
   params.title = "scenario " + f.name;
+  params.schema = f.schema;
   auto checker = std::make_shared<answer_checker>(f, *scope);
-  answer_hook hook = [checker](int64_t n, const caf::expected<chat_response>& r) {
+  auto structured = std::make_shared<structured_tally>(f.schema);
+  answer_hook hook = [checker, structured](int64_t n,
+                                           const caf::expected<chat_response>& r) {
     (*checker)(n, r);
+    (*structured)(r);
   };
   // Outage windows and the log start with the load.
   upstream->reset();
@@ -430,6 +480,7 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
 
   check_context ctx{f, *scope, res, log, checker->checked(),
                     checker->truncated(), checker->examples()};
+  structured->fill(ctx);
   auto checks = evaluate(ctx);
   bool soak_ok = rc == exit_ok;
   bool all = soak_ok && print_checks(f, ctx, checks);

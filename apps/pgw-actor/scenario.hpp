@@ -31,6 +31,8 @@ struct soak_params {
   std::string title;                 ///< shown in the report's first line
   /// Seconds between progress lines; unset: 0.2 on a terminal, else 1.
   std::optional<double> progress_s;
+  /// Structured output: every call carries this JSON Schema (empty: none).
+  std::string schema;
 };
 
 /// One logical call as the caller saw it.

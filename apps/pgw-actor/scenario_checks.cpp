@@ -211,7 +211,8 @@ const std::set<std::string> single_keys{
   "max_share", "min_share", "rate_limited_min", "hedges_min", "hedges_max",
   "breakers", "success_rate_until", "share_after", "complete_answers",
   "limits_respected", "limits_reached", "retry_after_honoured",
-  "upstream_requests_per_call_max", "sim_actions_min"};
+  "upstream_requests_per_call_max", "sim_actions_min", "schema_valid_min",
+  "reask_rate_min", "reask_rate_max"};
 
 const std::set<std::string> fleet_keys{
   "success_rate_min", "limits_respected", "limits_reached",
@@ -452,6 +453,28 @@ std::vector<check> evaluate(const check_context& ctx) {
                     "(want >= {})",
                     src, on, n, after, pct(got), pct(want)));
   }
+  // Structured output (load.schema).
+  auto reask_rate = soak.calls ? static_cast<double>(ctx.reasks) / soak.calls
+                               : 0.0;
+  if (auto* x = e.if_contains("schema_valid_min")) {
+    auto want = x->to_number<double>();
+    auto got = soak.calls ? static_cast<double>(ctx.schema_valid) / soak.calls
+                          : 0.0;
+    add("schema_valid_min", !ctx.file.schema.empty() && got >= want,
+        fmt::format("{} of {} calls returned JSON valid against load.schema "
+                    "= {} (want >= {})",
+                    ctx.schema_valid, soak.calls, pct(got), pct(want)));
+  }
+  for (auto key : {"reask_rate_min", "reask_rate_max"})
+    if (auto* x = e.if_contains(key)) {
+      auto want = x->to_number<double>();
+      bool min = std::string(key) == "reask_rate_min";
+      add(key, min ? reask_rate >= want : reask_rate <= want,
+          fmt::format("{} re-asks over {} calls = {:.3f} per call (want {} "
+                      "{})",
+                      ctx.reasks, soak.calls, reask_rate, min ? ">=" : "<=",
+                      want));
+    }
   if (auto* x = e.if_contains("complete_answers"); x && x->as_bool()) {
     auto detail = fmt::format("{} ok answers compared with the simulator's "
                               "text for their model: {} truncated or wrong",
@@ -595,6 +618,16 @@ bool print_checks(const scenario_file& f, const check_context& ctx,
                 l.max_concurrency ? std::to_string(*l.max_concurrency).c_str()
                                   : "-");
   }
+  if (!f.schema.empty())
+    std::printf("  structured output: %lld of %lld calls schema-valid; re-asks "
+                "%lld (%.3f per call, %lld calls re-asked), %lld answers "
+                "repaired\n",
+                static_cast<long long>(ctx.schema_valid),
+                static_cast<long long>(soak.calls),
+                static_cast<long long>(ctx.reasks),
+                soak.calls ? static_cast<double>(ctx.reasks) / soak.calls : 0.0,
+                static_cast<long long>(ctx.reasked_calls),
+                static_cast<long long>(ctx.repaired));
   size_t failed = 0;
   std::string names;
   std::printf("  expectations:\n");
@@ -646,10 +679,17 @@ json::object checks_json(const scenario_file& f, const check_context& ctx,
       auto& slot = calls_by_source[r.source];
       slot = (slot.is_int64() ? slot.as_int64() : int64_t{0}) + 1;
     }
+  json::object structured;
+  if (!f.schema.empty())
+    structured = json::object{{"schema_valid", ctx.schema_valid},
+                              {"reasks", ctx.reasks},
+                              {"reasked_calls", ctx.reasked_calls},
+                              {"repaired", ctx.repaired}};
   return json::object{
     {"name", f.name},
     {"path", f.path},
     {"passed", passed},
+    {"structured", std::move(structured)},
     {"upstream_requests", static_cast<int64_t>(ctx.log.size())},
     {"answers_checked", ctx.answers_checked},
     {"answers_truncated", ctx.answers_truncated},

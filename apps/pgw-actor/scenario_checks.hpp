@@ -35,6 +35,7 @@ struct scenario_file {
   int concurrency = 16;
   std::optional<double> deadline_s;
   std::optional<bool> stream;
+  std::string schema; ///< load.schema, serialized; empty: free text
   std::string prices_json; ///< empty: the default price table
   int nodes = 0;           ///< > 0: a fleet of that many processes
   boost::json::object expect;
@@ -79,6 +80,11 @@ struct check_context {
   int64_t answers_truncated = 0;
   const std::vector<std::string>& truncated_examples;
   bool fleet = false;
+  // -- structured output (load.schema) --
+  int64_t schema_valid = 0;  ///< answers that validate against the schema
+  int64_t reasks = 0;        ///< re-asks of the ok calls, summed
+  int64_t reasked_calls = 0; ///< ok calls that needed at least one re-ask
+  int64_t repaired = 0;      ///< ok answers valid only after repair
 };
 
 /// Throws std::invalid_argument on an unknown or malformed expectation (or

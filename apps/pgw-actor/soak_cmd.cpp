@@ -159,6 +159,7 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
           {"user", fmt::format("soak call {} from caller {}", n, c), {}});
         req.stream = params.stream;
         req.deadline_s = params.deadline_s;
+        req.schema = params.schema;
         auto start = clock_type::now();
         auto res = cl.chat(std::move(req));
         auto end = clock_type::now();

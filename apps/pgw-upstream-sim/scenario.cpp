@@ -224,8 +224,14 @@ fault_spec parse_fault(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"p", "status", "code", "message", "retry_after",
-               "retry_after_ms", "hang_ms", "reset"});
-  auto f = parse_fault_fields(obj, path, true);
+               "retry_after_ms", "hang_ms", "reset", "content"});
+  auto* content = obj.if_contains("content");
+  auto f = parse_fault_fields(obj, path, content == nullptr);
+  if (content != nullptr) {
+    if (f.active())
+      fail(path, "content excludes status, hang_ms and reset");
+    f.content = as_string(*content, path + ".content");
+  }
   if (auto* x = obj.if_contains("p")) {
     if (!x->is_number() || !(x->to_number<double>() >= 0)
         || !(x->to_number<double>() <= 1))
@@ -242,8 +248,12 @@ script_entry parse_script_entry(const json::value& v, const std::string& path) {
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "stream",
                "status", "code", "message", "retry_after", "retry_after_ms",
-               "hang_ms", "reset"});
+               "hang_ms", "reset", "content", "json_content"});
   script_entry e;
+  if (auto* x = obj.if_contains("content"))
+    e.content = as_string(*x, path + ".content");
+  if (auto* x = obj.if_contains("json_content"))
+    e.json_content = as_string(*x, path + ".json_content");
   if (auto* x = obj.if_contains("tokens"))
     e.tokens = as_count(*x, path + ".tokens");
   if (auto* x = obj.if_contains("ttft_ms"))
@@ -264,8 +274,21 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
-               "script", "stream", "outage", "tool_calls"});
+               "script", "stream", "outage", "tool_calls", "content",
+               "json_content", "reject_formats"});
   model_spec m;
+  if (auto* x = obj.if_contains("content"))
+    m.base.content = as_string(*x, path + ".content");
+  if (auto* x = obj.if_contains("json_content"))
+    m.base.json_content = as_string(*x, path + ".json_content");
+  if (auto* x = obj.if_contains("reject_formats")) {
+    if (!x->is_array())
+      fail(path + ".reject_formats", "must be an array of response_format types");
+    auto& arr = x->get_array();
+    for (size_t i = 0; i < arr.size(); ++i)
+      m.base.reject_formats.push_back(
+        as_string(arr[i], fmt::format("{}.reject_formats[{}]", path, i)));
+  }
   if (auto* x = obj.if_contains("tokens"))
     m.base.tokens = as_count(*x, path + ".tokens");
   if (auto* x = obj.if_contains("ttft_ms"))
@@ -441,6 +464,10 @@ plan decide(const std::string& name, const model_spec& m, uint64_t seed,
       p.b.usage = *entry->usage;
     if (entry->stream)
       p.b.stream = *entry->stream;
+    if (entry->content)
+      p.b.content = entry->content;
+    if (entry->json_content)
+      p.b.json_content = entry->json_content;
   }
   p.latency_ms = draw_latency(p.b.latency, seed, name, n);
   if (m.outage && since_reset_ms < m.outage->first_ms * time_scale) {
@@ -456,6 +483,11 @@ plan decide(const std::string& name, const model_spec& m, uint64_t seed,
         p.fault = m.faults[i];
         break;
       }
+  }
+  if (p.fault.content) {
+    // A content fault answers normally, with that text (JSON mode too).
+    p.b.content = p.b.json_content = p.fault.content;
+    p.fault = fault_spec{};
   }
   return p;
 }

@@ -39,6 +39,12 @@ struct fault_spec {
   std::optional<std::string> retry_after_ms; ///< header text, verbatim
   std::optional<double> hang_ms;
   bool reset = false;
+  /// A fault that answers 200 with this content (structured-output tests:
+  /// schema-violating JSON some of the time). Folded into the plan's
+  /// behaviour by `decide`; never an active fault itself.
+  std::optional<std::string> content;
+  /// The error body's `param` (set by the simulator, not by scenarios).
+  std::optional<std::string> param;
 
   /// True when the fault does something (status, hang or reset).
   bool active() const {
@@ -59,6 +65,13 @@ struct behaviour {
   /// call's deltas at index 0), `bad_args` (arguments that are not JSON);
   /// empty = a text answer.
   std::string tool_calls;
+  /// The answer text instead of the generated words.
+  std::optional<std::string> content;
+  /// The answer text when the request asks for `response_format`
+  /// json_object or json_schema (a model that honours JSON mode).
+  std::optional<std::string> json_content;
+  /// `response_format` types answered with a 400 naming the param.
+  std::vector<std::string> reject_formats;
 };
 
 /// One `script` entry: overrides for the k-th request.
@@ -69,6 +82,8 @@ struct script_entry {
   std::optional<latency_spec> latency;
   std::optional<bool> usage;
   std::optional<stream_spec> stream;
+  std::optional<std::string> content;
+  std::optional<std::string> json_content;
   fault_spec fault; ///< inactive when the entry has no fault fields
 };
 

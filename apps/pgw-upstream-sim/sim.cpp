@@ -17,6 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <chrono>
@@ -155,12 +156,18 @@ const char* error_type(int status, const std::optional<std::string>& code) {
 }
 
 std::string error_body(int status, const std::string& message,
-                       const std::optional<std::string>& code) {
+                       const std::optional<std::string>& code,
+                       const std::optional<std::string>& param = std::nullopt) {
   std::string out = R"({"error":{"message":)";
   append_json_string(out, message);
   out += R"(,"type":)";
   append_json_string(out, error_type(status, code));
-  out += R"(,"param":null,"code":)";
+  out += R"(,"param":)";
+  if (param)
+    append_json_string(out, *param);
+  else
+    out += "null";
+  out += R"(,"code":)";
   if (code)
     append_json_string(out, *code);
   else
@@ -176,7 +183,36 @@ struct chat_request {
   bool include_usage = false;
   std::optional<int64_t> max_tokens;
   int prompt_tokens = 1;
+  /// `response_format.type`, empty when absent.
+  std::string response_format;
 };
+
+/// A scripted answer cut into stream tokens of up to 8 bytes, never inside
+/// a UTF-8 character.
+std::vector<std::string> content_tokens(const std::string& text) {
+  std::vector<std::string> out;
+  size_t i = 0;
+  while (i < text.size()) {
+    size_t end = std::min(text.size(), i + 8);
+    while (end < text.size()
+           && (static_cast<unsigned char>(text[end]) & 0xC0) == 0x80)
+      ++end;
+    out.push_back(text.substr(i, end - i));
+    i = end;
+  }
+  return out;
+}
+
+/// The answer's tokens: the scripted content, else the generated words.
+std::vector<std::string> answer_of(const detail::plan& p,
+                                   const std::string& model, uint64_t seed,
+                                   int produced) {
+  if (!p.b.content)
+    return detail::answer_tokens(model, seed, produced);
+  auto tokens = content_tokens(*p.b.content);
+  tokens.resize(std::min(tokens.size(), static_cast<size_t>(produced)));
+  return tokens;
+}
 
 /// Returns an error message, or empty when `body` is a usable chat request.
 std::string parse_chat(const std::string& body, chat_request& out) {
@@ -217,6 +253,10 @@ std::string parse_chat(const std::string& body, chat_request& out) {
       return "'stream' must be a boolean";
     out.stream = s->get_bool();
   }
+  if (auto* rf = obj.if_contains("response_format"); rf && rf->is_object())
+    if (auto* type = rf->get_object().if_contains("type");
+        type && type->is_string())
+      out.response_format = std::string(type->get_string());
   if (auto* so = obj.if_contains("stream_options"); so && so->is_object())
     if (auto* iu = so->get_object().if_contains("include_usage");
         iu && iu->is_bool())
@@ -593,6 +633,31 @@ bool server::impl::handle(int fd, const detail::request_head& head,
                                std::nullopt));
 }
 
+namespace {
+
+/// Structured output: a model that rejects the request's response format
+/// answers a 400 naming the param; one that honours JSON mode answers its
+/// `json_content`; scripted content sets the answer's token count.
+void apply_response_format(const chat_request& req, detail::plan& p) {
+  auto& rf = req.response_format;
+  auto& rejected = p.b.reject_formats;
+  if (!rf.empty() && !p.fault.active()
+      && std::find(rejected.begin(), rejected.end(), rf) != rejected.end()) {
+    p.fault.status = 400;
+    p.fault.message = fmt::format("Invalid parameter: 'response_format' of "
+                                  "type '{}' is not supported with this "
+                                  "model.",
+                                  rf.substr(0, 64));
+    p.fault.param = "response_format";
+  }
+  if ((rf == "json_object" || rf == "json_schema") && p.b.json_content)
+    p.b.content = p.b.json_content;
+  if (p.b.content)
+    p.b.tokens = static_cast<int>(content_tokens(*p.b.content).size());
+}
+
+} // namespace
+
 ticket server::impl::arrive(size_t slot, const detail::request_head& head,
                             const chat_request& req, detail::plan& p,
                             stream_plan& sp, int& produced, uint64_t& n,
@@ -603,6 +668,7 @@ ticket server::impl::arrive(size_t slot, const detail::request_head& head,
   n = ++counters[slot];
   p = detail::decide(*model_names[slot], *model_specs[slot], opts.seed, n,
                      since, opts.time_scale);
+  apply_response_format(req, p);
   produced = p.b.tokens;
   if (req.max_tokens && *req.max_tokens < produced)
     produced = static_cast<int>(*req.max_tokens);
@@ -737,8 +803,11 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
       extra += "retry-after-ms: " + *f.retry_after_ms + "\r\n";
     auto message = f.message ? *f.message
                              : fmt::format("simulated {}", f.status);
-    if (!deliver(error_response(f.status, message, f.code, extra), f.status,
-                 0, 0))
+    auto content = error_body(f.status, message, f.code, f.param);
+    auto reply = response_head(f.status, "application/json", content.size(),
+                               !keep, extra)
+                 + content;
+    if (!deliver(reply, f.status, 0, 0))
       return end_conn(false);
     return keep;
   }
@@ -773,7 +842,10 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     append_json_string(content, model);
     if (tool_mode.empty()) {
       content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
-      append_json_string(content, answer_text(model, opts.seed, produced));
+      std::string text;
+      for (auto& token : answer_of(p, model, opts.seed, produced))
+        text += token;
+      append_json_string(content, text);
       content += "}";
     } else {
       content += R"(,"choices":[{"index":0,"message":)";
@@ -830,7 +902,7 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   if (!send_all(fd, out))
     return left(waited::client_left, 0, 0);
   auto t1 = clock_type::now();
-  auto tokens = detail::answer_tokens(model, opts.seed, produced);
+  auto tokens = answer_of(p, model, opts.seed, produced);
   uint32_t sent = 0;
   for (int i = 0; i <= produced; ++i) {
     out.clear();

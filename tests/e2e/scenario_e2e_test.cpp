@@ -214,3 +214,23 @@ TEST_CASE("scenario names resolve beside the sources; unknown names and bad file
                    "--env-file", "/dev/null"});
   CHECK(r.exit_code == 2);
 }
+
+TEST_CASE("scenario structured: >= 99.5 % schema-valid with re-asks; without them it fails") {
+  auto s = run_scenario("structured");
+  INFO(s.r.out);
+  INFO(s.r.err);
+  REQUIRE(s.r.exit_code == 0);
+  auto& doc = s.doc;
+  auto& st = doc.at("scenario").at("structured").as_object();
+  auto calls = doc.at("calls").as_int64();
+  CHECK(st.at("schema_valid").as_int64() * 1000 >= calls * 995);
+  CHECK(st.at("reasks").as_int64() > calls / 20); // 30 % of shaky's answers
+  CHECK(st.at("repaired").as_int64() > 0);        // jsonmode's fenced JSON
+  CHECK(doc.at("attempts_by_source").at("jsonmode").at("request_rejected")
+          .as_int64() >= 1);
+  all_invariants_hold(doc);
+  auto none = run_scenario("structured", {"--set",
+                                          "LLM__STRUCTURED__MAX_REASKS=0"});
+  CHECK(none.r.exit_code == 1);
+  CHECK_FALSE(check_ok(none.doc, "schema_valid_min"));
+}

@@ -308,3 +308,33 @@ TEST_CASE("sim scenario: an outage may send Retry-After (a 429 storm)") {
                                        "retry_after": "a\nb"}}}})")
           .find("models.x.outage.retry_after") != std::string::npos);
 }
+
+TEST_CASE("sim scenario: structured-output content, per attempt and by probability") {
+  auto s = detail::parse_scenario(R"({"models": {
+    "scripted": {"content": "base", "json_content": "{}",
+                 "script": [{"content": "not json"}, {"json_content": "[1]"}]},
+    "shaky": {"content": "good", "faults": [{"p": 0.3, "content": "bad"}]},
+    "strict": {"reject_formats": ["json_schema"]}}})");
+  auto p1 = detail::decide("scripted", s["scripted"], 1, 1, 0, 1);
+  CHECK(p1.b.content == std::string("not json"));
+  CHECK(p1.b.json_content == std::string("{}"));
+  auto p2 = detail::decide("scripted", s["scripted"], 1, 2, 0, 1);
+  CHECK(p2.b.content == std::string("base"));
+  CHECK(p2.b.json_content == std::string("[1]"));
+  int bad = 0;
+  for (uint64_t n = 1; n <= 1000; ++n) {
+    auto p = detail::decide("shaky", s["shaky"], 1, n, 0, 1);
+    CHECK_FALSE(p.fault.active()); // a content fault answers 200
+    REQUIRE(p.b.content);
+    bad += *p.b.content == "bad";
+  }
+  CHECK(bad > 250);
+  CHECK(bad < 350);
+  CHECK(s["strict"].base.reject_formats == std::vector<std::string>{"json_schema"});
+  CHECK(rejection(model("m", R"({"faults": [{"p": 1, "content": "x", "status": 500}]})"))
+        == "models.m.faults[0]: content excludes status, hang_ms and reset");
+  CHECK(rejection(model("m", R"({"content": 5})"))
+        == "models.m.content: must be a string");
+  CHECK(rejection(model("m", R"({"reject_formats": "json_schema"})"))
+        == "models.m.reject_formats: must be an array of response_format types");
+}

@@ -1,0 +1,100 @@
+#include "actors/structured_repair.hpp"
+
+namespace pgw {
+
+namespace {
+
+std::string_view trim(std::string_view s) {
+  auto ws = [](char c) { return c == ' ' || c == '\t' || c == '\r' || c == '\n'; };
+  while (!s.empty() && ws(s.front()))
+    s.remove_prefix(1);
+  while (!s.empty() && ws(s.back()))
+    s.remove_suffix(1);
+  return s;
+}
+
+/// The body of the first ``` fence (its info string such as `json` dropped),
+/// or `s` when there is none. An unclosed fence runs to the end.
+std::string_view strip_fence(std::string_view s) {
+  auto open = s.find("```");
+  if (open == std::string_view::npos)
+    return s;
+  auto body_start = s.find('\n', open + 3);
+  if (body_start == std::string_view::npos)
+    return s;
+  auto body = s.substr(body_start + 1);
+  auto close = body.find("```");
+  return close == std::string_view::npos ? body : body.substr(0, close);
+}
+
+/// The outermost balanced object or array starting at the first `{` or `[`,
+/// or `s` when none closes.
+std::string_view outermost_value(std::string_view s) {
+  auto start = s.find_first_of("{[");
+  if (start == std::string_view::npos)
+    return s;
+  int depth = 0;
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = start; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    else if (c == '{' || c == '[')
+      ++depth;
+    else if ((c == '}' || c == ']') && --depth == 0)
+      return s.substr(start, i - start + 1);
+  }
+  return s;
+}
+
+/// Drops each `,` that is followed (after whitespace) by `}` or `]`.
+std::string drop_trailing_commas(std::string_view s) {
+  std::string out;
+  out.reserve(s.size());
+  bool in_string = false;
+  bool escaped = false;
+  for (size_t i = 0; i < s.size(); ++i) {
+    char c = s[i];
+    if (in_string) {
+      if (escaped)
+        escaped = false;
+      else if (c == '\\')
+        escaped = true;
+      else if (c == '"')
+        in_string = false;
+      out += c;
+      continue;
+    }
+    if (c == '"')
+      in_string = true;
+    if (c == ',') {
+      auto next = s.find_first_not_of(" \t\r\n", i + 1);
+      if (next != std::string_view::npos && (s[next] == '}' || s[next] == ']'))
+        continue;
+    }
+    out += c;
+  }
+  return out;
+}
+
+} // namespace
+
+repaired_json repair_json(std::string_view answer) {
+  auto value = outermost_value(trim(strip_fence(answer)));
+  repaired_json out;
+  out.text = drop_trailing_commas(trim(value));
+  out.changed = out.text != answer;
+  return out;
+}
+
+} // namespace pgw

@@ -1,0 +1,340 @@
+// Structured output's plain parts: schema compilation and validation
+// (valijson), the deterministic repair, the ladder, the body per rung and
+// the re-ask messages.
+
+#include "actors/structured_ladder.hpp"
+#include "actors/structured_repair.hpp"
+#include "actors/structured_schema.hpp"
+#include "messages/errors.hpp"
+#include "transport/chat_codec.hpp"
+#include "transport/structured_body.hpp"
+
+#include <boost/json.hpp>
+#include <doctest/doctest.h>
+
+#include <string>
+#include <vector>
+
+using namespace pgw;
+namespace json = boost::json;
+
+namespace {
+
+const std::string person_schema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string"},
+    "age": {"type": "integer", "minimum": 0}
+  },
+  "required": ["name", "age"],
+  "additionalProperties": false
+})";
+
+schema_ptr compiled(const std::string& text) {
+  auto s = compile_schema(text);
+  REQUIRE(s);
+  return *s;
+}
+
+std::string compile_error(const std::string& text) {
+  auto s = compile_schema(text);
+  REQUIRE_FALSE(s);
+  CHECK(code_of(s.error()) == error_code::invalid_request);
+  auto d = detail_of(s.error());
+  REQUIRE(d != nullptr);
+  return d->message;
+}
+
+bool contains(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+} // namespace
+
+TEST_CASE("structured: repair strips fences, surrounding text and trailing commas") {
+  struct row {
+    const char* in;
+    const char* out;
+    bool changed;
+  };
+  const row rows[] = {
+    {R"({"a":1})", R"({"a":1})", false},
+    {"```json\n{\"a\":1}\n```", R"({"a":1})", true},
+    {"```\n[1,2]\n```\n", "[1,2]", true},
+    {"Here you go: {\"a\": {\"b\": \"}\"}} hope it helps", R"({"a": {"b": "}"}})", true},
+    {R"({"a":[1,2,],})", R"({"a":[1,2]})", true},
+    {R"({"s":"x,}"})", R"({"s":"x,}"})", false},
+    {R"({"s":"a\"}b"} tail)", R"({"s":"a\"}b"})", true},
+    {"  no json at all  ", "no json at all", true},
+    {"{\"open\": 1", "{\"open\": 1", false},
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.in);
+    auto fixed = repair_json(r.in);
+    CHECK(fixed.text == r.out);
+    CHECK(fixed.changed == r.changed);
+  }
+}
+
+TEST_CASE("structured: answers are validated with JSON pointers") {
+  auto schema = compiled(person_schema);
+  struct row {
+    const char* answer;
+    bool valid;
+    bool repaired;
+    std::vector<std::string> pointers; ///< of the issues, in any order
+  };
+  const std::vector<row> rows = {
+    {R"({"name":"Ada","age":36})", true, false, {}},
+    {"```json\n{\"name\":\"Ada\",\"age\":36,}\n```", true, true, {}},
+    {R"({"name":"Ada","age":"old"})", false, false, {"/age"}},
+    {R"({"name":"Ada","age":-1})", false, false, {"/age"}},
+    {R"({"age":3})", false, false, {""}},
+    {R"({"name":"Ada","age":3,"x":1})", false, false, {""}},
+    {"I cannot answer that.", false, false, {""}},
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.answer);
+    auto check = check_answer(*schema, r.answer);
+    CHECK(check.valid == r.valid);
+    CHECK(check.repaired == r.repaired);
+    std::vector<std::string> pointers;
+    for (auto& i : check.issues)
+      pointers.push_back(i.pointer);
+    CHECK(pointers == r.pointers);
+    if (r.valid)
+      CHECK(json::parse(check.json) == json::parse(R"({"name":"Ada","age":36})"));
+  }
+  auto bad = check_answer(*schema, R"({"name":"Ada","age":"old"})");
+  CHECK(format_issues(bad.issues).rfind("/age: ", 0) == 0);
+  auto missing = check_answer(*schema, R"({"age":3})");
+  CHECK(contains(format_issues(missing.issues), "(root): "));
+  CHECK(contains(format_issues(missing.issues), "name"));
+  auto not_json = check_answer(*schema, "I cannot answer that.");
+  CHECK(not_json.json.empty());
+  CHECK(contains(not_json.issues.front().message, "not valid JSON"));
+}
+
+TEST_CASE("structured: at most 20 issues and a summary line") {
+  auto schema = compiled(R"({"type":"array","items":{"type":"string"}})");
+  std::string answer = "[";
+  for (int i = 0; i < 30; ++i)
+    answer += std::string(i ? "," : "") + std::to_string(i);
+  answer += "]";
+  auto check = check_answer(*schema, answer);
+  REQUIRE(check.issues.size() == max_schema_issues + 1);
+  CHECK(check.issues.front().pointer == "/0");
+  CHECK(check.issues.back().message == "... and 10 more errors");
+}
+
+TEST_CASE("structured: an invalid schema names the JSON pointer of the problem") {
+  struct row {
+    const char* schema;
+    const char* message_part;
+  };
+  const row rows[] = {
+    {"{not json", "schema: not valid JSON"},
+    {"[1,2]", "schema (root): a JSON Schema is an object"},
+    {R"({"type":"strin"})", "schema /type: "},
+    {R"({"properties":{"age":{"type":"integr"}}})", "schema /properties/age/type: "},
+    {R"({"required":"name"})", "schema /required: "},
+    {R"({"minimum":"zero"})", "schema /minimum: "},
+    // Checked before valijson, which would recurse forever or fail on
+    // every answer instead.
+    {R"({"$ref":"#"})", "schema /$ref: $ref chain refers back to itself"},
+    {R"({"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"properties":{"x":{"$ref":"#/definitions/a"}}})",
+     "schema /definitions/a/$ref: $ref chain refers back to itself"},
+    {R"({"properties":{"id":{"type":"string","pattern":"(["}}})",
+     "schema /properties/id/pattern: not a regular expression"},
+    {R"({"patternProperties":{"a(":{}}})", "schema /patternProperties/a(: "},
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.schema);
+    CHECK(contains(compile_error(r.schema), r.message_part));
+  }
+}
+
+TEST_CASE("structured: recursive schemas validate; long strings never reach std::regex") {
+  auto tree = compiled(R"({"definitions":{"node":{"type":"object","properties":{"next":{"$ref":"#/definitions/node"}}}},"$ref":"#/definitions/node"})");
+  CHECK(check_answer(*tree, R"({"next":{"next":{"next":{}}}})").valid);
+  CHECK_FALSE(check_answer(*tree, R"({"next":{"next":3}})").valid);
+  // std::regex recurses per character: a 100 kB string would overflow the
+  // stack. With a pattern in the schema, such strings are an issue instead.
+  auto id = compiled(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}})");
+  CHECK(check_answer(*id, R"({"id":"abc"})").valid);
+  CHECK_FALSE(check_answer(*id, R"({"id":"ab1"})").valid);
+  auto huge = R"({"id":")" + std::string(100000, 'a') + R"("})";
+  auto check = check_answer(*id, huge);
+  CHECK_FALSE(check.valid);
+  REQUIRE(check.issues.size() == 1);
+  CHECK(check.issues[0].pointer == "/id");
+  CHECK(contains(check.issues[0].message, "longer than 2048"));
+  // Without a pattern, long strings are validated as usual.
+  auto plain = compiled(R"({"type":"object","properties":{"id":{"type":"string"}}})");
+  CHECK(check_answer(*plain, huge).valid);
+}
+
+TEST_CASE("structured: a schema is compiled once per digest") {
+  auto text = R"({"type":"object","title":"digest-test-1"})";
+  auto before = compiled_schema_count();
+  auto a = compiled(text);
+  auto b = compiled(text);
+  CHECK(a.get() == b.get());
+  CHECK(compiled_schema_count() == before + 1);
+  auto c = compiled(R"({"type":"object","title":"digest-test-2"})");
+  CHECK(c.get() != a.get());
+}
+
+TEST_CASE("structured: the strict subset") {
+  struct row {
+    const char* schema;
+    bool strict;
+  };
+  const row rows[] = {
+    {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"],"additionalProperties":false})", true},
+    {R"({"type":"object","properties":{"a":{"type":"string"}},"required":["a"]})", false},
+    {R"({"type":"object","properties":{"a":{"type":"string"},"b":{"type":"integer"}},"required":["a"],"additionalProperties":false})", false},
+    {R"({"type":"object","properties":{"a":{"type":"string","minLength":1}},"required":["a"],"additionalProperties":false})", false},
+    {R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"x":{"type":"number"}},"required":["x"],"additionalProperties":false}}},"required":["a"],"additionalProperties":false})", true},
+    {R"({"type":"object","properties":{"a":{"type":"array","items":{"type":"object","properties":{"x":{"type":"number"}}}}},"required":["a"],"additionalProperties":false})", false},
+    {R"({"type":"array","items":{"type":"string"}})", false},
+    {R"({"anyOf":[{"type":"object"}]})", false},
+    {R"({"type":"object","properties":{"e":{"enum":["x","y"]},"o":{"anyOf":[{"type":"string"},{"type":"null"}]}},"required":["e","o"],"additionalProperties":false})", true},
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.schema);
+    CHECK(fits_strict_subset(json::parse(r.schema)) == r.strict);
+  }
+}
+
+TEST_CASE("structured: the request body per rung") {
+  source_config src;
+  src.name = "a";
+  src.model = "m";
+  chat_request req;
+  req.messages.push_back({"user", "who?", {}});
+  req.schema = person_schema;
+  auto body_for = [&](schema_strategy rung, bool with_system = false) {
+    auto r = req;
+    r.strategy = rung;
+    if (with_system)
+      r.messages.insert(r.messages.begin(), {"system", "Be brief.", {}});
+    auto body = build_chat_body(r, src, false);
+    REQUIRE(body);
+    return json::parse(*body).as_object();
+  };
+  SUBCASE("json_schema (also for auto): strict when the schema fits") {
+    for (auto rung : {schema_strategy::json_schema, schema_strategy::auto_select}) {
+      auto b = body_for(rung);
+      auto& rf = b.at("response_format").as_object();
+      CHECK(rf.at("type") == "json_schema");
+      CHECK(rf.at("json_schema").at("name") == "response");
+      CHECK(rf.at("json_schema").at("strict") == false); // minimum is not in the subset
+      CHECK(rf.at("json_schema").at("schema") == json::parse(person_schema));
+      CHECK(b.at("messages").as_array().size() == 1);
+    }
+  }
+  SUBCASE("json_object: the format plus the schema in a new system message") {
+    auto b = body_for(schema_strategy::json_object);
+    CHECK(b.at("response_format") == json::parse(R"({"type":"json_object"})"));
+    auto& msgs = b.at("messages").as_array();
+    REQUIRE(msgs.size() == 2);
+    CHECK(msgs[0].at("role") == "system");
+    CHECK(std::string(msgs[0].at("content").as_string())
+          == schema_instructions(json::serialize(json::parse(person_schema))));
+  }
+  SUBCASE("prompt: instructions appended to the caller's system message, no format") {
+    req.extra_body = R"({"response_format":{"type":"json_object"}})";
+    auto b = body_for(schema_strategy::prompt, true);
+    CHECK_FALSE(b.contains("response_format"));
+    auto& msgs = b.at("messages").as_array();
+    REQUIRE(msgs.size() == 2);
+    std::string sys{msgs[0].at("content").as_string()};
+    CHECK(sys.rfind("Be brief.\n\nAnswer with one JSON value only", 0) == 0);
+  }
+  SUBCASE("no schema: no format") {
+    req.schema.clear();
+    auto b = body_for(schema_strategy::json_schema);
+    CHECK_FALSE(b.contains("response_format"));
+  }
+}
+
+TEST_CASE("structured: the ladder per source") {
+  source_config openai;
+  openai.name = "o";
+  source_config deepseek;
+  deepseek.name = "d";
+  deepseek.profile.structured = {schema_strategy::json_object,
+                                 schema_strategy::prompt};
+  structured_ladder ladder;
+  auto any = schema_strategy::auto_select;
+  CHECK(ladder.rung_for(openai, any) == schema_strategy::json_schema);
+  CHECK(ladder.rung_for(deepseek, any) == schema_strategy::json_object);
+  // A forced rung is used as it is.
+  CHECK(ladder.rung_for(deepseek, schema_strategy::json_schema)
+        == schema_strategy::json_schema);
+  // Learned: one rung down per rejection, per source, remembered.
+  CHECK(ladder.lower(openai, schema_strategy::json_schema)
+        == schema_strategy::json_object);
+  CHECK(ladder.rung_for(openai, any) == schema_strategy::json_object);
+  CHECK(ladder.rung_for(deepseek, any) == schema_strategy::json_object);
+  // A second call that was in flight with the old rung moves it no further.
+  CHECK(ladder.lower(openai, schema_strategy::json_schema)
+        == schema_strategy::json_object);
+  CHECK(ladder.lower(openai, schema_strategy::json_object)
+        == schema_strategy::prompt);
+  CHECK(ladder.rung_for(openai, any) == schema_strategy::prompt);
+  CHECK_FALSE(ladder.lower(openai, schema_strategy::prompt));
+  CHECK(ladder.lower(deepseek, schema_strategy::json_object)
+        == schema_strategy::prompt);
+}
+
+TEST_CASE("structured: which 4xx rejects the response format") {
+  struct row {
+    outcome kind;
+    int status;
+    const char* code;
+    const char* message;
+    bool rejects;
+  };
+  const row rows[] = {
+    {outcome::request_rejected, 400, "invalid_request_error",
+     "Invalid parameter: 'response_format' of type 'json_schema' is not supported with this model.", true},
+    {outcome::request_rejected, 400, "unsupported_response_format", "", true},
+    {outcome::request_rejected, 400, "invalid_request_error", "messages must not be empty", false},
+    {outcome::request_rejected, 422, "", "Response_Format json_schema unsupported", true},
+    {outcome::transient, 500, "", "response_format", false},
+    {outcome::result_invalid, 200, "", "response_format", false},
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.message);
+    attempt_result res;
+    res.kind = r.kind;
+    res.http_status = r.status;
+    res.error_code = r.code;
+    res.error_message = r.message;
+    CHECK(rejects_response_format(res) == r.rejects);
+  }
+}
+
+TEST_CASE("structured: the re-ask messages carry the bad answer and the errors") {
+  std::vector<chat_message> original{{"system", "s", {}}, {"user", "u", {}}};
+  auto msgs = reask_messages(original, R"({"age":"x"})",
+                             {{"/age", "Value type not permitted by 'type' constraint."},
+                              {"", "Missing required property 'name'."}});
+  REQUIRE(msgs.size() == 4);
+  CHECK(msgs[2].role == "assistant");
+  CHECK(msgs[2].content == R"({"age":"x"})");
+  CHECK(msgs[3].role == "user");
+  CHECK(msgs[3].content
+        == "Your previous answer does not match the required JSON Schema.\n"
+           "Validation errors (JSON pointer: message):\n"
+           "/age: Value type not permitted by 'type' constraint.\n"
+           "(root): Missing required property 'name'.\n"
+           "Answer again with one JSON value only that conforms to the "
+           "schema, with no code fences and no text around it.");
+  auto long_answer = std::string(max_echoed_answer_bytes + 100, 'x');
+  auto capped = reask_messages(original, long_answer, {{"", "e"}});
+  CHECK(capped[2].content.size() < max_echoed_answer_bytes + 40);
+  CHECK(capped[2].content.find("[answer truncated]") != std::string::npos);
+}
