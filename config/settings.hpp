@@ -3,7 +3,7 @@
 /// Validated settings (SPEC §3). Built once by `load_settings`, then shared
 /// read-only; a value that reaches an actor has passed `validate`.
 
-#include "messages/structured.hpp"
+#include "pgw/messages/structured.hpp"
 
 #include <cstdint>
 #include <map>
