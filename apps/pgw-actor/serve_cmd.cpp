@@ -4,7 +4,7 @@
 #include "cli.hpp"
 #include "serve_app.hpp"
 
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "config/log.hpp"
 
 #include <caf/scoped_actor.hpp>
@@ -309,10 +309,10 @@ int serve_main(const std::vector<std::string>& args) {
       c.scopes.clear();
     }
   } release{ctx};
-  gateway_options opts;
+  node_options opts;
   opts.default_telemetry_db = default_telemetry_db;
   for (auto& [name, scope] : cfg->scopes) {
-    auto gw = spawn_gateway(sys, *cfg, name, nullptr, opts);
+    auto gw = spawn_gateway(sys, *cfg, name, opts);
     if (!gw) {
       std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
       return exit_usage;
