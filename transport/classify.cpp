@@ -217,7 +217,14 @@ outcome outcome_for_status(int64_t status, const error_fields& f) {
 
 std::string reason_for_status(int64_t status, const error_fields& f) {
   auto named = named_code(f);
-  return named.empty() ? "http_" + std::to_string(status) : named;
+  if (!named.empty())
+    return named;
+  // A wrong key must not read as an outage (SPEC §12).
+  if (status == 401)
+    return "unauthorized";
+  if (status == 403)
+    return "forbidden";
+  return "http_" + std::to_string(status);
 }
 
 bool is_rate_limit_code(const std::string& code) {

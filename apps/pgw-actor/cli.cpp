@@ -114,8 +114,18 @@ std::string error_json(const caf::error& err) {
                          : json::value(nullptr);
   json::object per_source;
   if (detail) {
-    for (auto& [source, reason] : detail->per_source)
-      per_source[source] = reason;
+    for (auto& [source, reason] : detail->per_source) {
+      json::object entry{{"reason", reason}};
+      if (auto e = detail->sources.find(source); e != detail->sources.end()) {
+        if (e->second.http_status != 0)
+          entry["status"] = e->second.http_status;
+        if (!e->second.message.empty())
+          entry["message"] = e->second.message;
+        if (!e->second.doing.empty())
+          entry["detail"] = e->second.doing;
+      }
+      per_source[source] = std::move(entry);
+    }
     if (detail->upstream_status != 0)
       e["upstream_status"] = detail->upstream_status;
     if (!detail->upstream_code.empty())
@@ -127,6 +137,27 @@ std::string error_json(const caf::error& err) {
   }
   e["per_source"] = std::move(per_source);
   return json::serialize(json::object{{"error", std::move(e)}});
+}
+
+std::string error_text(const caf::error& err) {
+  auto detail = detail_of(err);
+  if (!detail || detail->sources.empty())
+    return "pgw-actor: " + describe(err) + "\n";
+  auto code = code_of(err);
+  auto lines = describe(detail->sources);
+  // The message ends with the same list on one line: print it one source a
+  // line instead.
+  auto msg = detail->message;
+  auto suffix = ": " + lines;
+  if (msg.size() >= suffix.size()
+      && msg.compare(msg.size() - suffix.size(), suffix.size(), suffix) == 0)
+    msg.resize(msg.size() - suffix.size());
+  std::string out = "pgw-actor: ";
+  out += code ? to_string(*code) : "internal";
+  out += ": " + msg + "\n";
+  for (auto& [source, e] : detail->sources)
+    out += "  " + describe(source, e) + "\n";
+  return out;
 }
 
 std::optional<double> parse_number(const std::string& text) {
