@@ -1,5 +1,7 @@
 #include "transport/chat_codec.hpp"
 
+#include "config/json_text.hpp"
+
 #include "messages/errors.hpp"
 #include "transport/classify.hpp"
 
@@ -301,7 +303,8 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
   body["messages"] = build_messages(req.messages);
   if (!stream)
     body.erase("stream_options");
-  return json::serialize(body);
+  // Plain decimal: an OVERLAY temperature 0.2 reaches the upstream as 0.2.
+  return json_text(body);
 }
 
 // -- non-streaming answer -----------------------------------------------------

@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "config/json_text.hpp"
+
 #include "messages/registry.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -74,9 +76,10 @@ std::string response_json(const chat_response& resp) {
   auto& s = resp.stats;
   json::object stats{
     {"attempts", s.attempts},
-    {"total_latency_ms", s.total_latency_ms},
-    {"generation_ms", s.generation_ms},
-    {"ttft_ms", s.ttft_ms ? json::value(*s.ttft_ms) : json::value(nullptr)},
+    {"total_latency_ms", round_us(s.total_latency_ms)},
+    {"generation_ms", round_us(s.generation_ms)},
+    {"ttft_ms",
+     s.ttft_ms ? json::value(round_us(*s.ttft_ms)) : json::value(nullptr)},
     {"hedges", s.hedges},
     {"hedge_won", s.hedge_won},
     {"cache_hit", s.cache_hit},
@@ -100,7 +103,7 @@ std::string response_json(const chat_response& resp) {
   };
   if (!resp.reasoning_content.empty())
     out["reasoning_content"] = resp.reasoning_content;
-  return json::serialize(out);
+  return json_text(out);
 }
 
 std::string error_json(const caf::error& err) {
@@ -136,7 +139,7 @@ std::string error_json(const caf::error& err) {
       e["call_id"] = detail->call_id;
   }
   e["per_source"] = std::move(per_source);
-  return json::serialize(json::object{{"error", std::move(e)}});
+  return json_text(json::object{{"error", std::move(e)}});
 }
 
 std::string error_text(const caf::error& err) {

@@ -2,6 +2,8 @@
 
 #include "node.hpp"
 
+#include "config/json_text.hpp"
+
 #include "cli.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -117,7 +119,7 @@ std::string render_status_json(const gateway_status& st) {
                                       : json::value(l.unavailable)}}},
     });
   }
-  return json::serialize(json::object{{"scope", st.scope},
+  return json_text(json::object{{"scope", st.scope},
                                       {"calls_started", st.calls_started},
                                       {"calls_ok", st.calls_ok},
                                       {"calls_failed", st.calls_failed},

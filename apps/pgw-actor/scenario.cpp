@@ -7,6 +7,8 @@
 // expectation that does not hold. Format: config/scenarios/README.md.
 
 #include "scenario.hpp"
+
+#include "config/json_text.hpp"
 #include "scenario_checks.hpp"
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
@@ -172,7 +174,7 @@ scenario_file parse_file(const std::string& path) {
   auto* models = so.if_contains("models");
   if (!models || !models->is_object())
     bad("sim.models", "required: the SPEC §11.1 models object");
-  f.models_json = json::serialize(json::object{{"models", *models}});
+  f.models_json = json_text(json::object{{"models", *models}});
   try {
     f.models = sim::detail::load_scenario(f.models_json);
   } catch (const std::invalid_argument& e) {
@@ -222,7 +224,7 @@ scenario_file parse_file(const std::string& path) {
   if (auto* x = top.if_contains("prices")) {
     if (!x->is_object())
       bad("prices", "must be a price table (the config/prices.json format)");
-    f.prices_json = json::serialize(*x);
+    f.prices_json = json_text(*x);
   }
   // -- fleet --
   if (auto* x = top.if_contains("fleet")) {
@@ -437,7 +439,7 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
     auto doc = res.report;
     doc["scenario"] = checks_json(f, ctx, checks, all);
     std::ofstream out{*ov.json_path};
-    out << json::serialize(doc) << "\n";
+    out << json_text(doc) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    ov.json_path->c_str());

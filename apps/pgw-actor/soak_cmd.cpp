@@ -4,6 +4,8 @@
 // configuration, load and expectations in one file.
 
 #include "cli.hpp"
+
+#include "config/json_text.hpp"
 #include "scenario.hpp"
 
 #include "actors/client.hpp"
@@ -503,7 +505,7 @@ int soak_main(const std::vector<std::string>& args) {
   auto rc = run_soak(*cfg, params, &result);
   if (json_path && (rc == exit_ok || rc == exit_other)) {
     std::ofstream out{*json_path};
-    out << json::serialize(result.report) << "\n";
+    out << json_text(result.report) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    json_path->c_str());

@@ -1,5 +1,7 @@
 #include "backends/sqlite/report.hpp"
 
+#include "config/json_text.hpp"
+
 #include "backends/sqlite/db.hpp"
 #include "backends/sqlite/schema.hpp"
 #include "backends/sqlite/svg.hpp"
@@ -551,7 +553,7 @@ std::string render_json(const report& r) {
     scopes.push_back(std::move(s));
   }
   root["scopes"] = std::move(scopes);
-  return json::serialize(root) + "\n";
+  return json_text(root) + "\n";
 }
 
 // -- SVG ------------------------------------------------------------------------
