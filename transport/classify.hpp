@@ -38,4 +38,15 @@ void classify_http_error(int status, const std::string& body,
 /// anything else → `transient`. `reason` is prefixed `stream_error:`.
 void classify_stream_error(const std::string& error_json, attempt_result& out);
 
+/// Classifies a TLS failure before any request byte was sent (SPEC §12).
+/// `certificate_rejected` false = the handshake itself failed →
+/// `tls_handshake` (`transient`). Otherwise the certificate was refused, by
+/// OpenSSL's verify result `verify_result`: expired or not yet valid →
+/// `tls_expired`; a host name mismatch, or a chain that verified (so the
+/// name check refused it) → `tls_hostname_mismatch`; anything else →
+/// `tls_unknown_ca`. A refused certificate is `source_dead`: asking that
+/// source again in the call cannot succeed.
+void classify_tls_failure(bool certificate_rejected, long verify_result,
+                          attempt_result& out);
+
 } // namespace pgw
