@@ -61,11 +61,15 @@ void on_report(self_ptr self, const attempt_report& rep) {
       // Every 429 cools its source down, so the call moves on at once
       // (SPEC §12).
       ++src.rate_limited;
-      ++src.consecutive_429;
+      auto now = self->clock().now();
+      // A 429 that comes back while the source is cooling was sent before
+      // the cooldown began (the same burst): it does not double it again.
+      if (src.cool_until <= now || src.consecutive_429 == 0)
+        ++src.consecutive_429;
       auto cap = breaker_settings_of(*st.scope, *src.config).max_cooldown_s;
       auto cool_s = rate_limit_cooldown_s(src.consecutive_429,
                                           rep.retry_after_s, cap);
-      auto until = self->clock().now() + to_timespan(cool_s);
+      auto until = now + to_timespan(cool_s);
       src.cool_until = std::max(src.cool_until, until);
       log::info("gateway", "source {}/{} cools down for {:.1f} s after 429 #{}",
                 st.scope->name, src.config->name, cool_s, src.consecutive_429);

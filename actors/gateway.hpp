@@ -43,7 +43,8 @@ struct source_runtime {
   int32_t in_flight = 0;
   /// The 429 cooldown memo: not admitted before this time.
   caf::actor_clock::time_point cool_until{};
-  /// 429s in a row without a success: the default cooldown doubles with each.
+  /// 429s in a row without a success, counting those that arrive while
+  /// the source cools down once: the default cooldown doubles with each.
   int32_t consecutive_429 = 0;
   /// The last failure seen ("unauthorized 401"): why its circuit opened.
   std::string last_failure;

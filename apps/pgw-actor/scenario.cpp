@@ -204,7 +204,7 @@ scenario_file parse_file(const std::string& path) {
   auto& lo = load->get_object();
   only_keys(lo, "load", {"calls", "concurrency", "deadline_s", "stream"});
   if (auto* x = lo.if_contains("calls"))
-    f.calls = count(*x, "load.calls", 1);
+    f.calls = f.file_calls = count(*x, "load.calls", 1);
   if (auto* x = lo.if_contains("concurrency")) {
     f.concurrency = static_cast<int>(count(*x, "load.concurrency", 1));
     if (f.concurrency > 10000)

@@ -402,6 +402,8 @@ std::string table(const std::vector<std::vector<std::string>>& rows,
 
 std::vector<std::string> metrics_row(const std::string& label,
                                      const group_stats& g) {
+  // No attempt had a price: a cost of 0.000000 would claim it was free.
+  bool priced = g.attempts == 0 || g.unpriced_attempts < g.attempts;
   return {label,
           std::to_string(g.calls),
           percent(g.success_rate),
@@ -411,8 +413,8 @@ std::vector<std::string> metrics_row(const std::string& label,
           triple(g.generation_ms),
           percent(g.waiting_share),
           fmt::format("{}/{}", g.input_tokens, g.output_tokens),
-          usd(g.cost_usd),
-          usd(g.losers_cost_usd)};
+          priced ? usd(g.cost_usd) : "n/a",
+          priced ? usd(g.losers_cost_usd) : "n/a"};
 }
 
 } // namespace

@@ -103,6 +103,23 @@ TEST_CASE_FIXTURE(actor_fixture, "one source's 429s without Retry-After wait 1, 
         == doctest::Approx(1.0).epsilon(0.01));
 }
 
+TEST_CASE_FIXTURE(actor_fixture, "429s of one burst double the cooldown once") {
+  fake->script("a", {fake_step::rate_limited(caf::none),
+                     fake_step::rate_limited(caf::none), fake_step::ok()});
+  auto gw = spawn_gateway(test_scope({"a"}));
+  auto first = start_call(gw, hello());
+  auto second = start_call(gw, hello());
+  run_until_answered(first);
+  run_until_answered(second);
+  REQUIRE(first->response);
+  REQUIRE(second->response);
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 4);
+  // Both 429s came back together: a cools down 1 s, not 2.
+  CHECK(seconds_between(calls[0].started, calls[2].started)
+        == doctest::Approx(1.0).epsilon(0.01));
+}
+
 TEST_CASE_FIXTURE(actor_fixture, "every source cooling down: ON_QUOTA_FULL=fail fails at once") {
   fake->script("a", {fake_step::rate_limited(caf::none)});
   auto sc = test_scope({"a"});
