@@ -290,7 +290,7 @@ void retry_after(self_ptr self, double delay_s,
   auto idle = seconds_between(st.last_progress, now);
   if (idle + delay_s > st.args.scope->stall_window_s) {
     fail(self, error_code::stalled,
-         "no progress within STALL_WINDOW_S", retry_hint ? retry_hint : caf::optional<double>{delay_s});
+         with_sources(self, "no progress within STALL_WINDOW_S"), retry_hint ? retry_hint : caf::optional<double>{delay_s});
     return;
   }
   auto gen = ++st.retry_gen;
@@ -508,7 +508,6 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
 /// they were doing.
 void on_deadline(self_ptr self) {
   auto& st = self->state;
-  std::string in_flight;
   for (auto& leg : st.legs) {
     if (leg.done || leg.down)
       continue;
@@ -521,11 +520,9 @@ void on_deadline(self_ptr self) {
       doing += " (hedge)";
     st.last_reason[leg.source] = "in_flight";
     st.last_error[leg.source] = source_error{"in_flight", 0, {}, doing};
-    in_flight += (in_flight.empty() ? "" : "; ") + leg.source + ": " + doing;
   }
   fail(self, error_code::call_deadline_exceeded,
-       in_flight.empty() ? std::string{"the call deadline passed"}
-                         : "the call deadline passed; " + in_flight);
+       with_sources(self, "the call deadline passed"));
 }
 
 /// Every leg of the round has failed: charge the budget and go again.
@@ -740,7 +737,8 @@ call_supervisor(self_ptr self, call_args args) {
           st.last_progress = now;
       auto due = st.last_progress + to_timespan(st.args.scope->stall_window_s);
       if (now >= due)
-        fail(self, error_code::stalled, "no progress within STALL_WINDOW_S");
+        fail(self, error_code::stalled,
+             with_sources(self, "no progress within STALL_WINDOW_S"));
       else
         arm_stall_timer(self, due - now);
     },

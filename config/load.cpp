@@ -35,16 +35,17 @@ const std::vector<std::string> source_fields = {
   "OVERLAY",        "HEADERS",        "KIND",           "CA_FILE",
 };
 
+
+bool is_source_field(const std::string& field) {
+  return std::find(source_fields.begin(), source_fields.end(), field)
+         != source_fields.end();
+}
+
 /// Source fields that a scope may set for all its sources (`LLM__TIMEOUT_S`,
 /// SPEC §12): every field but the source's identity.
 bool is_scope_default_field(const std::string& field) {
   return is_source_field(field) && field != "BASE_URL" && field != "MODEL"
          && field != "API_KEY" && field != "PRIORITY" && field != "KIND";
-}
-
-bool is_source_field(const std::string& field) {
-  return std::find(source_fields.begin(), source_fields.end(), field)
-         != source_fields.end();
 }
 
 /// `[A-Z][A-Z0-9_]*`

@@ -480,7 +480,10 @@ caf::error check_source_tls_and_timeouts(const std::string& name,
                         key("TTFT_TIMEOUT_S"),
                         format_number(*src.ttft_timeout_s), key("TIMEOUT_S"),
                         format_number(src.timeout_s), src.name));
-  if (src.stream_idle_timeout_s >= src.timeout_s)
+  // Only when the idle timeout was set: the built-in 30 s must not warn
+  // everyone who shortens TIMEOUT_S.
+  if (src.origin.count("STREAM_IDLE_TIMEOUT_S") != 0
+      && src.stream_idle_timeout_s >= src.timeout_s)
     warn(s, fmt::format("{}={} >= {}={}: the stream idle timeout can never "
                         "fire on source {} (the attempt ends first)",
                         key("STREAM_IDLE_TIMEOUT_S"),

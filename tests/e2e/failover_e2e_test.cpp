@@ -147,5 +147,5 @@ TEST_CASE_FIXTURE(failover_fixture, "a deadline error lists the source in flight
   CHECK(a.at("reason").as_string() == "in_flight");
   CHECK(has(std::string(a.at("detail").as_string()), "no first token"));
   CHECK(has(std::string(err.at("message").as_string()),
-            "the call deadline passed; a: in flight 0."));
+            "the call deadline passed: a: in flight 0."));
 }
