@@ -53,7 +53,8 @@ struct failover_fixture {
     auto res = cli.Get("/_sim/log");
     REQUIRE(res);
     std::vector<std::string> out;
-    for (auto& e : json::parse(res->body).at("requests").as_array())
+    auto doc = json::parse(res->body);
+    for (auto& e : doc.at("requests").as_array())
       out.emplace_back(e.at("model").as_string());
     return out;
   }
