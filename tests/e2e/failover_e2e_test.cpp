@@ -150,3 +150,19 @@ TEST_CASE_FIXTURE(failover_fixture, "a deadline error lists the source in flight
   CHECK(has(std::string(err.at("message").as_string()),
             "the call deadline passed: a: in flight 0."));
 }
+
+TEST_CASE_FIXTURE(failover_fixture, "PGW_LOG=info logs 429 cooldowns and breaker transitions") {
+  auto e = env("throttled");
+  e.push_back("PGW_LOG=info");
+  auto r = chat({"hi"}, e);
+  CHECK(r.run.exit_code == 0);
+  CHECK(has(r.run.err, "gateway: source LLM/a cools down for 1.0 s after 429 #1"));
+  std::vector<std::string> down{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+                                "LLM__GENERIC__A__MODEL=down",
+                                "LLM__BREAKER__THRESHOLD=1",
+                                "LLM__MAX_ATTEMPTS=1",
+                                "PGW_LOG=info"};
+  auto d = chat({"hi"}, down);
+  CHECK(d.run.exit_code == 4);
+  CHECK(has(d.run.err, "breaker: source a closed -> open (epoch 1"));
+}
