@@ -506,7 +506,9 @@ json::value optional_number(const std::optional<double>& x) {
 json::value quantiles_json(const std::optional<quantiles>& q) {
   if (!q)
     return nullptr;
-  return json::object{{"p50", q->p50}, {"p95", q->p95}, {"p99", q->p99}};
+  return json::object{{"p50", round_us(q->p50)},
+                      {"p95", round_us(q->p95)},
+                      {"p99", round_us(q->p99)}};
 }
 
 json::object group_json(const group_stats& g, bool is_total) {

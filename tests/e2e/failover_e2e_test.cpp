@@ -31,6 +31,14 @@ struct failover_fixture {
             "LLM__GENERIC__B__PRIORITY=1"};
   }
 
+  /// Only source a, serving `model`, plus `extra`.
+  std::vector<std::string> only_a(const std::string& model,
+                                  std::vector<std::string> extra = {}) {
+    extra.push_back("LLM__GENERIC__A__BASE_URL=" + sim.base_url());
+    extra.push_back("LLM__GENERIC__A__MODEL=" + model);
+    return extra;
+  }
+
   struct timed {
     run_result run;
     double seconds = 0;
@@ -99,8 +107,7 @@ TEST_CASE_FIXTURE(failover_fixture, "a stalled primary stream (STREAM_IDLE_TIMEO
 }
 
 TEST_CASE_FIXTURE(failover_fixture, "a wrong API key: the error names 401 and the upstream's message") {
-  std::vector<std::string> e{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
-                             "LLM__GENERIC__A__MODEL=unauth"};
+  auto e = only_a("unauth");
   auto r = chat({"--json", "hi"}, e);
   CHECK(r.run.exit_code == 4);
   auto err = json::parse(r.run.out).at("error").as_object();
@@ -121,14 +128,10 @@ TEST_CASE_FIXTURE(failover_fixture, "a wrong API key: the error names 401 and th
 }
 
 TEST_CASE_FIXTURE(failover_fixture, "plain errors list every source; PGW_LOG=debug logs each attempt") {
-  std::vector<std::string> e{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
-                             "LLM__GENERIC__A__MODEL=down",
-                             "LLM__GENERIC__B__BASE_URL=http://127.0.0.1:1/v1",
-                             "LLM__GENERIC__B__MODEL=ok",
-                             "LLM__SELECTOR=round_robin",
-                             "LLM__MAX_ATTEMPTS=2",
-                             "LLM__BACKOFF_BASE_S=0.01",
-                             "PGW_LOG=debug"};
+  auto e = only_a("down", {"LLM__GENERIC__B__BASE_URL=http://127.0.0.1:1/v1",
+                           "LLM__GENERIC__B__MODEL=ok",
+                           "LLM__SELECTOR=round_robin", "LLM__MAX_ATTEMPTS=2",
+                           "LLM__BACKOFF_BASE_S=0.01", "PGW_LOG=debug"});
   auto r = chat({"hi"}, e);
   CHECK(r.run.exit_code == 4);
   CHECK(has(r.run.err, "\n  a: http_503 (503 \"simulated 503\")\n"));
@@ -139,8 +142,7 @@ TEST_CASE_FIXTURE(failover_fixture, "plain errors list every source; PGW_LOG=deb
 }
 
 TEST_CASE_FIXTURE(failover_fixture, "a deadline error lists the source in flight") {
-  std::vector<std::string> e{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
-                             "LLM__GENERIC__A__MODEL=hang"};
+  auto e = only_a("hang");
   auto r = chat({"--json", "--deadline", "0.5", "hi"}, e);
   CHECK(r.run.exit_code == 5);
   auto err = json::parse(r.run.out).at("error").as_object();
@@ -157,11 +159,8 @@ TEST_CASE_FIXTURE(failover_fixture, "PGW_LOG=info logs 429 cooldowns and breaker
   auto r = chat({"hi"}, e);
   CHECK(r.run.exit_code == 0);
   CHECK(has(r.run.err, "gateway: source LLM/a cools down for 1.0 s after 429 #1"));
-  std::vector<std::string> down{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
-                                "LLM__GENERIC__A__MODEL=down",
-                                "LLM__BREAKER__THRESHOLD=1",
-                                "LLM__MAX_ATTEMPTS=1",
-                                "PGW_LOG=info"};
+  auto down = only_a("down", {"LLM__BREAKER__THRESHOLD=1",
+                              "LLM__MAX_ATTEMPTS=1", "PGW_LOG=info"});
   auto d = chat({"hi"}, down);
   CHECK(d.run.exit_code == 4);
   CHECK(has(d.run.err, "breaker: source a closed -> open (epoch 1"));
