@@ -165,3 +165,31 @@ TEST_CASE_FIXTURE(failover_fixture, "PGW_LOG=info logs 429 cooldowns and breaker
   CHECK(d.run.exit_code == 4);
   CHECK(has(d.run.err, "breaker: source a closed -> open (epoch 1"));
 }
+
+TEST_CASE("every subcommand answers --help with exit 0; --version names the libraries") {
+  for (auto args : std::vector<std::vector<std::string>>{
+         {"--help"}, {"chat", "--help"}, {"config", "--help"},
+         {"config", "check", "--help"}, {"demo", "--help"},
+         {"status", "--help"}, {"bench", "--help"},
+         {"bench", "overhead", "--help"}, {"bench", "hedge", "--help"},
+         {"soak", "--help"}, {"telemetry", "--help"}}) {
+    args.insert(args.begin(), PGW_ACTOR_BIN);
+    auto r = run_program(args);
+    CAPTURE(args[1]);
+    CHECK(r.exit_code == 0);
+    CHECK(has(r.out, "usage"));
+  }
+  auto v = run_program({PGW_ACTOR_BIN, "--version"});
+  CHECK(v.exit_code == 0);
+  CHECK(has(v.out, "pgw-actor 0.1"));
+  CHECK(has(v.out, "CAF 0.17.6"));
+  CHECK(has(v.out, "cpp-httplib 0.11.4"));
+  CHECK(has(v.out, "OpenSSL 3."));
+}
+
+TEST_CASE("config check with nothing configured is an error pointing at config/.env.example") {
+  auto r = run_program({PGW_ACTOR_BIN, "config", "check"});
+  CHECK(r.exit_code == 2);
+  CHECK(has(r.err, "no scope configured"));
+  CHECK(has(r.err, "config/.env.example"));
+}
