@@ -11,7 +11,7 @@ CMAKE_FLAGS ?=
 PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        libboost-json1.81-dev libhiredis-dev libfmt-dev doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
-       clang-14 libclang-rt-14-dev prometheus libvalijson-dev
+       clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4
 
 # -- sanitizer and fuzz builds ------------------------------------------------
 ASAN_BUILD ?= build-asan

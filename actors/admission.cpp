@@ -88,6 +88,7 @@ void try_limiter(gateway_self self, admission_ptr a, size_t i,
         out.probe = entry.probe;
         out.skipped.clear();
         out.retry_in.clear();
+        out.why.clear();
         out.retry_after_s = caf::none;
         a->rp.deliver(std::move(out));
       },
@@ -118,8 +119,11 @@ void next_candidate(gateway_self self, admission_ptr a) {
       .then(
         [self, a, i](breaker_entry& entry) {
           if (!entry.allowed) {
-            skip(a, self->state.sources[i].config->name,
-                 skip_reason::circuit_open,
+            auto& src = self->state.sources[i];
+            if (!src.last_failure.empty())
+              a->out.why[src.config->name] = "opened after "
+                                             + src.last_failure;
+            skip(a, src.config->name, skip_reason::circuit_open,
                  entry.retry_after_s);
             next_candidate(self, std::move(a));
             return;
@@ -139,11 +143,14 @@ void admit(gateway_self self, admit_request req,
   auto& st = self->state;
   auto n = st.sources.size();
   std::vector<int32_t> in_flight(n), failures(n, 0);
+  std::vector<bool> costly(n, false);
   for (size_t i = 0; i < n; ++i) {
+    auto& name = st.sources[i].config->name;
     in_flight[i] = st.sources[i].in_flight;
-    if (auto f = req.failures.find(st.sources[i].config->name);
-        f != req.failures.end())
+    if (auto f = req.failures.find(name); f != req.failures.end())
       failures[i] = f->second;
+    costly[i] = std::find(req.demote.begin(), req.demote.end(), name)
+                != req.demote.end();
   }
   auto a = std::make_shared<admission>();
   try {
@@ -153,7 +160,7 @@ void admit(gateway_self self, admit_request req,
     a->order.resize(n);
     std::iota(a->order.begin(), a->order.end(), size_t{0});
   }
-  demote_failed(a->order, failures);
+  demote_failed(a->order, failures, costly);
   a->req = std::move(req);
   a->rp = std::move(rp);
   next_candidate(self, std::move(a));

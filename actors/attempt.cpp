@@ -2,6 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
+#include "config/log.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -14,11 +15,16 @@ namespace {
 
 using self_ptr = attempt_actor::stateful_pointer<attempt_state>;
 
-void report(self_ptr self, outcome kind, caf::optional<double> retry_after) {
+void report(self_ptr self, outcome kind, caf::optional<double> retry_after,
+            const attempt_result* res = nullptr) {
   attempt_report rep;
   rep.source = self->state.args.source->name;
   rep.kind = kind;
   rep.retry_after_s = retry_after;
+  if (res != nullptr) {
+    rep.reason = res->reason;
+    rep.http_status = res->http_status;
+  }
   self->send(self->state.args.gateway, atom::report_v, std::move(rep));
 }
 
@@ -83,6 +89,21 @@ void check_structured(self_ptr self, attempt_result& res) {
   res.error_message = format_issues({check.issues.front()});
 }
 
+/// PGW_LOG=debug: one line when the attempt ends (source, outcome, reason,
+/// status, ms since it started).
+void log_end(self_ptr self, outcome kind, const attempt_result* res) {
+  if (log::current_level() > log::level::debug)
+    return;
+  auto& args = self->state.args;
+  auto ms = std::chrono::duration<double, std::milli>(
+              self->clock().now() - self->state.started_at)
+              .count();
+  log::debug("attempt", "{} #{} on {}/{} ended {} ({}), status {}, {:.1f} ms",
+             args.call_id, args.leg, args.source->scope, args.source->name,
+             to_string(kind), res ? res->reason : std::string{"stopped"},
+             res ? res->http_status : 0, ms);
+}
+
 /// Settles and releases the permit, exactly once per attempt.
 void settle(self_ptr self, int64_t amount) {
   auto& args = self->state.args;
@@ -99,6 +120,10 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
   self->state.args = std::move(args);
   auto& st = self->state;
   st.started_at = self->clock().now();
+  log::debug("attempt", "{} #{} starts on {}/{} (model {}{}{})",
+             st.args.call_id, st.args.leg, st.args.source->scope,
+             st.args.source->name, st.args.source->model,
+             st.args.hedge ? ", hedge" : "", st.args.probe ? ", probe" : "");
   self->set_exit_handler([self](caf::exit_msg& msg) {
     auto& st = self->state;
     if (!st.finished) {
@@ -111,6 +136,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
                                      st.args.granted_permit.est);
       settle(self, amount);
       write_row(self, st.stop_label, nullptr, amount);
+      log_end(self, st.stop_label, nullptr);
       if (st.args.probe)
         self->send(st.args.breaker, atom::release_v, st.args.epoch);
       report(self, st.stop_label, caf::none);
@@ -156,8 +182,9 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       auto amount = settle_amount(res, st.args.granted_permit.est);
       settle(self, amount);
       write_row(self, res.kind, &res, amount);
+      log_end(self, res.kind, &res);
       self->send(st.args.breaker, atom::record_v, st.args.epoch, res.kind);
-      report(self, res.kind, res.retry_after_s);
+      report(self, res.kind, res.retry_after_s, &res);
       self->send(st.args.supervisor, atom::done_v, st.args.leg,
                  std::move(res));
       self->quit();

@@ -2,11 +2,40 @@
 
 #include "actors/backend_call.hpp"
 
+#include "config/log.hpp"
+
 #include <caf/typed_event_based_actor.hpp>
+
+#include <fmt/format.h>
 
 namespace pgw {
 
 using namespace detail;
+
+namespace {
+
+/// PGW_LOG=info: reads the breaker's state after a change and logs it when
+/// it moved (closed -> open -> half_open -> ...).
+void log_transition(breaker_actor::stateful_pointer<breaker_state> self) {
+  if (log::current_level() > log::level::info)
+    return;
+  auto backend = self->state.backend;
+  auto now = now_s(self);
+  run(self, self->state.offload, [backend, now] { return backend->status(now); },
+      [self](caf::expected<breaker_status> st) {
+        if (!st || st->state == self->state.logged_state)
+          return;
+        log::info("breaker", "source {} {} -> {} (epoch {}, {} failures{})",
+                  st->source, self->state.logged_state, st->state, st->epoch,
+                  st->failure_count,
+                  st->state == "open"
+                    ? fmt::format(", open for {:.1f} s", st->open_for_s)
+                    : std::string{});
+        self->state.logged_state = st->state;
+      });
+}
+
+} // namespace
 
 breaker_actor::behavior_type
 breaker(breaker_actor::stateful_pointer<breaker_state> self,
@@ -18,8 +47,10 @@ breaker(breaker_actor::stateful_pointer<breaker_state> self,
     [self](atom::enter) -> caf::result<breaker_entry> {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      return answer<breaker_entry>(
+      auto rp = answer<breaker_entry>(
         self, [backend, now] { return backend->enter(now); });
+      log_transition(self);
+      return rp;
     },
     [self](atom::record, uint64_t epoch, outcome kind) {
       auto backend = self->state.backend;
@@ -33,6 +64,7 @@ breaker(breaker_actor::stateful_pointer<breaker_state> self,
           self->delayed_send(self, retry_delay, atom::record_v, epoch,
                              kind);
         });
+      log_transition(self);
     },
     [self](atom::release, uint64_t epoch) {
       auto backend = self->state.backend;

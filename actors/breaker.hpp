@@ -22,6 +22,8 @@ struct breaker_state {
   std::shared_ptr<breaker_backend> backend;
   std::shared_ptr<io_pool> offload;
   std::optional<caf::actor_clock::time_point> last_warning;
+  /// The state last logged (PGW_LOG=info logs each transition).
+  std::string logged_state = "closed";
 };
 
 /// Serves `enter`, `record` (the outcome mapped by `feed_for`), `release`

@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <optional>
 
 namespace pgw {
@@ -177,13 +178,33 @@ void finish(self_ptr self) {
   maybe_deliver(self);
 }
 
+/// Every source's last reason, with status and upstream message where
+/// known: what the caller's error lists.
+std::map<std::string, source_error> source_errors(self_ptr self) {
+  auto& st = self->state;
+  auto out = st.last_error;
+  for (auto& [source, reason] : st.last_reason) {
+    auto& e = out[source];
+    if (e.reason != reason) // a later skip (cooling, ...) replaced it
+      e = source_error{reason, 0, {}, {}};
+  }
+  return out;
+}
+
 error_detail make_detail(self_ptr self, std::string message) {
   auto& st = self->state;
   error_detail detail;
   detail.message = std::move(message);
   detail.per_source = st.last_reason;
   detail.call_id = st.args.call_id;
+  detail.sources = source_errors(self);
   return detail;
+}
+
+/// `message`, followed by what each source did last (when any).
+std::string with_sources(self_ptr self, std::string message) {
+  auto lines = describe(source_errors(self));
+  return lines.empty() ? message : message + ": " + lines;
 }
 
 void fail(self_ptr self, error_code code, error_detail detail) {
@@ -305,7 +326,7 @@ void retry_after(self_ptr self, double delay_s,
   auto idle = seconds_between(st.last_progress, now);
   if (idle + delay_s > st.args.scope->stall_window_s) {
     fail(self, error_code::stalled,
-         "no progress within STALL_WINDOW_S", retry_hint ? retry_hint : caf::optional<double>{delay_s});
+         with_sources(self, "no progress within STALL_WINDOW_S"), retry_hint ? retry_hint : caf::optional<double>{delay_s});
     return;
   }
   auto gen = ++st.retry_gen;
@@ -380,6 +401,7 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   leg.est = est;
   leg.model = src->second.config->model;
   leg.rung = rung;
+  leg.started = self->clock().now();
   leg.actor = self->spawn(attempt, std::move(aa));
   self->monitor(leg.actor);
   st.legs.push_back(std::move(leg));
@@ -388,10 +410,18 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
 
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
-  for (auto& [source, reason] : r.skipped)
+  for (auto& [source, reason] : r.skipped) {
     st.last_reason[source] = to_string(reason);
+    source_error e{to_string(reason), 0, {}, {}};
+    if (auto why = r.why.find(source); why != r.why.end())
+      e.doing = "circuit open, " + why->second;
+    st.last_error[source] = std::move(e);
+  }
   if (r.refusal == admission_refusal::none) {
-    if (st.last_rejection) {
+    if (!st.dead.empty()) {
+      fail(self, error_code::retry_exhausted,
+           with_sources(self, "every source is unusable"));
+    } else if (st.last_rejection) {
       fail_with_upstream(self, error_code::request_rejected,
                          "every source rejected the request",
                          *st.last_rejection);
@@ -400,16 +430,16 @@ void on_refused(self_ptr self, admit_result& r) {
     }
     return;
   }
-  // Which skipped sources may be waited for: cooling ones (429 memo)
-  // always, quota and open circuits by the scope's policies.
+  // Which skipped sources may be waited for: cooling ones (429 memo) and
+  // quota by ON_QUOTA_FULL, open circuits by ON_CIRCUIT_OPEN.
   auto& scope = *st.args.scope;
   std::optional<double> wait_s;
   bool quota = false;
   for (auto& [source, reason] : r.skipped) {
-    quota = quota || reason == skip_reason::quota;
-    bool waits = reason == skip_reason::cooling
-                 || (reason == skip_reason::quota
-                     && scope.on_quota_full == "wait")
+    bool limited = reason == skip_reason::quota
+                   || reason == skip_reason::cooling;
+    quota = quota || limited;
+    bool waits = (limited && scope.on_quota_full == "wait")
                  || (reason == skip_reason::circuit_open
                      && scope.on_circuit_open == "wait");
     if (!waits)
@@ -421,10 +451,12 @@ void on_refused(self_ptr self, admit_result& r) {
   if (!wait_s) {
     if (quota)
       fail(self, error_code::quota_exhausted,
-           "no source may run: quota full or circuit open everywhere",
+           with_sources(self, "no source may run: quota full, cooling down "
+                              "after a 429 or circuit open everywhere"),
            r.retry_after_s);
     else
-      fail(self, error_code::circuit_open, "every source's circuit is open",
+      fail(self, error_code::circuit_open,
+           with_sources(self, "every source's circuit is open"),
            r.retry_after_s);
     return;
   }
@@ -454,6 +486,7 @@ void admit(self_ptr self) {
   admit_request req;
   req.exclude = st.excluded;
   req.failures = st.failures;
+  req.demote = st.demoted;
   self
     ->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
     .then(
@@ -497,6 +530,7 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
   req.exclude = st.excluded;
   req.exclude.push_back(primary->source);
   req.failures = st.failures;
+  req.demote = st.demoted;
   st.hedge_admitting = true;
   self
     ->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
@@ -523,6 +557,27 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
       });
 }
 
+/// The deadline fired: the error lists the sources still in flight and what
+/// they were doing.
+void on_deadline(self_ptr self) {
+  auto& st = self->state;
+  for (auto& leg : st.legs) {
+    if (leg.done || leg.down)
+      continue;
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "in flight %.1f s, ",
+                  ms_since(self, leg.started) / 1000.0);
+    std::string doing = buf;
+    doing += leg.first_token ? "streaming" : "no first token";
+    if (leg.hedge)
+      doing += " (hedge)";
+    st.last_reason[leg.source] = "in_flight";
+    st.last_error[leg.source] = source_error{"in_flight", 0, {}, doing};
+  }
+  fail(self, error_code::call_deadline_exceeded,
+       with_sources(self, "the call deadline passed"));
+}
+
 /// Every leg of the round has failed: charge the budget and go again.
 void round_failed(self_ptr self) {
   auto& st = self->state;
@@ -539,8 +594,18 @@ void round_failed(self_ptr self) {
   auto& scope = *st.args.scope;
   if (st.budget_used >= scope.max_attempts) {
     fail(self, error_code::retry_exhausted,
-         "all " + std::to_string(scope.max_attempts)
-           + " attempts of the retry budget failed");
+         with_sources(self, scope.max_attempts == 1
+                              ? std::string{"the only attempt of the retry "
+                                            "budget failed"}
+                              : "all " + std::to_string(scope.max_attempts)
+                                  + " attempts of the retry budget failed"));
+    return;
+  }
+  // A 429 round moves on at once: its source cools down in the gateway's
+  // memo, so admission picks another source or waits for the earliest one
+  // (SPEC §12). So does a call with no source left to try.
+  if (all_rate_limited || st.excluded.size() >= st.args.sources->size()) {
+    retry_after(self, 0);
     return;
   }
   std::uniform_real_distribution<double> u01{0.0, 1.0};
@@ -636,6 +701,12 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   if (st.finishing)
     return;
   st.last_reason[leg->source] = r.kind == outcome::ok ? "ok" : r.reason;
+  st.last_error[leg->source] = source_error{st.last_reason[leg->source],
+                                            r.http_status, r.error_message, {}};
+  if (r.kind != outcome::ok && is_costly_failure(r.reason)
+      && std::find(st.demoted.begin(), st.demoted.end(), leg->source)
+           == st.demoted.end())
+    st.demoted.push_back(leg->source);
   if ((r.http_status != 0 && r.kind != outcome::rate_limited)
       || r.kind == outcome::ok)
     progress(self);
@@ -663,6 +734,16 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
       st.last_rejection = r;
       break;
     case outcome::rate_limited:
+      break;
+    case outcome::source_dead:
+      // Dead for this call (bad key, no quota, untrusted certificate): not
+      // asked again in it (SPEC §12).
+      ++st.failures[leg->source];
+      if (std::find(st.dead.begin(), st.dead.end(), leg->source)
+          == st.dead.end()) {
+        st.dead.push_back(leg->source);
+        st.excluded.push_back(leg->source);
+      }
       break;
     default:
       ++st.failures[leg->source];
@@ -785,8 +866,7 @@ call_supervisor(self_ptr self, call_args args) {
       if (st.finishing)
         return;
       if (tag == deadline_timer) {
-        fail(self, error_code::call_deadline_exceeded,
-             "the call deadline passed");
+        on_deadline(self);
         return;
       }
       // The stall timer: fail when the window since the last progress is
@@ -798,7 +878,8 @@ call_supervisor(self_ptr self, call_args args) {
           st.last_progress = now;
       auto due = st.last_progress + to_timespan(st.args.scope->stall_window_s);
       if (now >= due)
-        fail(self, error_code::stalled, "no progress within STALL_WINDOW_S");
+        fail(self, error_code::stalled,
+             with_sources(self, "no progress within STALL_WINDOW_S"));
       else
         arm_stall_timer(self, due - now);
     },

@@ -61,6 +61,7 @@ struct call_leg {
   uint64_t round = 0;       ///< the round it belongs to
   int64_t est = 0;          ///< its permit's estimate
   std::string model;        ///< the source's MODEL
+  caf::actor_clock::time_point started{}; ///< when the supervisor spawned it
   /// Why the supervisor stopped it: "hedge_cancelled" (lost to another
   /// leg) or "cancelled" (deadline, caller, stall); empty when it ended.
   std::string label;
@@ -92,6 +93,12 @@ struct call_supervisor_state {
   std::map<std::string, int32_t> failures;
   std::vector<std::string> excluded;
   std::map<std::string, std::string> last_reason;
+  /// The last failure per source with its status and upstream message.
+  std::map<std::string, source_error> last_error;
+  /// Sources demoted to the tail after one time-costly failure (SPEC §12).
+  std::vector<std::string> demoted;
+  /// Sources that ended `source_dead` in this call: not asked again in it.
+  std::vector<std::string> dead;
   /// The last source_rejected answer, for the error when no source is left.
   caf::optional<attempt_result> last_rejection;
 

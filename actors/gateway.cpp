@@ -4,6 +4,7 @@
 #include "actors/breaker.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/limiter.hpp"
+#include "config/log.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
@@ -12,6 +13,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <numeric>
 
 namespace pgw {
@@ -50,19 +52,38 @@ void on_report(self_ptr self, const attempt_report& rep) {
   switch (rep.kind) {
     case outcome::ok:
       ++src.ok;
+      src.consecutive_429 = 0;
       break;
-    case outcome::rate_limited:
+    case outcome::rate_limited: {
+      // Every 429 cools its source down, so the call moves on at once
+      // (SPEC §12).
       ++src.rate_limited;
-      if (rep.retry_after_s && *rep.retry_after_s > 0) {
-        auto until = self->clock().now() + to_timespan(*rep.retry_after_s);
-        src.cool_until = std::max(src.cool_until, until);
-      }
+      auto now = self->clock().now();
+      // A 429 that comes back while the source is cooling was sent before
+      // the cooldown began (the same burst): it does not double it again.
+      if (src.cool_until <= now || src.consecutive_429 == 0)
+        ++src.consecutive_429;
+      auto cap = breaker_settings_of(*st.scope, *src.config).max_cooldown_s;
+      auto cool_s = rate_limit_cooldown_s(src.consecutive_429,
+                                          rep.retry_after_s, cap);
+      auto until = now + to_timespan(cool_s);
+      src.cool_until = std::max(src.cool_until, until);
+      log::info("gateway", "source {}/{} cools down for {:.1f} s after 429 #{}",
+                st.scope->name, src.config->name, cool_s, src.consecutive_429);
       break;
+    }
     case outcome::cancelled:
     case outcome::hedge_cancelled:
       break;
     default:
       ++src.failed;
+      if (rep.kind != outcome::result_invalid) {
+        // "unauthorized 401", "http_503", "connect_error".
+        auto status = std::to_string(rep.http_status);
+        src.last_failure = rep.reason;
+        if (rep.http_status != 0 && rep.reason != "http_" + status)
+          src.last_failure += " " + status;
+      }
       break;
   }
   try {
@@ -375,6 +396,15 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     },
     [self](atom::timer) { on_tick(self); },
   };
+}
+
+double rate_limit_cooldown_s(int32_t consecutive,
+                             caf::optional<double> retry_after_s,
+                             double cap_s) {
+  if (retry_after_s && *retry_after_s > 0)
+    return std::min(*retry_after_s, cap_s);
+  auto doublings = std::clamp(consecutive - 1, 0, 62);
+  return std::min(std::ldexp(1.0, doublings), cap_s);
 }
 
 limiter_limits limits_of(const source_config& src) {

@@ -44,6 +44,11 @@ struct source_runtime {
   int32_t in_flight = 0;
   /// The 429 cooldown memo: not admitted before this time.
   caf::actor_clock::time_point cool_until{};
+  /// 429s in a row without a success, counting those that arrive while
+  /// the source cools down once: the default cooldown doubles with each.
+  int32_t consecutive_429 = 0;
+  /// The last failure seen ("unauthorized 401"): why its circuit opened.
+  std::string last_failure;
   int64_t attempts = 0;
   int64_t ok = 0;
   int64_t failed = 0;
@@ -113,6 +118,14 @@ struct gateway_state {
     = std::make_shared<structured_ladder>();
 };
 
+
+/// How long a source cools down after a 429 (SPEC §12): `retry_after_s`
+/// when the upstream gave one (> 0), else 1 s doubled for each earlier 429
+/// in a row (`consecutive` counts this one: 1 → 1 s, 2 → 2 s, ...); both
+/// capped at `cap_s` (BREAKER__MAX_COOLDOWN_S).
+double rate_limit_cooldown_s(int32_t consecutive,
+                             caf::optional<double> retry_after_s,
+                             double cap_s);
 
 /// The limits of `src` (SPEC §5): its RPM/TPM/MAX_CONCURRENCY, a lease of
 /// TIMEOUT_S + 10 s.

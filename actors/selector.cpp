@@ -90,10 +90,18 @@ void selector::feed(size_t source, outcome x) {
 }
 
 void demote_failed(std::vector<size_t>& order,
-                   const std::vector<int32_t>& failures_in_call) {
+                   const std::vector<int32_t>& failures_in_call,
+                   const std::vector<bool>& costly_in_call) {
   std::stable_partition(order.begin(), order.end(), [&](size_t i) {
-    return i >= failures_in_call.size() || failures_in_call[i] < 2;
+    bool costly = i < costly_in_call.size() && costly_in_call[i];
+    bool repeated = i < failures_in_call.size() && failures_in_call[i] >= 2;
+    return !costly && !repeated;
   });
+}
+
+bool is_costly_failure(const std::string& reason) {
+  return reason == "total_timeout" || reason == "ttft_timeout"
+         || reason == "idle_timeout" || reason == "connect_timeout";
 }
 
 double backoff_delay(int64_t round, double base_s, double max_s, double u01) {

@@ -61,9 +61,17 @@ private:
   size_t next_ = 0;
 };
 
-/// Stable-moves the sources that failed ≥ 2 times in this call to the tail.
+/// Stable-moves to the tail the sources that failed ≥ 2 times in this call
+/// or had one time-costly failure in it (`costly_in_call[i]`, SPEC §12).
 void demote_failed(std::vector<size_t>& order,
-                   const std::vector<int32_t>& failures_in_call);
+                   const std::vector<int32_t>& failures_in_call,
+                   const std::vector<bool>& costly_in_call = {});
+
+/// True for a failure that cost at least the source's own bound: the attempt
+/// (`total_timeout`), first-token (`ttft_timeout`), idle-stall
+/// (`idle_timeout`) or connect (`connect_timeout`) timeout. One such failure
+/// demotes its source for the rest of the call.
+bool is_costly_failure(const std::string& reason);
 
 /// Exponential backoff with full jitter: uniform in [0, min(max_s, base_s ×
 /// 2^(round - 1))] for `round` ≥ 1, driven by `u01` in [0, 1).

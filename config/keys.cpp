@@ -52,11 +52,19 @@ bool is_name_segment(const std::string& name) {
          && std::isalnum(static_cast<unsigned char>(name.back()));
 }
 
-/// `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` for a source, upper case.
-std::string source_key(const std::string& scope, const source_config& src,
-                       const std::string& field) {
+std::string own_source_key(const std::string& scope,
+                           const source_config& src,
+                           const std::string& field) {
   return scope + "__" + to_upper(src.provider) + "__" + to_upper(src.name)
          + "__" + field;
+}
+
+std::string source_key(const std::string& scope, const source_config& src,
+                       const std::string& field) {
+  auto o = src.origin.find(field);
+  if (o != src.origin.end() && o->second == "scope")
+    return scope_key(scope, field);
+  return own_source_key(scope, src, field);
 }
 
 /// `{SCOPE}__{SUFFIX}` for a scope key.

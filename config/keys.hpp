@@ -26,6 +26,11 @@ bool is_reserved_segment(const std::string& segment);
 bool is_name_segment(const std::string& name);
 
 /// `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` for a source, upper case.
+std::string own_source_key(const std::string& scope,
+                           const source_config& src, const std::string& field);
+
+/// The key that set `field` of `src`: the scope's `{SCOPE}__{FIELD}` when the
+/// value is the scope-level default, else the source's own key.
 std::string source_key(const std::string& scope, const source_config& src,
                        const std::string& field);
 

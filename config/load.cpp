@@ -32,12 +32,20 @@ const std::vector<std::string> source_fields = {
   "BASE_URL",       "MODEL",          "API_KEY",           "RPM",
   "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
   "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
-  "OVERLAY",        "HEADERS",        "KIND",
+  "OVERLAY",        "HEADERS",        "KIND",           "CA_FILE",
 };
+
 
 bool is_source_field(const std::string& field) {
   return std::find(source_fields.begin(), source_fields.end(), field)
          != source_fields.end();
+}
+
+/// Source fields that a scope may set for all its sources (`LLM__TIMEOUT_S`,
+/// SPEC §12): every field but the source's identity.
+bool is_scope_default_field(const std::string& field) {
+  return is_source_field(field) && field != "BASE_URL" && field != "MODEL"
+         && field != "API_KEY" && field != "PRIORITY" && field != "KIND";
 }
 
 /// `[A-Z][A-Z0-9_]*`
@@ -266,6 +274,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
        return parse_headers(key, v, src.headers);
      }},
     {"KIND", field(&sc::kind)},
+    {"CA_FILE", field(&sc::ca_file)},
   };
   return table;
 }
@@ -408,7 +417,28 @@ add_source_key(const std::string& key, const std::string& value,
                       fmt::format("{}: sets the same field as {} (provider "
                                   "and source names are case-insensitive)",
                                   key, k->second));
+  draft.config.origin[field] = "source";
   return source_setters().at(field)(draft.config, key, value);
+}
+
+/// Scope-level defaults (`{SCOPE}__{FIELD}`) of one scope: FIELD → (key,
+/// value).
+using scope_defaults = std::map<std::string, std::pair<std::string, std::string>>;
+
+/// Gives each source of a scope the scope's defaults for the fields it does
+/// not set itself.
+caf::error apply_scope_defaults(const scope_defaults& defaults,
+                                std::map<std::string, source_draft>& drafts) {
+  for (auto& [name, draft] : drafts)
+    for (auto& [field, entry] : defaults) {
+      if (draft.keys.count(field) != 0)
+        continue; // the source's own key wins
+      if (auto err = source_setters().at(field)(draft.config, entry.first,
+                                                entry.second))
+        return err;
+      draft.config.origin[field] = "scope";
+    }
+  return {};
 }
 
 void warn(settings& s, std::string text) {
@@ -432,6 +462,7 @@ caf::expected<settings> load_settings(const env_map& env) {
       scope_names.insert(seg[0]);
   }
   std::map<std::string, std::map<std::string, source_draft>> drafts;
+  std::map<std::string, scope_defaults> defaults;
   for (auto& [key, value] : env) {
     auto seg = split_key(key);
     if (seg.size() >= 2 && scope_names.count(seg[0]) > 0) {
@@ -445,7 +476,9 @@ caf::expected<settings> load_settings(const env_map& env) {
       }
       auto suffix = key.substr(seg[0].size() + 2);
       auto& setters = scope_setters();
-      if (auto i = setters.find(suffix); i != setters.end()) {
+      if (seg.size() == 2 && is_scope_default_field(suffix)) {
+        defaults[seg[0]][suffix] = {key, value};
+      } else if (auto i = setters.find(suffix); i != setters.end()) {
         if (auto err = i->second(scope, key, value))
           return err;
       } else {
@@ -463,6 +496,9 @@ caf::expected<settings> load_settings(const env_map& env) {
     // Anything else (PATH, HOME, …) is not ours.
   }
   for (auto& [scope_name, by_name] : drafts) {
+    if (auto d = defaults.find(scope_name); d != defaults.end())
+      if (auto err = apply_scope_defaults(d->second, by_name))
+        return err;
     auto& sources = result.scopes[scope_name].sources;
     for (auto& entry : by_name) // std::map: ordered by name
       sources.push_back(std::move(entry.second.config));

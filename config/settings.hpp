@@ -58,8 +58,14 @@ struct source_config {
   /// Extra request headers, parsed from the `HEADERS` JSON object.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string kind = "chat";
+  /// PEM file of CA certificates trusted for this source's https (instead of
+  /// the system store, SSL_CERT_FILE / SSL_CERT_DIR); empty = the system's.
+  std::string ca_file;
   /// The resolved provider profile.
   provider_profile profile;
+  /// Where each field's value came from: FIELD → "source" (its own key) or
+  /// "scope" (the `{SCOPE}__{FIELD}` default); absent = built-in default.
+  std::map<std::string, std::string> origin;
 };
 
 struct hedge_config {

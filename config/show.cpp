@@ -2,6 +2,7 @@
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
+#include "config/json_text.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -76,58 +77,22 @@ json::value overlay_value(const source_config& src) {
   return doc;
 }
 
-/// JSON text with numbers written the short way ("0.5", "3600"), which
-/// Boost.JSON 1.81 would write as "5E-1" and "3.6E3".
-void write_json(std::string& out, const json::value& v) {
-  switch (v.kind()) {
-    case json::kind::double_: {
-      auto x = v.get_double();
-      out += std::isfinite(x) ? format_number(x) : "null";
-      return;
-    }
-    case json::kind::object: {
-      out += '{';
-      bool first = true;
-      for (auto& [key, item] : v.get_object()) {
-        if (!first)
-          out += ',';
-        first = false;
-        out += json::serialize(json::string(key));
-        out += ':';
-        write_json(out, item);
-      }
-      out += '}';
-      return;
-    }
-    case json::kind::array: {
-      out += '[';
-      bool first = true;
-      for (auto& item : v.get_array()) {
-        if (!first)
-          out += ',';
-        first = false;
-        write_json(out, item);
-      }
-      out += ']';
-      return;
-    }
-    default:
-      out += json::serialize(v);
-  }
+/// Compact text of a JSON value, numbers in plain decimal.
+std::string to_text(const json::value& v) {
+  return json_text(v);
 }
 
-/// Compact text of a JSON value, numbers the short way.
-std::string to_text(const json::value& v) {
-  std::string out;
-  write_json(out, v);
-  return out;
+/// Where `field` of `src` came from: "source", "scope" or "default".
+std::string origin_of(const source_config& src, const std::string& field) {
+  auto o = src.origin.find(field);
+  return o == src.origin.end() ? "default" : o->second;
 }
 
 /// (key, value) pairs of a source in env-key spelling, values as shown.
 std::vector<std::pair<std::string, std::string>>
 source_lines(const std::string& scope, const source_config& src) {
   auto key = [&](const char* field) {
-    return detail::source_key(scope, src, field);
+    return detail::own_source_key(scope, src, field);
   };
   return {
     {key("BASE_URL"), mask_url(src.base_url)},
@@ -145,7 +110,30 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("OVERLAY"), to_text(overlay_value(src))},
     {key("HEADERS"), to_text(masked_headers(src))},
     {key("KIND"), src.kind},
+    {key("CA_FILE"), src.ca_file.empty() ? unset : src.ca_file},
   };
+}
+
+/// Comment lines saying which of a source's values came from the scope's
+/// defaults and which are built in (the rest are its own keys).
+std::string provenance(const std::string& scope, const source_config& src) {
+  std::string from_scope, built_in;
+  for (auto& line : source_lines(scope, src)) {
+    auto field = line.first.substr(
+      detail::own_source_key(scope, src, "").size());
+    auto origin = origin_of(src, field);
+    auto& list = origin == "scope" ? from_scope : built_in;
+    if (origin == "source" || field == "API_KEY")
+      continue;
+    list += (list.empty() ? "" : ", ")
+            + (origin == "scope" ? detail::scope_key(scope, field) : field);
+  }
+  std::string out;
+  if (!from_scope.empty())
+    out += "# from the scope: " + from_scope + "\n";
+  if (!built_in.empty())
+    out += "# built-in defaults: " + built_in + "\n";
+  return out;
 }
 
 std::vector<std::pair<std::string, std::string>>
@@ -199,6 +187,18 @@ void append(std::string& out,
   }
 }
 
+/// FIELD (lower case) → "source", "scope" or "default" for every field.
+json::object origin_json(const source_config& src) {
+  json::object out;
+  for (auto field : {"BASE_URL", "MODEL", "API_KEY", "RPM", "TPM",
+                     "MAX_CONCURRENCY", "EST_TOKENS", "TIMEOUT_S",
+                     "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S",
+                     "STREAM_IDLE_TIMEOUT_S", "PRIORITY", "OVERLAY", "HEADERS",
+                     "KIND", "CA_FILE"})
+    out[detail::to_lower(field)] = origin_of(src, field);
+  return out;
+}
+
 } // namespace
 
 std::string show_settings(const settings& s) {
@@ -211,6 +211,7 @@ std::string show_settings(const settings& s) {
     for (auto& src : sc.sources) {
       out += fmt::format("\n# source {} of scope {} (provider {})\n",
                          src.name, name, src.provider);
+      out += provenance(name, src);
       append(out, source_lines(name, src));
     }
   }
@@ -253,6 +254,9 @@ std::string show_settings_json(const settings& s) {
         {"overlay", overlay_value(src)},
         {"headers", masked_headers(src)},
         {"kind", src.kind},
+        {"ca_file", src.ca_file.empty() ? json::value{}
+                                        : json::value(src.ca_file)},
+        {"origin", origin_json(src)},
       });
     }
     auto& br = sc.breaker;

@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <fstream>
 #include <set>
 #include <string>
 #include <vector>
@@ -483,6 +484,46 @@ caf::error check_cross_fields(const std::string& name, const scope_config& sc,
   return {};
 }
 
+/// Timeouts that can never fire (warnings) and CA_FILE (a readable PEM
+/// file with at least one certificate) of one source.
+caf::error check_source_tls_and_timeouts(const std::string& name,
+                                         const source_config& src,
+                                         settings& s) {
+  auto key = [&](const char* field) { return source_key(name, src, field); };
+  if (src.ttft_timeout_s && *src.ttft_timeout_s >= src.timeout_s)
+    warn(s, fmt::format("{}={} >= {}={}: the first-token timeout can never "
+                        "fire on source {} (the attempt ends first)",
+                        key("TTFT_TIMEOUT_S"),
+                        format_number(*src.ttft_timeout_s), key("TIMEOUT_S"),
+                        format_number(src.timeout_s), src.name));
+  // Only when the idle timeout was set: the built-in 30 s must not warn
+  // everyone who shortens TIMEOUT_S.
+  if (src.origin.count("STREAM_IDLE_TIMEOUT_S") != 0
+      && src.stream_idle_timeout_s >= src.timeout_s)
+    warn(s, fmt::format("{}={} >= {}={}: the stream idle timeout can never "
+                        "fire on source {} (the attempt ends first)",
+                        key("STREAM_IDLE_TIMEOUT_S"),
+                        format_number(src.stream_idle_timeout_s),
+                        key("TIMEOUT_S"), format_number(src.timeout_s),
+                        src.name));
+  if (src.ca_file.empty())
+    return {};
+  const char* rule = "a readable PEM file of CA certificates trusted for "
+                     "this source";
+  std::ifstream in{src.ca_file};
+  if (!in)
+    return violation(key("CA_FILE"), src.ca_file, "cannot be read", rule);
+  // Bounded: a CA bundle is well under 4 MiB, and /dev/urandom never ends.
+  std::string text(4 << 20, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+    return violation(key("CA_FILE"), src.ca_file,
+                     "holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
+                     rule);
+  return {};
+}
+
 caf::error check_scope(const std::string& name, const scope_config& sc,
                        settings& s) {
   if (sc.sources.empty())
@@ -507,6 +548,8 @@ caf::error check_scope(const std::string& name, const scope_config& sc,
                                     source_key(name, src, "MODEL"), src.name,
                                     name));
     if (auto err = check_source(name, src))
+      return err;
+    if (auto err = check_source_tls_and_timeouts(name, src, s))
       return err;
   }
   if (auto err = check_scope_keys(name, sc))

@@ -82,6 +82,40 @@ const error_detail* detail_of(const caf::error& err) {
   return &ctx.get_as<error_detail>(0);
 }
 
+std::string describe(const std::string& source, const source_error& x) {
+  std::string out = source + ": ";
+  if (!x.doing.empty())
+    return out + x.doing;
+  out += x.reason.empty() ? "unknown" : x.reason;
+  if (x.http_status != 0 || !x.message.empty()) {
+    out += " (";
+    if (x.http_status != 0)
+      out += std::to_string(x.http_status);
+    if (!x.message.empty()) {
+      if (x.http_status != 0)
+        out += ' ';
+      // One line, bounded: the message came from an upstream.
+      std::string msg = x.message.substr(0, 200);
+      for (auto& c : msg)
+        if (c == '\n' || c == '\r' || c == '\t')
+          c = ' ';
+      out += '"' + msg + '"';
+    }
+    out += ')';
+  }
+  return out;
+}
+
+std::string describe(const std::map<std::string, source_error>& sources) {
+  std::string out;
+  for (auto& [source, e] : sources) {
+    if (!out.empty())
+      out += "; ";
+    out += describe(source, e);
+  }
+  return out;
+}
+
 std::string describe(const caf::error& err) {
   if (!err)
     return "no error";

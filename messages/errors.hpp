@@ -46,6 +46,30 @@ bool from_string(const std::string& name, error_code& x);
 /// circuit_open, quota_exhausted), which carries `retry_after_s`.
 bool is_unavailable_family(error_code x);
 
+/// What one source did last in a failed call.
+struct source_error {
+  std::string reason;      ///< machine reason, as in `per_source`
+  int32_t http_status = 0; ///< HTTP status of its last answer, or 0
+  std::string message;     ///< the upstream's error message, if any
+  /// Plain words that replace the reason when it says more: what a source
+  /// still in flight was doing ("in flight 30.1 s, no first token"), why a
+  /// skipped circuit is open; empty otherwise.
+  std::string doing;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, source_error& x) {
+  return f(caf::meta::type_name("pgw.source_error"), x.reason, x.http_status,
+           x.message, x.doing);
+}
+
+/// "a: unauthorized (401 \"Incorrect API key\")" or "a: in flight 3.0 s,
+/// no first token": one source's line for messages and plain output.
+std::string describe(const std::string& source, const source_error& x);
+
+/// Every source's line, joined with "; " (what a caller's message ends with).
+std::string describe(const std::map<std::string, source_error>& sources);
+
 /// What went wrong, beyond the code.
 struct error_detail {
   std::string message;          ///< human-readable, never contains a secret
@@ -57,13 +81,16 @@ struct error_detail {
   /// The last reason seen per source, e.g. {"a": "http_503"}.
   std::map<std::string, std::string> per_source;
   std::string call_id;
+  /// The same sources with their last HTTP status, upstream message and,
+  /// for sources still in flight, what they were doing.
+  std::map<std::string, source_error> sources;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
   return f(caf::meta::type_name("pgw.error_detail"), x.message,
            x.upstream_status, x.upstream_code, x.upstream_message,
-           x.retry_after_s, x.per_source, x.call_id);
+           x.retry_after_s, x.per_source, x.call_id, x.sources);
 }
 
 /// Builds a `pgw` error carrying `detail`.

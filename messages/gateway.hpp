@@ -24,11 +24,15 @@ struct admit_request {
   std::vector<std::string> exclude;
   /// Failures per source in this call: sources with ≥ 2 move to the tail.
   std::map<std::string, int32_t> failures;
+  /// Sources that had a time-costly failure in this call (a timeout: it
+  /// cost at least the source's own bound): they move to the tail at once.
+  std::vector<std::string> demote;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
-  return f(caf::meta::type_name("pgw.admit_request"), x.exclude, x.failures);
+  return f(caf::meta::type_name("pgw.admit_request"), x.exclude, x.failures,
+           x.demote);
 }
 
 /// Why admission passed over a source.
@@ -69,13 +73,16 @@ struct admit_result {
   caf::optional<double> retry_after_s;
   /// When refused: why no source was admitted.
   admission_refusal refusal = admission_refusal::none;
+  /// When refused: why a skipped source's circuit is open, when known
+  /// ("opened after unauthorized 401").
+  std::map<std::string, std::string> why;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_result& x) {
   return f(caf::meta::type_name("pgw.admit_result"), x.admitted, x.source,
            x.granted_permit, x.epoch, x.probe, x.skipped, x.retry_in,
-           x.retry_after_s, x.refusal);
+           x.retry_after_s, x.refusal, x.why);
 }
 
 /// Sent to the gateway exactly once for every admitted attempt when it ends.
@@ -83,12 +90,16 @@ struct attempt_report {
   std::string source;
   outcome kind = outcome::transient;
   caf::optional<double> retry_after_s;
+  /// The attempt's machine reason and HTTP status (0 = none), so the gateway
+  /// can say why a source's circuit opened.
+  std::string reason;
+  int32_t http_status = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   return f(caf::meta::type_name("pgw.attempt_report"), x.source, x.kind,
-           x.retry_after_s);
+           x.retry_after_s, x.reason, x.http_status);
 }
 
 /// Live state of one source as the gateway sees it.

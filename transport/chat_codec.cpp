@@ -1,5 +1,7 @@
 #include "transport/chat_codec.hpp"
 
+#include "config/json_text.hpp"
+
 #include "messages/errors.hpp"
 #include "transport/classify.hpp"
 #include "transport/structured_body.hpp"
@@ -389,7 +391,8 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
   if (!req.schema.empty())
     if (auto err = apply_structured(body, req.schema, req.strategy))
       return err;
-  return json::serialize(body);
+  // Plain decimal: an OVERLAY temperature 0.2 reaches the upstream as 0.2.
+  return json_text(body);
 }
 
 // -- non-streaming answer -----------------------------------------------------

@@ -1,6 +1,7 @@
 #include "transport/classify.hpp"
 
 #include <boost/json.hpp>
+#include <openssl/x509_vfy.h>
 
 #include <cstdint>
 #include <optional>
@@ -217,7 +218,14 @@ outcome outcome_for_status(int64_t status, const error_fields& f) {
 
 std::string reason_for_status(int64_t status, const error_fields& f) {
   auto named = named_code(f);
-  return named.empty() ? "http_" + std::to_string(status) : named;
+  if (!named.empty())
+    return named;
+  // A wrong key must not read as an outage (SPEC §12).
+  if (status == 401)
+    return "unauthorized";
+  if (status == 403)
+    return "forbidden";
+  return "http_" + std::to_string(status);
 }
 
 bool is_rate_limit_code(const std::string& code) {
@@ -278,6 +286,32 @@ void classify_stream_error(const std::string& error_json, attempt_result& out) {
   out.kind = kind ? *kind : outcome::transient;
   const std::string& code = !f.code.empty() ? f.code : f.type;
   out.reason = "stream_error:" + (code.empty() ? "unknown" : reason_code(code));
+}
+
+void classify_tls_failure(bool certificate_rejected, long verify_result,
+                          attempt_result& out) {
+  out.upstream_reached = false;
+  if (!certificate_rejected) {
+    out.kind = outcome::transient;
+    out.reason = "tls_handshake";
+    return;
+  }
+  out.kind = outcome::source_dead;
+  switch (verify_result) {
+    case X509_V_ERR_CERT_HAS_EXPIRED:
+    case X509_V_ERR_CERT_NOT_YET_VALID:
+      out.reason = "tls_expired";
+      break;
+    case X509_V_OK:
+    case X509_V_ERR_HOSTNAME_MISMATCH:
+    case X509_V_ERR_IP_ADDRESS_MISMATCH:
+      out.reason = "tls_hostname_mismatch";
+      break;
+    default:
+      out.reason = "tls_unknown_ca";
+      break;
+  }
+  out.error_message = X509_verify_cert_error_string(verify_result);
 }
 
 } // namespace pgw

@@ -23,7 +23,8 @@ namespace pgw {
 /// - 408, 409, 425, 5xx and anything else → `transient`.
 /// `reason` is the upstream code when it has one of the named codes
 /// (`content_policy_violation`, `context_length_exceeded`,
-/// `insufficient_quota`, `model_not_found`), else `http_<status>`.
+/// `insufficient_quota`, `model_not_found`), else `unauthorized` for 401,
+/// `forbidden` for 403, `http_<status>` for the rest.
 /// Message text is truncated to 500 bytes.
 void classify_http_error(int status, const std::string& body,
                          attempt_result& out);
@@ -36,5 +37,16 @@ void classify_http_error(int status, const std::string& body,
 /// `content_policy_violation`/`invalid_request_error` → `request_rejected`,
 /// anything else → `transient`. `reason` is prefixed `stream_error:`.
 void classify_stream_error(const std::string& error_json, attempt_result& out);
+
+/// Classifies a TLS failure before any request byte was sent (SPEC §12).
+/// `certificate_rejected` false = the handshake itself failed →
+/// `tls_handshake` (`transient`). Otherwise the certificate was refused, by
+/// OpenSSL's verify result `verify_result`: expired or not yet valid →
+/// `tls_expired`; a host name mismatch, or a chain that verified (so the
+/// name check refused it) → `tls_hostname_mismatch`; anything else →
+/// `tls_unknown_ca`. A refused certificate is `source_dead`: asking that
+/// source again in the call cannot succeed.
+void classify_tls_failure(bool certificate_rejected, long verify_result,
+                          attempt_result& out);
 
 } // namespace pgw

@@ -268,6 +268,8 @@ struct httplib_transport::impl {
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
     cli->enable_server_certificate_verification(true);
+    if (!src.ca_file.empty())
+      cli->set_ca_cert_path(src.ca_file); // CA_FILE, else the system store
     cli->set_connection_timeout(
       std::chrono::duration<double>(src.connect_timeout_s));
     // The watchdog enforces TIMEOUT_S, TTFT and idle timeouts precisely;
@@ -508,8 +510,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
       case httplib::Error::SSLConnection:
       case httplib::Error::SSLLoadingCerts:
       case httplib::Error::SSLServerVerification:
-        res.reason = "tls_error";
-        res.upstream_reached = false;
+        // Which failure it was: handshake, unknown CA, host name, expiry.
+        classify_tls_failure(err == httplib::Error::SSLServerVerification,
+                             cli->get_openssl_verify_result(), res);
         break;
       case httplib::Error::Write:
         res.reason = "write_error";

@@ -183,8 +183,7 @@ int chat_main(const std::vector<std::string>& args) {
     if (json_out)
       std::puts(error_json(result.error()).c_str());
     else
-      std::fprintf(stderr, "pgw-actor: %s\n",
-                   describe(result.error()).c_str());
+      std::fputs(error_text(result.error()).c_str(), stderr);
   }
   std::fflush(stdout);
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);

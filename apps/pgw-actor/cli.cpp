@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "config/json_text.hpp"
+
 #include "messages/registry.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -74,9 +76,10 @@ std::string response_json(const chat_response& resp) {
   auto& s = resp.stats;
   json::object stats{
     {"attempts", s.attempts},
-    {"total_latency_ms", s.total_latency_ms},
-    {"generation_ms", s.generation_ms},
-    {"ttft_ms", s.ttft_ms ? json::value(*s.ttft_ms) : json::value(nullptr)},
+    {"total_latency_ms", round_us(s.total_latency_ms)},
+    {"generation_ms", round_us(s.generation_ms)},
+    {"ttft_ms",
+     s.ttft_ms ? json::value(round_us(*s.ttft_ms)) : json::value(nullptr)},
     {"hedges", s.hedges},
     {"hedge_won", s.hedge_won},
     {"cache_hit", s.cache_hit},
@@ -107,7 +110,7 @@ std::string response_json(const chat_response& resp) {
     out["call_stats"].as_object()["repaired"] = s.repaired;
     out["call_stats"].as_object()["reasks"] = s.reasks;
   }
-  return json::serialize(out);
+  return json_text(out);
 }
 
 std::string error_json(const caf::error& err) {
@@ -121,8 +124,18 @@ std::string error_json(const caf::error& err) {
                          : json::value(nullptr);
   json::object per_source;
   if (detail) {
-    for (auto& [source, reason] : detail->per_source)
-      per_source[source] = reason;
+    for (auto& [source, reason] : detail->per_source) {
+      json::object entry{{"reason", reason}};
+      if (auto e = detail->sources.find(source); e != detail->sources.end()) {
+        if (e->second.http_status != 0)
+          entry["status"] = e->second.http_status;
+        if (!e->second.message.empty())
+          entry["message"] = e->second.message;
+        if (!e->second.doing.empty())
+          entry["detail"] = e->second.doing;
+      }
+      per_source[source] = std::move(entry);
+    }
     if (detail->upstream_status != 0)
       e["upstream_status"] = detail->upstream_status;
     if (!detail->upstream_code.empty())
@@ -133,7 +146,28 @@ std::string error_json(const caf::error& err) {
       e["call_id"] = detail->call_id;
   }
   e["per_source"] = std::move(per_source);
-  return json::serialize(json::object{{"error", std::move(e)}});
+  return json_text(json::object{{"error", std::move(e)}});
+}
+
+std::string error_text(const caf::error& err) {
+  auto detail = detail_of(err);
+  if (!detail || detail->sources.empty())
+    return "pgw-actor: " + describe(err) + "\n";
+  auto code = code_of(err);
+  auto lines = describe(detail->sources);
+  // The message ends with the same list on one line: print it one source a
+  // line instead.
+  auto msg = detail->message;
+  auto suffix = ": " + lines;
+  if (msg.size() >= suffix.size()
+      && msg.compare(msg.size() - suffix.size(), suffix.size(), suffix) == 0)
+    msg.resize(msg.size() - suffix.size());
+  std::string out = "pgw-actor: ";
+  out += code ? to_string(*code) : "internal";
+  out += ": " + msg + "\n";
+  for (auto& [source, e] : detail->sources)
+    out += "  " + describe(source, e) + "\n";
+  return out;
 }
 
 std::optional<double> parse_number(const std::string& text) {

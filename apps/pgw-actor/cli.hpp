@@ -49,6 +49,11 @@ std::string response_json(const chat_response& resp);
 /// `{error{code, message, retry_after_s, per_source, ...}}` (SPEC §11).
 std::string error_json(const caf::error& err);
 
+/// The plain (non --json) text of a call's error: "pgw-actor: code:
+/// message", then one line per source with its last reason, status and
+/// upstream message.
+std::string error_text(const caf::error& err);
+
 /// Parses a finite number; nullopt on garbage.
 std::optional<double> parse_number(const std::string& text);
 

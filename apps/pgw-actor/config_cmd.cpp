@@ -32,6 +32,14 @@ int config_main(const std::vector<std::string>& args) {
   if (!cfg)
     return exit_usage;
   if (action == "check") {
+    if (cfg->scopes.empty()) {
+      std::fprintf(stderr,
+                   "pgw-actor: no scope configured: set at least "
+                   "{SCOPE}__{PROVIDER}__{NAME}__BASE_URL and __MODEL (e.g. "
+                   "LLM__OPENAI__PRIMARY__BASE_URL) in the environment or "
+                   "./.env; config/.env.example lists every key\n");
+      return exit_usage;
+    }
     size_t sources = 0;
     for (auto& [name, scope] : cfg->scopes)
       sources += scope.sources.size();

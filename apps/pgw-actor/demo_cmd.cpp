@@ -165,11 +165,22 @@ int demo_main(const std::vector<std::string>& args) {
   std::printf("\n%d of %d calls answered; the flaky source failed %lld "
               "time(s), each time the call went on to another source.\n",
               ok, calls, static_cast<long long>(flaky_failures));
-  std::printf("The recovering source's breaker opened %llu time(s) while it "
-              "was down (calls went elsewhere meanwhile) and let it back in "
-              "through a probe: it is %s now.\n",
-              static_cast<unsigned long long>(recovering.opens),
-              recovering.state.c_str());
+  // Say only what happened: a short run may end before the probe.
+  if (recovering.opens == 0)
+    std::printf("The recovering source's breaker never opened in this run "
+                "(too few calls reached it while it was down).\n");
+  else if (recovering.state == "closed")
+    std::printf("The recovering source's breaker opened %llu time(s) while "
+                "it was down (calls went elsewhere meanwhile) and let it "
+                "back in through a probe: it is closed now.\n",
+                static_cast<unsigned long long>(recovering.opens));
+  else
+    std::printf("The recovering source's breaker opened %llu time(s) while "
+                "it was down (calls went elsewhere meanwhile); it is %s now: "
+                "the run ended before a probe let it back in (more --calls "
+                "show it).\n",
+                static_cast<unsigned long long>(recovering.opens),
+                recovering.state.c_str());
   if (serve_status) {
     auto port = publish_status(sys, *gw, publish);
     if (!port) {

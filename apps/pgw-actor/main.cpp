@@ -2,9 +2,17 @@
 
 #include "cli.hpp"
 
+#include <caf/config.hpp>
+#include <httplib.h>
+#include <openssl/crypto.h>
+
 #include <cstdio>
 #include <string>
 #include <vector>
+
+#ifndef PGW_VERSION
+#define PGW_VERSION "0.1.0"
+#endif
 
 namespace {
 
@@ -20,7 +28,8 @@ commands:
   soak --scenario NAME
                     a fault scenario of config/scenarios/ (half-dead,
                     hang-tail, hang-tail-hedged, outage-flap, stream-faults,
-                    rate-limited, fleet): simulator, load and pass criteria
+                    rate-limited, persistent-429, silent-primary, fleet):
+                    simulator, load and pass criteria
   bench overhead    added latency of the gateway vs direct calls
   bench throughput  calls/s through one node vs direct, memory and Redis
   bench inflight    N streaming calls held open at once: errors, RSS
@@ -34,7 +43,46 @@ commands:
                     --publish (soak, demo --serve-status)
 
 configuration: environment variables plus ./.env (or --env-file F).
+--version prints the version and the CAF, cpp-httplib and OpenSSL versions.
 )";
+
+/// `--help` of the subcommands that have no usage text of their own.
+const char* usage_of(const std::string& cmd) {
+  if (cmd == "config")
+    return "usage: pgw-actor config check|show [--env-file F] [--json]\n\n"
+           "  check   validate the configuration: exit 0, or 2 with the key\n"
+           "          and the rule it broke\n"
+           "  show    print the effective settings, secrets masked, and where\n"
+           "          each value came from (--json: as JSON)\n";
+  if (cmd == "demo")
+    return "usage: pgw-actor demo [options]\n\n"
+           "  the embedded default: starts the simulator in-process with a\n"
+           "  healthy, a flaky, a slow and a recovering source and shows\n"
+           "  failover, hedging and breaker isolation; no setup needed.\n"
+           "  --calls N         calls to send (default 24)\n"
+           "  --serve-status    keep running and publish status (--publish)\n"
+           "  --publish H:P     where `status --connect` reaches it\n";
+  if (cmd == "status")
+    return "usage: pgw-actor status --connect HOST:PORT [--json]\n\n"
+           "  live per-source state (breaker, limiter, EWMA, cooldown) of a\n"
+           "  node that runs with --publish (soak, demo --serve-status)\n";
+  if (cmd == "bench")
+    return "usage: pgw-actor bench overhead|throughput|inflight|hedge|admission "
+           "[options]\n\n"
+           "  overhead [--calls N] [--concurrency C]\n"
+           "            added latency per call, gateway vs direct keep-alive\n"
+           "            calls to a zero-delay simulator\n"
+           "  throughput, inflight, hedge, admission: see "
+           "`pgw-actor bench NAME --help`\n";
+  return nullptr;
+}
+
+bool wants_help(const std::vector<std::string>& args) {
+  for (auto& a : args)
+    if (a == "--help" || a == "-h")
+      return true;
+  return false;
+}
 
 } // namespace
 
@@ -44,8 +92,24 @@ int main(int argc, char** argv) {
     std::fputs(usage, args.empty() ? stderr : stdout);
     return args.empty() ? pgw::cli::exit_usage : pgw::cli::exit_ok;
   }
+  if (args[0] == "--version") {
+    std::printf("pgw-actor %s (CAF %d.%d.%d, cpp-httplib %s, %s)\n",
+                PGW_VERSION, CAF_MAJOR_VERSION, CAF_MINOR_VERSION,
+                CAF_PATCH_VERSION, CPPHTTPLIB_VERSION,
+                OpenSSL_version(OPENSSL_VERSION));
+    return pgw::cli::exit_ok;
+  }
   auto cmd = args[0];
   args.erase(args.begin());
+  // Every subcommand answers --help with its usage and exit 0; bench's
+  // named benchmarks other than overhead have their own.
+  bool own_bench_help = cmd == "bench" && !args.empty()
+                        && args[0] != "overhead" && args[0] != "--help"
+                        && args[0] != "-h";
+  if (wants_help(args) && usage_of(cmd) != nullptr && !own_bench_help) {
+    std::fputs(usage_of(cmd), stdout);
+    return pgw::cli::exit_ok;
+  }
   if (cmd == "chat")
     return pgw::cli::chat_main(args);
   if (cmd == "config")

@@ -2,6 +2,8 @@
 
 #include "node.hpp"
 
+#include "config/json_text.hpp"
+
 #include "cli.hpp"
 
 #include <caf/io/middleman.hpp>
@@ -71,7 +73,9 @@ std::string render_status(const gateway_status& st) {
       "cooling {:.1f}s  structured {}\n",
       s.name, b.state, b.epoch, b.reopen_streak, b.failure_count, b.threshold,
       b.window_failures, b.window_attempts,
-      b.state == "open" ? fmt::format(" open for {:.1f}s", b.open_for_s) : "",
+      b.state != "open"       ? std::string{}
+      : b.open_for_s >= 0.05 ? fmt::format(" open for {:.1f}s more", b.open_for_s)
+                             : std::string{" (cooldown over: the next call probes)"},
       "", l.rpm_used, limit(l.rpm_limit), l.tpm_used, limit(l.tpm_limit),
       l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s,
       s.structured_rung);
@@ -119,7 +123,7 @@ std::string render_status_json(const gateway_status& st) {
                                       : json::value(l.unavailable)}}},
     });
   }
-  return json::serialize(json::object{{"scope", st.scope},
+  return json_text(json::object{{"scope", st.scope},
                                       {"calls_started", st.calls_started},
                                       {"calls_ok", st.calls_ok},
                                       {"calls_failed", st.calls_failed},

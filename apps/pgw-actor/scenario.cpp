@@ -7,6 +7,8 @@
 // expectation that does not hold. Format: config/scenarios/README.md.
 
 #include "scenario.hpp"
+
+#include "config/json_text.hpp"
 #include "scenario_checks.hpp"
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
@@ -173,7 +175,7 @@ scenario_file parse_file(const std::string& path) {
   auto* models = so.if_contains("models");
   if (!models || !models->is_object())
     bad("sim.models", "required: the SPEC §11.1 models object");
-  f.models_json = json::serialize(json::object{{"models", *models}});
+  f.models_json = json_text(json::object{{"models", *models}});
   try {
     f.models = sim::detail::load_scenario(f.models_json);
   } catch (const std::invalid_argument& e) {
@@ -209,7 +211,7 @@ scenario_file parse_file(const std::string& path) {
     f.schema = json::serialize(*x);
   }
   if (auto* x = lo.if_contains("calls"))
-    f.calls = count(*x, "load.calls", 1);
+    f.calls = f.file_calls = count(*x, "load.calls", 1);
   if (auto* x = lo.if_contains("concurrency")) {
     f.concurrency = static_cast<int>(count(*x, "load.concurrency", 1));
     if (f.concurrency > 10000)
@@ -229,7 +231,7 @@ scenario_file parse_file(const std::string& path) {
   if (auto* x = top.if_contains("prices")) {
     if (!x->is_object())
       bad("prices", "must be a price table (the config/prices.json format)");
-    f.prices_json = json::serialize(*x);
+    f.prices_json = json_text(*x);
   }
   // -- fleet --
   if (auto* x = top.if_contains("fleet")) {
@@ -488,7 +490,7 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
     auto doc = res.report;
     doc["scenario"] = checks_json(f, ctx, checks, all);
     std::ofstream out{*ov.json_path};
-    out << json::serialize(doc) << "\n";
+    out << json_text(doc) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    ov.json_path->c_str());

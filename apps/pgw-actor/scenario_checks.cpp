@@ -563,12 +563,19 @@ std::vector<check> evaluate(const check_context& ctx) {
     auto actions = actions_of(ctx.log);
     for (auto& kv : x->as_object()) {
       std::string a(kv.key());
-      auto want = kv.value().to_number<int64_t>();
+      // Written for the file's own load: scaled to the calls made (--calls).
+      auto scale = static_cast<double>(ctx.file.calls)
+                   / static_cast<double>(std::max<int64_t>(ctx.file.file_calls, 1));
+      auto want = static_cast<int64_t>(
+        std::ceil(kv.value().to_number<double>() * scale));
       auto got = actions.count(a) ? actions[a] : 0;
       add("sim_actions_min." + a, got >= want,
           fmt::format("the simulator answered {} requests with {} (want >= "
-                      "{})",
-                      got, a, want));
+                      "{}{})",
+                      got, a, want,
+                      scale != 1.0 ? fmt::format(", scaled to {} calls",
+                                                 ctx.file.calls)
+                                   : std::string{}));
     }
   }
   if (auto* x = e.if_contains("upstream_requests_per_call_max")) {

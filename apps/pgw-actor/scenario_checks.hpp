@@ -32,6 +32,9 @@ struct scenario_file {
   std::string scope = "LLM";
   std::map<std::string, std::string> env; ///< as written (${SIM} unexpanded)
   int64_t calls = 1000;
+  /// The file's own `load.calls` (before `--calls`): count expectations
+  /// written for it scale by calls / file_calls.
+  int64_t file_calls = 1000;
   int concurrency = 16;
   std::optional<double> deadline_s;
   std::optional<bool> stream;

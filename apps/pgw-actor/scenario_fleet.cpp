@@ -6,6 +6,8 @@
 // its RPM takes a little over a minute.
 
 #include "scenario_checks.hpp"
+
+#include "config/json_text.hpp"
 #include "scenario_redis.hpp"
 
 #include "apps/pgw-upstream-sim/sim.hpp"
@@ -271,7 +273,7 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
       {"scenario", checks_json(f, ctx, checks, all)},
     };
     std::ofstream out{*ov.json_path};
-    out << json::serialize(doc) << "\n";
+    out << json_text(doc) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    ov.json_path->c_str());

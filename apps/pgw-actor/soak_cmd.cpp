@@ -4,6 +4,8 @@
 // configuration, load and expectations in one file.
 
 #include "cli.hpp"
+
+#include "config/json_text.hpp"
 #include "scenario.hpp"
 
 #include "actors/client.hpp"
@@ -359,11 +361,11 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     {"errors", std::move(errors)},
     {"attempts_by_source", std::move(by_source)},
     {"breakers", std::move(breakers)},
-    {"latency_ms", json::object{{"p50", p50},
-                                {"p95", p95},
-                                {"p98", p98},
-                                {"p99", p99},
-                                {"p999", p999}}},
+    {"latency_ms", json::object{{"p50", round_us(p50)},
+                                {"p95", round_us(p95)},
+                                {"p98", round_us(p98)},
+                                {"p99", round_us(p99)},
+                                {"p999", round_us(p999)}}},
     {"wall_s", wall_s},
     {"invariants", std::move(invariants)},
   };
@@ -504,7 +506,7 @@ int soak_main(const std::vector<std::string>& args) {
   auto rc = run_soak(*cfg, params, &result);
   if (json_path && (rc == exit_ok || rc == exit_other)) {
     std::ofstream out{*json_path};
-    out << json::serialize(result.report) << "\n";
+    out << json_text(result.report) << "\n";
     if (!out) {
       std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
                    json_path->c_str());

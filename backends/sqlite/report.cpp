@@ -1,5 +1,7 @@
 #include "backends/sqlite/report.hpp"
 
+#include "config/json_text.hpp"
+
 #include "backends/sqlite/db.hpp"
 #include "backends/sqlite/schema.hpp"
 #include "backends/sqlite/svg.hpp"
@@ -303,6 +305,10 @@ caf::expected<report> build(const std::string& db_path,
     add_attempt(t, a);
     add_attempt(g, a);
     g.latencies.push_back(a.latency_ms);
+    if (a.outcome == "ok")
+      g.ok_latencies.push_back(a.latency_ms);
+    else if (a.outcome != "cancelled" && a.outcome != "hedge_cancelled")
+      g.failed_latencies.push_back(a.latency_ms);
     auto& src = source_sums[{a.scope, a.source}];
     auto& ss = scope_sums[a.scope];
     if (a.outcome != "cancelled" && a.outcome != "hedge_cancelled") {
@@ -341,6 +347,8 @@ caf::expected<report> build(const std::string& db_path,
     g.generation_ms = quantiles_of(src.generation_samples);
     g.waiting_share = waiting_share_of(src.generation, src.latency);
     std::sort(g.latencies.begin(), g.latencies.end());
+    std::sort(g.ok_latencies.begin(), g.ok_latencies.end());
+    std::sort(g.failed_latencies.begin(), g.failed_latencies.end());
     scope_of(key.first).sources.push_back(std::move(g));
   }
   for (auto& [name, sc] : scopes)
@@ -400,6 +408,8 @@ std::string table(const std::vector<std::vector<std::string>>& rows,
 
 std::vector<std::string> metrics_row(const std::string& label,
                                      const group_stats& g) {
+  // No attempt had a price: a cost of 0.000000 would claim it was free.
+  bool priced = g.attempts == 0 || g.unpriced_attempts < g.attempts;
   return {label,
           std::to_string(g.calls),
           percent(g.success_rate),
@@ -409,8 +419,8 @@ std::vector<std::string> metrics_row(const std::string& label,
           triple(g.generation_ms),
           percent(g.waiting_share),
           fmt::format("{}/{}", g.input_tokens, g.output_tokens),
-          usd(g.cost_usd),
-          usd(g.losers_cost_usd)};
+          priced ? usd(g.cost_usd) : "n/a",
+          priced ? usd(g.losers_cost_usd) : "n/a"};
 }
 
 } // namespace
@@ -496,7 +506,9 @@ json::value optional_number(const std::optional<double>& x) {
 json::value quantiles_json(const std::optional<quantiles>& q) {
   if (!q)
     return nullptr;
-  return json::object{{"p50", q->p50}, {"p95", q->p95}, {"p99", q->p99}};
+  return json::object{{"p50", round_us(q->p50)},
+                      {"p95", round_us(q->p95)},
+                      {"p99", round_us(q->p99)}};
 }
 
 json::object group_json(const group_stats& g, bool is_total) {
@@ -551,7 +563,7 @@ std::string render_json(const report& r) {
     scopes.push_back(std::move(s));
   }
   root["scopes"] = std::move(scopes);
-  return json::serialize(root) + "\n";
+  return json_text(root) + "\n";
 }
 
 // -- SVG ------------------------------------------------------------------------
@@ -562,13 +574,25 @@ const char* palette[] = {"#1f77b4", "#d62728", "#2ca02c", "#ff7f0e",
                          "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
                          "#bcbd22", "#17becf"};
 
-/// "1 ms", "10 ms", ..., "1 s", "10 s", "100 s".
-std::string decade_label(int exponent) {
-  if (exponent < 0)
-    return fmt::format("{} ms", std::pow(10.0, exponent));
-  if (exponent < 3)
-    return fmt::format("{:.0f} ms", std::pow(10.0, exponent));
-  return fmt::format("{:.0f} s", std::pow(10.0, exponent - 3));
+/// "0.5 ms", "20 ms", "2 s": a tick value in plain words.
+std::string tick_label(double ms) {
+  if (ms < 1000)
+    return fmt::format("{:g} ms", ms);
+  return fmt::format("{:g} s", ms / 1000);
+}
+
+/// 1-2-5 tick values inside [lo, hi] (at least the two ends' neighbours).
+std::vector<double> ticks_125(double lo, double hi) {
+  std::vector<double> out;
+  auto first = static_cast<int>(std::floor(std::log10(lo)));
+  auto last = static_cast<int>(std::ceil(std::log10(hi)));
+  for (int e = first; e <= last; ++e)
+    for (double m : {1.0, 2.0, 5.0}) {
+      auto v = m * std::pow(10.0, e);
+      if (v >= lo * 0.999 && v <= hi * 1.001)
+        out.push_back(v);
+    }
+  return out;
 }
 
 } // namespace
@@ -577,16 +601,27 @@ std::string render_latency_cdf_svg(const report& r) {
   struct series {
     std::string label;
     const std::vector<double>* samples;
+    size_t color = 0;
+    bool failed = false; ///< drawn dashed
   };
   std::vector<series> all;
+  size_t sources = 0;
   for (auto& sc : r.scopes)
-    for (auto& g : sc.sources)
-      if (!g.latencies.empty())
-        all.push_back({fmt::format("{}/{} (n={})", g.scope, g.source,
-                                   g.latencies.size()),
-                       &g.latencies});
-  // Decades spanning every positive sample; zero latencies sit on the left
-  // edge.
+    for (auto& g : sc.sources) {
+      if (g.ok_latencies.empty() && g.failed_latencies.empty())
+        continue;
+      if (!g.ok_latencies.empty())
+        all.push_back({fmt::format("{}/{} ok (n={})", g.scope, g.source,
+                                   g.ok_latencies.size()),
+                       &g.ok_latencies, sources, false});
+      if (!g.failed_latencies.empty())
+        all.push_back({fmt::format("{}/{} failed (n={})", g.scope, g.source,
+                                   g.failed_latencies.size()),
+                       &g.failed_latencies, sources, true});
+      ++sources;
+    }
+  // The axis fits the data (a 10 % margin each side), 1-2-5 ticks; zero
+  // latencies sit on the left edge.
   double lo = std::numeric_limits<double>::infinity();
   double hi = 0;
   for (auto& s : all)
@@ -599,10 +634,15 @@ std::string render_latency_cdf_svg(const report& r) {
     lo = 1;
     hi = 10;
   }
-  int lo_exp = static_cast<int>(std::floor(std::log10(lo)));
-  int hi_exp = static_cast<int>(std::ceil(std::log10(hi)));
-  if (hi_exp <= lo_exp)
-    hi_exp = lo_exp + 1;
+  lo /= 1.1;
+  hi *= 1.1;
+  if (hi / lo < 2.5) { // a narrow range still gets a few ticks
+    auto mid = std::sqrt(lo * hi);
+    lo = mid / 1.6;
+    hi = mid * 1.6;
+  }
+  auto log_lo = std::log10(lo);
+  auto log_hi = std::log10(hi);
 
   const double width = 860;
   const double left = 70, right = 250, top = 40, bottom = 60;
@@ -610,8 +650,8 @@ std::string render_latency_cdf_svg(const report& r) {
   const double plot_w = width - left - right;
   const double plot_h = height - top - bottom;
   auto x_of = [&](double ms) {
-    auto v = std::max(ms, std::pow(10.0, lo_exp));
-    auto t = (std::log10(v) - lo_exp) / (hi_exp - lo_exp);
+    auto v = std::max(ms, lo);
+    auto t = (std::log10(v) - log_lo) / (log_hi - log_lo);
     return left + t * plot_w;
   };
   auto y_of = [&](double fraction) { return top + (1 - fraction) * plot_h; };
@@ -622,10 +662,10 @@ std::string render_latency_cdf_svg(const report& r) {
                                  r.db_path),
            "start", 14);
   // Grid and ticks.
-  for (int e = lo_exp; e <= hi_exp; ++e) {
-    auto x = x_of(std::pow(10.0, e));
+  for (auto v : ticks_125(lo, hi)) {
+    auto x = x_of(v);
     doc.line(x, top, x, top + plot_h, "#dddddd", 1);
-    doc.text(x, top + plot_h + 18, decade_label(e), "middle", 11);
+    doc.text(x, top + plot_h + 18, tick_label(v), "middle", 11);
   }
   for (int i = 0; i <= 4; ++i) {
     auto f = i / 4.0;
@@ -637,15 +677,16 @@ std::string render_latency_cdf_svg(const report& r) {
   doc.line(left, top, left, top + plot_h, "#333333", 1);
   doc.text(left + plot_w / 2, height - 16, "latency (log scale)", "middle",
            12);
-  doc.text(18, top + plot_h / 2, "fraction of attempts <= latency", "middle",
-           12, -90);
+  doc.text(18, top + plot_h / 2,
+           "fraction of attempts <= latency (failed: dashed)", "middle", 12,
+           -90);
   if (all.empty())
     doc.text(left + plot_w / 2, top + plot_h / 2, "no attempts recorded",
              "middle", 14);
   // One step curve per source; long samples are thinned to <= 1000 steps.
   for (size_t k = 0; k < all.size(); ++k) {
     auto& xs = *all[k].samples;
-    auto color = palette[k % (sizeof(palette) / sizeof(palette[0]))];
+    auto color = palette[all[k].color % (sizeof(palette) / sizeof(palette[0]))];
     auto n = xs.size();
     auto steps = std::min<size_t>(n, 1000);
     std::vector<std::pair<double, double>> points;
@@ -659,9 +700,11 @@ std::string render_latency_cdf_svg(const report& r) {
                                   / static_cast<double>(n)));
     }
     points.emplace_back(left + plot_w, y_of(1));
-    doc.polyline_path(points, color, 2, "cdf");
+    doc.polyline_path(points, color, 2, all[k].failed ? "cdf failed" : "cdf",
+                      all[k].failed ? "6 4" : "");
     auto ly = top + 10 + static_cast<double>(k) * 20;
-    doc.line(left + plot_w + 20, ly, left + plot_w + 44, ly, color, 3);
+    doc.line(left + plot_w + 20, ly, left + plot_w + 44, ly, color, 3,
+             all[k].failed ? "6 4" : "");
     doc.text(left + plot_w + 50, ly + 4, all[k].label, "start", 12);
   }
   return doc.str();

@@ -73,6 +73,10 @@ struct group_stats {
   uint64_t unpriced_attempts = 0; ///< attempts without a cost (not in cost)
   /// The latency samples behind `latency_ms`, ascending (the CDF's data).
   std::vector<double> latencies;
+  /// Per source, ascending: attempts that ended ok, and those that failed
+  /// (any other outcome but a cancel), drawn apart in the SVG.
+  std::vector<double> ok_latencies;
+  std::vector<double> failed_latencies;
 };
 
 struct scope_report {

@@ -89,7 +89,8 @@ void document::text(double x, double y, const std::string& content,
 
 void document::polyline_path(
   const std::vector<std::pair<double, double>>& points,
-  const std::string& stroke, double width, const std::string& css_class) {
+  const std::string& stroke, double width, const std::string& css_class,
+  const std::string& dash) {
   if (points.size() < 2)
     return;
   std::string d;
@@ -101,8 +102,11 @@ void document::polyline_path(
   }
   body_ += fmt::format("<path class=\"{}\" d=\"{}\" fill=\"none\" "
                        "stroke=\"{}\" stroke-width=\"{}\" "
-                       "stroke-linejoin=\"round\"/>\n",
+                       "stroke-linejoin=\"round\"",
                        escape(css_class), d, escape(stroke), number(width));
+  if (!dash.empty())
+    body_ += fmt::format(" stroke-dasharray=\"{}\"", escape(dash));
+  body_ += "/>\n";
 }
 
 std::string document::str() const {

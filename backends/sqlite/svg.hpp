@@ -39,7 +39,8 @@ public:
   /// fewer than two points. `css_class` lands in the class attribute.
   void polyline_path(const std::vector<std::pair<double, double>>& points,
                      const std::string& stroke, double width,
-                     const std::string& css_class);
+                     const std::string& css_class,
+                     const std::string& dash = "");
 
   /// The whole document, XML declaration included.
   std::string str() const;

@@ -106,7 +106,8 @@ TEST_CASE_FIXTURE(e2e_fixture, "every source cuts its stream: exit 4, never part
   REQUIRE(out.contains("error"));
   CHECK(out.at("error").at("code").as_string() == "retry_exhausted");
   CHECK_FALSE(out.contains("content"));
-  CHECK(out.at("error").at("per_source").at("a").as_string() == "stream_cut");
+  CHECK(out.at("error").at("per_source").at("a").at("reason").as_string()
+        == "stream_cut");
   auto plain = chat({"--stream", "hi"}, env);
   CHECK(plain.exit_code == 4);
   CHECK(plain.out.empty());
@@ -193,8 +194,10 @@ TEST_CASE_FIXTURE(e2e_fixture, "a JSON error names the code and the last reason 
   CHECK(err.at("code").as_string() == "retry_exhausted");
   CHECK(err.contains("retry_after_s"));
   auto& per = err.at("per_source").as_object();
-  CHECK(per.at("a").as_string() == "http_503");
-  CHECK(per.at("b").as_string() == "http_401");
+  CHECK(per.at("a").at("reason").as_string() == "http_503");
+  CHECK(per.at("a").at("status").as_int64() == 503);
+  CHECK(per.at("b").at("reason").as_string() == "unauthorized");
+  CHECK(per.at("b").at("status").as_int64() == 401);
 }
 
 TEST_CASE_FIXTURE(e2e_fixture, "the API key never appears in any output") {

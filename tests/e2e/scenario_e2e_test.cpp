@@ -234,3 +234,27 @@ TEST_CASE("scenario structured: >= 99.5 % schema-valid with re-asks; without the
   CHECK(none.r.exit_code == 1);
   CHECK_FALSE(check_ok(none.doc, "schema_valid_min"));
 }
+
+TEST_CASE("scenarios persistent-429 and silent-primary: one primary request per call at most, answers from the fallback") {
+  for (auto name : {"persistent-429", "silent-primary"}) {
+    CAPTURE(name);
+    auto s = run_scenario(name);
+    INFO(s.r.out);
+    INFO(s.r.err);
+    REQUIRE(s.r.exit_code == 0);
+    CHECK(s.r.out.find(std::string("scenario ") + name + ": PASSED")
+          != std::string::npos);
+    CHECK(check_ok(s.doc, "upstream_requests_per_call_max"));
+    CHECK(check_ok(s.doc, "p99_ms_max"));
+    CHECK(attempts_of(s.doc, "a") < s.doc.at("attempts").as_int64() / 10);
+    all_invariants_hold(s.doc);
+  }
+}
+
+TEST_CASE("scenario stream-faults with --calls 200: its action counts scale with the calls") {
+  auto s = run_scenario("stream-faults", {"--calls", "200"});
+  INFO(s.r.out);
+  REQUIRE(s.r.exit_code == 0);
+  CHECK(s.r.out.find("scaled to 200 calls") != std::string::npos);
+  CHECK(check_ok(s.doc, "sim_actions_min.cut"));
+}

@@ -78,5 +78,11 @@ TEST_CASE("every circuit open with ON_CIRCUIT_OPEN=fail: chat exits 4 with circu
   CHECK(err.at("code").as_string() == "circuit_open");
   REQUIRE(err.at("retry_after_s").is_number());
   CHECK(err.at("retry_after_s").to_number<double>() > 0);
-  CHECK(err.at("per_source").at("a").as_string() == "circuit_open");
+  auto& a = err.at("per_source").at("a").as_object();
+  CHECK(a.at("reason").as_string() == "circuit_open");
+  // It says why the circuit opened.
+  CHECK(a.at("detail").as_string() == "circuit open, opened after http_503");
+  CHECK(std::string(err.at("message").as_string()).find(
+          "a: circuit open, opened after http_503")
+        != std::string::npos);
 }

@@ -86,7 +86,7 @@ TEST_CASE("telemetry CLI: --json prints one JSON object") {
   CHECK(llm.at("sources").as_array().size() == 3);
 }
 
-TEST_CASE("telemetry CLI: --svg writes one curve per source") {
+TEST_CASE("telemetry CLI: --svg writes a curve per source and outcome") {
   fixture f;
   auto svg_path = f.dir.file("cdf.svg");
   auto res = report({"--db", f.db, "--svg", svg_path});
@@ -99,7 +99,9 @@ TEST_CASE("telemetry CLI: --svg writes one curve per source") {
   auto svg = text.str();
   CHECK(svg.rfind("<?xml", 0) == 0);
   CHECK(contains(svg, "</svg>"));
-  CHECK(occurrences(svg, "<path ") == 4);
+  // Ok and failed attempts apart: LLM/a ok and failed, LLM/b ok, LLM/c
+  // failed, EMBED/x ok.
+  CHECK(occurrences(svg, "<path ") == 5);
   // An unwritable SVG path is an error, and no report is printed.
   auto bad = report({"--db", f.db, "--svg", "/dev/null/cdf.svg"});
   CHECK(bad.exit_code == 1);

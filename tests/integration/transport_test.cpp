@@ -188,7 +188,7 @@ TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
     {"reject", outcome::request_rejected, 400, "content_policy_violation"},
     {"ctx", outcome::source_rejected, 400, "context_length_exceeded"},
     {"dead", outcome::source_dead, 429, "insufficient_quota"},
-    {"unauth", outcome::source_dead, 401, "http_401"},
+    {"unauth", outcome::source_dead, 401, "unauthorized"},
     {"no-such-model", outcome::source_rejected, 404, "model_not_found"},
     {"flap", outcome::transient, 503, "http_503"}, // inside its outage
   };

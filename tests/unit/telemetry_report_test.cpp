@@ -512,18 +512,26 @@ TEST_CASE("report: the SVG is well-formed with one path per source") {
   std::string why;
   CHECK_MESSAGE(well_formed_xml(doc, why), why);
   CHECK(contains(doc, "<svg xmlns=\"http://www.w3.org/2000/svg\""));
-  // LLM/a, LLM/b, LLM/c, EMBED/x.
-  CHECK(occurrences(doc, "<path ") == 4);
-  CHECK(occurrences(doc, "class=\"cdf\"") == 4);
-  for (auto label : {"LLM/a (n=4)", "LLM/b (n=2)", "LLM/c (n=2)",
-                     "EMBED/x (n=1)"}) {
+  // Ok and failed attempts apart (cancels in neither): LLM/a ok and
+  // failed, LLM/b ok, LLM/c failed, EMBED/x ok; failures dashed.
+  CHECK(occurrences(doc, "<path ") == 5);
+  CHECK(occurrences(doc, "class=\"cdf\"") == 3);
+  CHECK(occurrences(doc, "class=\"cdf failed\"") == 2);
+  CHECK(occurrences(doc, "stroke-dasharray=\"6 4\"") == 4); // paths + keys
+  for (auto label : {"LLM/a ok (n=1)", "LLM/a failed (n=2)", "LLM/b ok (n=2)",
+                     "LLM/c failed (n=1)", "EMBED/x ok (n=1)"}) {
     CAPTURE(label);
     CHECK(contains(doc, label));
   }
-  // Decade ticks from 10 ms to 10 s span the samples (10 ms .. 2000 ms).
-  CHECK(contains(doc, ">10 ms<"));
-  CHECK(contains(doc, ">1 s<"));
-  CHECK(contains(doc, ">10 s<"));
+  // The axis fits the samples (10 ms .. 2000 ms) with 1-2-5 ticks, not
+  // whole decades.
+  for (auto tick : {">10 ms<", ">20 ms<", ">50 ms<", ">100 ms<", ">200 ms<",
+                    ">500 ms<", ">1 s<", ">2 s<"}) {
+    CAPTURE(tick);
+    CHECK(contains(doc, tick));
+  }
+  CHECK_FALSE(contains(doc, ">5 s<"));
+  CHECK_FALSE(contains(doc, ">10 s<"));
   // An empty report still draws axes, and no curve.
   report::report empty;
   empty.db_path = "x";
