@@ -11,7 +11,10 @@
 #include "messages/governance.hpp"
 #include "transport/io_pool.hpp"
 
+#include <caf/abstract_actor.hpp>
 #include <caf/actor_cast.hpp>
+#include <caf/message.hpp>
+#include <caf/message_id.hpp>
 #include <caf/send.hpp>
 #include <caf/typed_response_promise.hpp>
 
@@ -61,13 +64,20 @@ void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
     return;
   }
   auto me = caf::actor_cast<caf::actor>(self);
-  pool->submit([me, work = std::move(work), done = std::move(done)]() mutable {
+  pool->submit([me = std::move(me), work = std::move(work),
+                done = std::move(done)]() mutable {
     auto res = work();
+    auto* receiver = caf::actor_cast<caf::abstract_actor*>(me);
+    // The message, not this thread, holds the last reference to the actor:
+    // an actor whose other handles are gone must not be destroyed here, or
+    // its state would destroy the pool from one of the pool's own threads
+    // (~io_pool waits for them all: a deadlock at shutdown).
     auto task = std::make_shared<local_task>();
-    task->run = [done = std::move(done), res = std::move(res)]() mutable {
-      done(std::move(res));
-    };
-    caf::anon_send(me, atom::done_v, std::move(task));
+    task->run = [done = std::move(done), res = std::move(res),
+                 keep = std::move(me)]() mutable { done(std::move(res)); };
+    receiver->enqueue(nullptr, caf::make_message_id(),
+                      caf::make_message(atom::done_v, std::move(task)),
+                      nullptr);
   });
 }
 
