@@ -2,6 +2,7 @@
 
 #include "actors/admission.hpp"
 #include "actors/call_supervisor.hpp"
+#include "actors/embed_start.hpp"
 #include "actors/governance.hpp"
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/client.hpp"
@@ -68,6 +69,8 @@ void on_report(self_ptr self, const attempt_report& rep) {
       ++src.failed;
       break;
   }
+  if (!rep.feeds_health)
+    return;
   try {
     st.picker->feed(i->second, rep.kind);
   } catch (...) {
@@ -347,6 +350,9 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
           });
       return rp;
     },
+    [self](atom::embed, embed_request& req) -> caf::result<embed_response> {
+      return detail::start_embed(self, std::move(req));
+    },
     [self](atom::admit, admit_request& req) -> caf::result<admit_result> {
       auto rp = self->make_response_promise<admit_result>();
       detail::admit(self, std::move(req), rp);
@@ -360,6 +366,8 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto i = st.calls.find(call_id); i != st.calls.end())
         self->send(i->second, atom::cancel_v);
+      if (auto e = st.embed_calls.find(call_id); e != st.embed_calls.end())
+        self->send(e->second, atom::cancel_v);
     },
     [self](atom::status) -> caf::result<gateway_status> {
       auto rp = self->make_response_promise<gateway_status>();

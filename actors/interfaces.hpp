@@ -3,6 +3,7 @@
 /// Every typed actor interface of the runtime, in one place.
 
 #include "messages/chat.hpp"
+#include "messages/embed.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"
@@ -21,6 +22,8 @@ namespace pgw {
 using gateway_actor = caf::typed_actor<
   /// A logical chat call: exactly one response or error per request.
   caf::replies_to<atom::chat, chat_request>::with<chat_response>,
+  /// A logical embedding call: exactly one response or error per request.
+  caf::replies_to<atom::embed, embed_request>::with<embed_response>,
   /// Admission for the next attempt of a call (supervisors only).
   caf::replies_to<atom::admit, admit_request>::with<admit_result>,
   /// The end of an admitted attempt (attempts only), exactly once each.
@@ -58,6 +61,21 @@ using call_supervisor_actor = caf::typed_actor<
   /// A hedge leg succeeded; it wins unless the primary's success was
   /// already waiting in the mailbox (leg id).
   caf::reacts_to<atom::decide, uint64_t>,
+  /// The caller cancelled the call.
+  caf::reacts_to<atom::cancel>>;
+
+/// One per embedding call: sub-batches, their admissions and retries.
+using embed_call_actor = caf::typed_actor<
+  /// Starts the call; the response goes to the original requester.
+  caf::replies_to<atom::start>::with<embed_response>,
+  /// From the transport: ignored (embeddings do not stream).
+  caf::reacts_to<atom::first_token, uint64_t>,
+  /// From the transport: a sub-batch request ended (request tag).
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  /// Timer: a sub-batch's backoff is over (batch index and generation).
+  caf::reacts_to<atom::retry, uint64_t>,
+  /// Timer: the call deadline passed.
+  caf::reacts_to<atom::timer, uint64_t>,
   /// The caller cancelled the call.
   caf::reacts_to<atom::cancel>>;
 

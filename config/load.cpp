@@ -33,6 +33,7 @@ const std::vector<std::string> source_fields = {
   "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
   "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
   "OVERLAY",        "HEADERS",        "KIND",
+  "MAX_BATCH_INPUTS", "MAX_BATCH_TOKENS",
 };
 
 bool is_source_field(const std::string& field) {
@@ -266,6 +267,8 @@ const std::map<std::string, setter<source_config>>& source_setters() {
        return parse_headers(key, v, src.headers);
      }},
     {"KIND", field(&sc::kind)},
+    {"MAX_BATCH_INPUTS", field(&sc::max_batch_inputs)},
+    {"MAX_BATCH_TOKENS", field(&sc::max_batch_tokens)},
   };
   return table;
 }
@@ -300,6 +303,7 @@ const std::map<std::string, setter<scope_config>>& scope_setters() {
     {"ON_QUOTA_FULL", field(&sc::on_quota_full)},
     {"ON_CIRCUIT_OPEN", field(&sc::on_circuit_open)},
     {"STRUCTURED__MAX_REASKS", field(&sc::structured_max_reasks)},
+    {"BATCH_CONCURRENCY", field(&sc::batch_concurrency)},
   };
   return table;
 }

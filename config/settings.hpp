@@ -51,6 +51,10 @@ struct source_config {
   /// Extra request headers, parsed from the `HEADERS` JSON object.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string kind = "chat";
+  /// KIND=embedding: most inputs per upstream request (sub-batch).
+  int64_t max_batch_inputs = 2048;
+  /// KIND=embedding: most estimated tokens per upstream request.
+  int64_t max_batch_tokens = 300000;
   /// The resolved provider profile.
   provider_profile profile;
 };
@@ -86,6 +90,8 @@ struct scope_config {
   std::string on_quota_full = "wait";
   std::string on_circuit_open = "fail";
   int64_t structured_max_reasks = 2;
+  /// Embedding scopes: sub-batches of one call in flight at once.
+  int64_t batch_concurrency = 4;
 
   /// The source with this name, or nullptr.
   const source_config* find(const std::string& source_name) const;

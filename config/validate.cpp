@@ -331,6 +331,12 @@ caf::error check_source(const std::string& scope, const source_config& src) {
                         {"chat", "embedding", "ocr_vision", "ocr_monkey"},
                         "what the source serves"))
     return err;
+  if (auto err = at_least(key("MAX_BATCH_INPUTS"), src.max_batch_inputs, 1,
+                          "embedding inputs per upstream request"))
+    return err;
+  if (auto err = at_least(key("MAX_BATCH_TOKENS"), src.max_batch_tokens, 1,
+                          "estimated embedding tokens per upstream request"))
+    return err;
   return {};
 }
 
@@ -415,6 +421,9 @@ caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
                           sc.structured_max_reasks, 0,
                           "structured-output re-asks"))
     return err;
+  if (auto err = at_least(key("BATCH_CONCURRENCY"), sc.batch_concurrency, 1,
+                          "embedding sub-batches of one call in flight"))
+    return err;
   return {};
 }
 
@@ -466,6 +475,31 @@ caf::error check_cross_fields(const std::string& name, const scope_config& sc,
   return {};
 }
 
+/// One kind per scope; an embedding scope warns when its sources name
+/// different models (their vectors would not be comparable).
+caf::error check_embedding_scope(const std::string& name,
+                                 const scope_config& sc, settings& s) {
+  auto& first = sc.sources.front();
+  for (auto& src : sc.sources)
+    if (src.kind != first.kind)
+      return violation(source_key(name, src, "KIND"), src.kind,
+                       fmt::format("differs from {}={}",
+                                   source_key(name, first, "KIND"),
+                                   first.kind),
+                       "the sources of a scope serve the same kind of call");
+  if (first.kind != "embedding")
+    return {};
+  for (auto& src : sc.sources)
+    if (src.model != first.model) {
+      warn(s, fmt::format("scope {}: embedding sources name different "
+                          "models ({} and {}); a call fails over only to "
+                          "sources answering the same vector dimension",
+                          name, first.model, src.model));
+      break;
+    }
+  return {};
+}
+
 caf::error check_scope(const std::string& name, const scope_config& sc,
                        settings& s) {
   if (sc.sources.empty())
@@ -492,6 +526,8 @@ caf::error check_scope(const std::string& name, const scope_config& sc,
     if (auto err = check_source(name, src))
       return err;
   }
+  if (auto err = check_embedding_scope(name, sc, s))
+    return err;
   if (auto err = check_scope_keys(name, sc))
     return err;
   return check_cross_fields(name, sc, s);
@@ -524,8 +560,10 @@ const scope_config default_scope{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
-  {level::source, "KIND", "only chat sources are served so far",
-   [](const target& t) { return t.source->kind != "chat"; },
+  {level::source, "KIND", "OCR sources are not served yet",
+   [](const target& t) {
+     return t.source->kind != "chat" && t.source->kind != "embedding";
+   },
    [](const target& t) { return t.source->kind; }},
   {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
    [](const target& t) {

@@ -26,12 +26,15 @@ struct admit_request {
   /// Failures per source in this call: sources with ≥ 2 move to the tail.
   std::map<std::string, int32_t> failures;
   bool hedge = false;
+  /// Tokens to reserve; 0 = the source's EST_TOKENS (embedding sub-batches
+  /// bring their own estimate).
+  int64_t est = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
   return f(caf::meta::type_name("pgw.admit_request"), x.call_id, x.exclude,
-           x.failures, x.hedge);
+           x.failures, x.hedge, x.est);
 }
 
 /// The gateway's answer: a source with its permit and breaker entry, or why
@@ -66,12 +69,14 @@ struct attempt_report {
   std::string source;
   outcome kind = outcome::transient;
   caf::optional<double> retry_after_s;
+  /// False for embedding sub-batches: they never feed the health EWMA.
+  bool feeds_health = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   return f(caf::meta::type_name("pgw.attempt_report"), x.source, x.kind,
-           x.retry_after_s);
+           x.retry_after_s, x.feeds_health);
 }
 
 /// Live state of one source as the gateway sees it.

@@ -355,7 +355,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
 
   httplib::Request req;
   req.method = "POST";
-  req.path = prefix + "/chat/completions";
+  bool embeddings = st->call.kind == upstream_kind::embeddings;
+  req.path = prefix + (embeddings ? "/embeddings" : "/chat/completions");
   req.body = st->call.body;
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept",
@@ -528,6 +529,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   } else if (!sent) {
     res.kind = outcome::transient;
     res.reason = "body_cut";
+  } else if (status >= 200 && status < 300 && embeddings) {
+    res.kind = outcome::ok;
+    res.reason = "ok";
+    res.content = std::move(body);
+    reusable = true;
   } else if (status >= 200 && status < 300) {
     decode_chat_completion(body, res);
     reusable = true;
