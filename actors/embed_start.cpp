@@ -36,6 +36,8 @@ caf::result<embed_response> start_embed(gateway_self self,
     embed_response out;
     out.call_id = req.call_id;
     out.model = st.scope->sources.front().model;
+    out.stats.model = out.model;
+    out.stats.usage_source = "reported"; // 0 tokens is a fact
     return out;
   }
   embed_call_args args;

@@ -46,6 +46,9 @@ std::optional<settings> load(const std::optional<std::string>& env_file);
 /// `{content, source, model, usage, call_stats}` (SPEC §11).
 std::string response_json(const chat_response& resp);
 
+/// The `call_stats` object of `response_json`, serialised.
+std::string call_stats_json(const call_stats& stats);
+
 /// `{error{code, message, retry_after_s, per_source, ...}}` (SPEC §11).
 std::string error_json(const caf::error& err);
 
@@ -55,6 +58,7 @@ std::optional<double> parse_number(const std::string& text);
 // -- subcommands ----------------------------------------------------------------
 
 int chat_main(const std::vector<std::string>& args);
+int embed_main(const std::vector<std::string>& args);
 int config_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_main(const std::vector<std::string>& args);

@@ -264,8 +264,15 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
-               "script", "stream", "outage"});
+               "script", "stream", "outage", "dim", "max_inputs"});
   model_spec m;
+  if (auto* x = obj.if_contains("dim")) {
+    m.dim = as_count(*x, path + ".dim");
+    if (m.dim < 1 || m.dim > 65536)
+      fail(path + ".dim", "must be an integer in [1, 65536]");
+  }
+  if (auto* x = obj.if_contains("max_inputs"))
+    m.max_inputs = as_count(*x, path + ".max_inputs");
   if (auto* x = obj.if_contains("tokens"))
     m.base.tokens = as_count(*x, path + ".tokens");
   if (auto* x = obj.if_contains("ttft_ms"))

@@ -79,6 +79,10 @@ struct model_spec {
   std::vector<fault_spec> faults;
   std::vector<script_entry> script;
   std::optional<outage_spec> outage;
+  /// POST /v1/embeddings: vector length, and most inputs per request (more
+  /// answers 400); unset = no limit.
+  int dim = 8;
+  std::optional<int> max_inputs;
 };
 
 /// Model name -> behaviour, sorted by name.

@@ -1,5 +1,6 @@
 #include "apps/pgw-upstream-sim/sim.hpp"
 
+#include "apps/pgw-upstream-sim/embeddings.hpp"
 #include "apps/pgw-upstream-sim/http.hpp"
 #include "apps/pgw-upstream-sim/scenario.hpp"
 
@@ -294,7 +295,8 @@ struct server::impl {
   bool handle(int fd, const detail::request_head& head, std::string& body,
               bool& closed);
   bool handle_chat(int fd, const detail::request_head& head,
-                   const std::string& body, bool& closed);
+                   const std::string& body, bool& closed,
+                   bool embeddings = false);
   waited wait_until(int fd, clock_type::time_point deadline);
   void close_conn(int fd, bool reset);
   void do_stop();
@@ -572,6 +574,11 @@ bool server::impl::handle(int fd, const detail::request_head& head,
       return reply(405, error_body(405, "use POST", std::nullopt));
     return handle_chat(fd, head, body, closed);
   }
+  if (path == "/v1/embeddings" || path == "/embeddings") {
+    if (head.method != "POST")
+      return reply(405, error_body(405, "use POST", std::nullopt));
+    return handle_chat(fd, head, body, closed, true);
+  }
   if (path == "/v1/models" || path == "/models") {
     if (head.method != "GET")
       return reply(405, error_body(405, "use GET", std::nullopt));
@@ -660,7 +667,8 @@ void server::impl::finish(const ticket& t, int status, bool client_closed,
 }
 
 bool server::impl::handle_chat(int fd, const detail::request_head& head,
-                               const std::string& body, bool& closed) {
+                               const std::string& body, bool& closed,
+                               bool embeddings) {
   const bool keep = head.keep_alive;
   auto error_response = [&](int status, const std::string& message,
                             const std::optional<std::string>& code,
@@ -672,7 +680,14 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     return out;
   };
   chat_request req;
-  if (auto problem = parse_chat(body, req); !problem.empty()) {
+  detail::embed_request ereq;
+  auto problem = embeddings ? detail::parse_embed(body, ereq)
+                            : parse_chat(body, req);
+  if (embeddings) {
+    req.model = ereq.model;
+    req.prompt_tokens = ereq.prompt_tokens;
+  }
+  if (!problem.empty()) {
     log_rejected(req.model, 400, req.stream, head.has_bearer);
     return send_all(fd, error_response(400, problem, std::nullopt, {}))
            && keep;
@@ -685,6 +700,16 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
                           fmt::format("The model '{}' does not exist",
                                       req.model),
                           std::string("model_not_found"), {}))
+           && keep;
+  }
+  if (auto& max = model_specs[it->second]->max_inputs;
+      embeddings && max && ereq.inputs.size() > static_cast<size_t>(*max)) {
+    log_rejected(req.model, 400, false, head.has_bearer);
+    return send_all(fd, error_response(
+                          400,
+                          fmt::format("at most {} inputs per request, got {}",
+                                      *max, ereq.inputs.size()),
+                          std::string("too_many_inputs"), {}))
            && keep;
   }
   detail::plan p;
@@ -738,6 +763,19 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
                              : fmt::format("simulated {}", f.status);
     if (!deliver(error_response(f.status, message, f.code, extra), f.status,
                  0, 0))
+      return end_conn(false);
+    return keep;
+  }
+
+  if (embeddings) {
+    if (auto w = wait_until(fd, after_ms(t0, p.latency_ms * scale));
+        w != waited::elapsed)
+      return left(w, 0, 0);
+    auto content = detail::embeddings_body(
+      ereq, static_cast<size_t>(model_specs[it->second]->dim), p.b.usage);
+    auto out = response_head(200, "application/json", content.size(), !keep);
+    out += content;
+    if (!deliver(out, 200, 0, 0))
       return end_conn(false);
     return keep;
   }
