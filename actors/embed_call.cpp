@@ -366,6 +366,11 @@ embed_call(self_ptr self, embed_call_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   st.rng.seed(st.args.seed);
+  if (st.args.requester)
+    self->monitor(st.args.requester);
+  self->set_down_handler([self](caf::down_msg&) {
+    fail(self, error_code::cancelled, "the caller went away");
+  });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     auto& st = self->state;
     if (st.started && !st.delivered) {

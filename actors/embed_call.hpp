@@ -27,6 +27,8 @@ struct embed_call_args {
   transport_ptr transport;
   caf::optional<double> deadline_s;
   uint64_t seed = 0;
+  /// Who asked: when it goes away, the call is cancelled (like a deadline).
+  caf::strong_actor_ptr requester;
 };
 
 /// One sub-batch and its retry state.

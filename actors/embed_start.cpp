@@ -53,6 +53,7 @@ caf::result<embed_response> start_embed(gateway_self self,
   else if (st.scope->call_deadline_s)
     args.deadline_s = *st.scope->call_deadline_s;
   args.seed = st.rng();
+  args.requester = self->current_sender();
   auto id = args.call_id;
   auto call = self->spawn(embed_call, std::move(args));
   st.embed_calls.emplace(id, call);

@@ -247,6 +247,27 @@ TEST_CASE_FIXTURE(embed_fixture,
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a caller that goes away cancels the call") {
+  fake->script("a", {fake_step::never()});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2, 4));
+  embed_request req;
+  req.inputs = numbers(2);
+  auto caller = sys.spawn([gw, req](caf::event_based_actor* self) {
+    self->request(gw, caf::infinite, atom::embed_v, req)
+      .then([](embed_response&) {}, [](caf::error&) {});
+  });
+  sched.run();
+  REQUIRE(fake->calls().size() == 1);
+  caf::anon_send_exit(caller, caf::exit_reason::kill);
+  settle();
+  CHECK(fake->calls()[0].cancelled);
+  auto st = status(gw);
+  check_balanced(st);
+  CHECK(source(st, "a").limiter.tpm_used == 2); // the estimate: it was sent
+  CHECK(st.calls_failed == 1);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
                   "embed: a different vector length is result_invalid, "
                   "retried elsewhere") {
   fake->script("a", {embed_ok(3)});
