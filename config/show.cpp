@@ -145,6 +145,8 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("OVERLAY"), to_text(overlay_value(src))},
     {key("HEADERS"), to_text(masked_headers(src))},
     {key("KIND"), src.kind},
+    {key("MAX_BATCH_INPUTS"), text(src.max_batch_inputs)},
+    {key("MAX_BATCH_TOKENS"), text(src.max_batch_tokens)},
   };
 }
 
@@ -171,6 +173,7 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("ON_QUOTA_FULL"), sc.on_quota_full},
     {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
     {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
+    {key("BATCH_CONCURRENCY"), text(sc.batch_concurrency)},
   };
 }
 
@@ -253,6 +256,8 @@ std::string show_settings_json(const settings& s) {
         {"overlay", overlay_value(src)},
         {"headers", masked_headers(src)},
         {"kind", src.kind},
+        {"max_batch_inputs", src.max_batch_inputs},
+        {"max_batch_tokens", src.max_batch_tokens},
       });
     }
     auto& br = sc.breaker;
@@ -277,6 +282,7 @@ std::string show_settings_json(const settings& s) {
       {"on_quota_full", sc.on_quota_full},
       {"on_circuit_open", sc.on_circuit_open},
       {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
+      {"batch_concurrency", sc.batch_concurrency},
       {"sources", std::move(sources)},
     };
   }
