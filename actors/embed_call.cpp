@@ -2,6 +2,7 @@
 
 #include "actors/selector.hpp"
 #include "actors/settlement.hpp"
+#include "actors/side_call.hpp"
 #include "transport/embed_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -9,7 +10,6 @@
 
 #include <algorithm>
 #include <limits>
-#include <optional>
 
 namespace pgw {
 
@@ -42,25 +42,9 @@ const call_source* source_of(self_ptr self, const std::string& name) {
 /// cancelled) and reports to the gateway, which never feeds the EWMA.
 void end_request(self_ptr self, embed_batch_state& b, outcome kind,
                  int64_t amount, caf::optional<double> retry_after) {
-  auto& st = self->state;
-  auto& ad = b.admitted;
-  if (auto src = source_of(self, ad.source)) {
-    if (!ad.granted_permit.id.empty())
-      self->send(src->limiter, atom::settle_v, ad.granted_permit.id, amount,
-                 atom::release_v);
-    if (kind == outcome::cancelled) {
-      if (ad.probe)
-        self->send(src->breaker, atom::release_v, ad.epoch);
-    } else {
-      self->send(src->breaker, atom::record_v, ad.epoch, kind);
-    }
-  }
-  attempt_report rep;
-  rep.source = ad.source;
-  rep.kind = kind;
-  rep.retry_after_s = retry_after;
-  rep.feeds_health = false;
-  self->send(st.args.gateway, atom::report_v, std::move(rep));
+  if (auto src = source_of(self, b.admitted.source))
+    end_admitted(*src, self->state.args.gateway, b.admitted, kind, amount,
+                 retry_after, false);
   b.handle.reset();
   b.admitted = admit_result{};
 }
@@ -142,21 +126,8 @@ void on_refused(self_ptr self, size_t i, admit_result& r) {
       fail(self, error_code::retry_exhausted, "no source left to try");
     return;
   }
-  auto& scope = *st.args.scope;
-  std::optional<double> wait_s;
   bool quota = false;
-  for (auto& [source, reason] : r.skipped) {
-    quota = quota || reason == "quota";
-    bool waits = reason == "cooling"
-                 || (reason == "quota" && scope.on_quota_full == "wait")
-                 || (reason == "circuit_open"
-                     && scope.on_circuit_open == "wait");
-    if (!waits)
-      continue;
-    auto in = r.retry_in.count(source) ? r.retry_in.at(source) : 0.0;
-    if (!wait_s || in < *wait_s)
-      wait_s = in;
-  }
+  auto wait_s = refusal_wait(*st.args.scope, r, quota);
   if (!wait_s) {
     fail(self, quota ? error_code::quota_exhausted : error_code::circuit_open,
          quota ? "no source may run: quota full or circuit open everywhere"

@@ -1,12 +1,7 @@
 #include "actors/embed_start.hpp"
 
 #include "actors/embed_call.hpp"
-
-#include <caf/typed_event_based_actor.hpp>
-
-#include <fmt/format.h>
-
-#include <cmath>
+#include "actors/side_start.hpp"
 
 namespace pgw::detail {
 
@@ -22,16 +17,10 @@ caf::result<embed_response> start_embed(gateway_self self,
     if (req.inputs[i].empty())
       return make_error(error_code::invalid_request,
                         fmt::format("input {} is empty", i));
-  if (req.deadline_s && !(std::isfinite(*req.deadline_s)
-                          && *req.deadline_s > 0))
-    return make_error(error_code::invalid_request,
-                      "deadline_s must be finite and positive");
-  if (req.call_id.empty())
-    req.call_id = fmt::format("{}-{:016x}-{}", st.scope->name, st.rng(),
-                              ++st.next_call);
-  else if (st.embed_calls.count(req.call_id) != 0)
-    return make_error(error_code::invalid_request,
-                      "call_id " + req.call_id + " is already running");
+  if (auto err = check_deadline(req.deadline_s))
+    return err;
+  if (auto err = claim_call_id(self, req.call_id))
+    return err;
   if (req.inputs.empty()) {
     embed_response out;
     out.call_id = req.call_id;
@@ -55,23 +44,9 @@ caf::result<embed_response> start_embed(gateway_self self,
   args.seed = st.rng();
   args.requester = self->current_sender();
   auto id = args.call_id;
-  auto call = self->spawn(embed_call, std::move(args));
-  st.embed_calls.emplace(id, call);
-  ++st.calls_started;
-  auto rp = self->make_response_promise<embed_response>();
-  self->request(call, caf::infinite, atom::start_v)
-    .then(
-      [self, id, rp](embed_response& resp) mutable {
-        self->state.embed_calls.erase(id);
-        ++self->state.calls_ok;
-        rp.deliver(std::move(resp));
-      },
-      [self, id, rp](caf::error& err) mutable {
-        self->state.embed_calls.erase(id);
-        ++self->state.calls_failed;
-        rp.deliver(std::move(err));
-      });
-  return rp;
+  return run_side_call<embed_response>(self, id,
+                                       self->spawn(embed_call,
+                                                   std::move(args)));
 }
 
 } // namespace pgw::detail

@@ -3,6 +3,7 @@
 #include "actors/admission.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/embed_start.hpp"
+#include "actors/ocr_start.hpp"
 #include "actors/governance.hpp"
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/client.hpp"
@@ -353,6 +354,9 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     [self](atom::embed, embed_request& req) -> caf::result<embed_response> {
       return detail::start_embed(self, std::move(req));
     },
+    [self](atom::ocr, ocr_request& req) -> caf::result<ocr_response> {
+      return detail::start_ocr(self, std::move(req));
+    },
     [self](atom::admit, admit_request& req) -> caf::result<admit_result> {
       auto rp = self->make_response_promise<admit_result>();
       detail::admit(self, std::move(req), rp);
@@ -366,8 +370,8 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto i = st.calls.find(call_id); i != st.calls.end())
         self->send(i->second, atom::cancel_v);
-      if (auto e = st.embed_calls.find(call_id); e != st.embed_calls.end())
-        self->send(e->second, atom::cancel_v);
+      if (auto e = st.side_calls.find(call_id); e != st.side_calls.end())
+        caf::anon_send(e->second, atom::cancel_v);
     },
     [self](atom::status) -> caf::result<gateway_status> {
       auto rp = self->make_response_promise<gateway_status>();

@@ -4,6 +4,7 @@
 
 #include "messages/chat.hpp"
 #include "messages/embed.hpp"
+#include "messages/ocr.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"
@@ -24,6 +25,8 @@ using gateway_actor = caf::typed_actor<
   caf::replies_to<atom::chat, chat_request>::with<chat_response>,
   /// A logical embedding call: exactly one response or error per request.
   caf::replies_to<atom::embed, embed_request>::with<embed_response>,
+  /// A logical OCR call: exactly one response or error per request.
+  caf::replies_to<atom::ocr, ocr_request>::with<ocr_response>,
   /// Admission for the next attempt of a call (supervisors only).
   caf::replies_to<atom::admit, admit_request>::with<admit_result>,
   /// The end of an admitted attempt (attempts only), exactly once each.
@@ -77,6 +80,15 @@ using embed_call_actor = caf::typed_actor<
   /// Timer: the call deadline passed.
   caf::reacts_to<atom::timer, uint64_t>,
   /// The caller cancelled the call.
+  caf::reacts_to<atom::cancel>>;
+
+/// One per OCR call: its admissions, attempts and retries.
+using ocr_call_actor = caf::typed_actor<
+  caf::replies_to<atom::start>::with<ocr_response>,
+  caf::reacts_to<atom::first_token, uint64_t>,
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  caf::reacts_to<atom::retry, uint64_t>,
+  caf::reacts_to<atom::timer, uint64_t>,
   caf::reacts_to<atom::cancel>>;
 
 /// One per source: RPM/TPM/concurrency state and permits (SPEC §5).

@@ -33,7 +33,8 @@ const std::vector<std::string> source_fields = {
   "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
   "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
   "OVERLAY",        "HEADERS",        "KIND",
-  "MAX_BATCH_INPUTS", "MAX_BATCH_TOKENS",
+  "MAX_BATCH_INPUTS", "MAX_BATCH_TOKENS", "MAX_IMAGE_BYTES",
+  "OCR_PROMPT_TEXT", "OCR_PROMPT_LAYOUT",
 };
 
 bool is_source_field(const std::string& field) {
@@ -269,6 +270,9 @@ const std::map<std::string, setter<source_config>>& source_setters() {
     {"KIND", field(&sc::kind)},
     {"MAX_BATCH_INPUTS", field(&sc::max_batch_inputs)},
     {"MAX_BATCH_TOKENS", field(&sc::max_batch_tokens)},
+    {"MAX_IMAGE_BYTES", field(&sc::max_image_bytes)},
+    {"OCR_PROMPT_TEXT", field(&sc::ocr_prompt_text)},
+    {"OCR_PROMPT_LAYOUT", field(&sc::ocr_prompt_layout)},
   };
   return table;
 }
@@ -456,8 +460,13 @@ caf::expected<settings> load_settings(const env_map& env) {
   }
   for (auto& [scope_name, by_name] : drafts) {
     auto& sources = result.scopes[scope_name].sources;
-    for (auto& entry : by_name) // std::map: ordered by name
-      sources.push_back(std::move(entry.second.config));
+    for (auto& entry : by_name) { // std::map: ordered by name
+      auto& src = entry.second.config;
+      // MonkeyOCR-style servers process one request at a time.
+      if (src.kind == "ocr_monkey" && !src.max_concurrency)
+        src.max_concurrency = 1;
+      sources.push_back(std::move(src));
+    }
   }
   if (auto err = validate(result))
     return err;

@@ -55,6 +55,11 @@ struct source_config {
   int64_t max_batch_inputs = 2048;
   /// KIND=embedding: most estimated tokens per upstream request.
   int64_t max_batch_tokens = 300000;
+  /// KIND=ocr_*: largest image accepted, bytes.
+  int64_t max_image_bytes = 20 * 1024 * 1024;
+  /// KIND=ocr_vision: the instruction sent with the image; empty = built-in.
+  std::string ocr_prompt_text;
+  std::string ocr_prompt_layout;
   /// The resolved provider profile.
   provider_profile profile;
 };

@@ -337,6 +337,9 @@ caf::error check_source(const std::string& scope, const source_config& src) {
   if (auto err = at_least(key("MAX_BATCH_TOKENS"), src.max_batch_tokens, 1,
                           "estimated embedding tokens per upstream request"))
     return err;
+  if (auto err = at_least(key("MAX_IMAGE_BYTES"), src.max_image_bytes, 1,
+                          "largest OCR image, bytes"))
+    return err;
   return {};
 }
 
@@ -560,11 +563,6 @@ const scope_config default_scope{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
-  {level::source, "KIND", "OCR sources are not served yet",
-   [](const target& t) {
-     return t.source->kind != "chat" && t.source->kind != "embedding";
-   },
-   [](const target& t) { return t.source->kind; }},
   {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
    [](const target& t) {
      return t.scope->structured_max_reasks

@@ -2,6 +2,7 @@
 
 #include "messages/chat.hpp"
 #include "messages/embed.hpp"
+#include "messages/ocr.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"

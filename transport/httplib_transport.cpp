@@ -355,10 +355,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
 
   httplib::Request req;
   req.method = "POST";
-  bool embeddings = st->call.kind == upstream_kind::embeddings;
-  req.path = prefix + (embeddings ? "/embeddings" : "/chat/completions");
+  auto kind = st->call.kind;
+  bool embeddings = kind != upstream_kind::chat; // a raw 2xx body
+  req.path = prefix
+             + (kind == upstream_kind::embeddings  ? "/embeddings"
+                : kind == upstream_kind::ocr_text  ? "/ocr/text"
+                : kind == upstream_kind::ocr_parse ? "/parse?return_type="
+                                                     "content_list_json"
+                                                   : "/chat/completions");
   req.body = st->call.body;
-  req.set_header("Content-Type", "application/json");
+  req.set_header("Content-Type", st->call.content_type.empty()
+                                   ? "application/json"
+                                   : st->call.content_type);
   req.set_header("Accept",
                  st->call.stream ? "text/event-stream" : "application/json");
   req.set_header("User-Agent", "pgw/0.1");

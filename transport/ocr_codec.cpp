@@ -133,16 +133,23 @@ std::string monkey_multipart(const std::string& bytes, image_type t,
   return out;
 }
 
-void decode_monkey_text(const std::string& body, attempt_result& out) {
-  boost::system::error_code ec;
-  auto doc = json::parse(body, ec);
-  auto obj = !ec ? doc.if_object() : nullptr;
+namespace {
+
+void malformed(attempt_result& out, const char* message) {
+  out.kind = outcome::result_invalid;
+  out.reason = "malformed_body";
+  out.error_message = message;
+}
+
+/// The answer object when it says `success: true`; otherwise classifies the
+/// failure into `out` and returns null.
+const json::object* monkey_success(const json::value& doc,
+                                   attempt_result& out) {
+  auto obj = doc.if_object();
   auto success = obj ? obj->if_contains("success") : nullptr;
   if (success == nullptr || !success->is_bool()) {
-    out.kind = outcome::result_invalid;
-    out.reason = "malformed_body";
-    out.error_message = "the answer is not an OCR result object";
-    return;
+    malformed(out, "the answer is not an OCR result object");
+    return nullptr;
   }
   if (!success->get_bool()) {
     std::string message;
@@ -152,18 +159,146 @@ void decode_monkey_text(const std::string& body, attempt_result& out) {
     out.kind = rejected ? outcome::request_rejected : outcome::transient;
     out.reason = rejected ? "ocr_rejected" : "ocr_failed";
     out.error_message = message;
-    return;
+    return nullptr;
   }
-  auto content = obj->if_contains("content");
-  if (content == nullptr || !content->is_string()) {
-    out.kind = outcome::result_invalid;
-    out.reason = "malformed_body";
-    out.error_message = "the OCR result has no text content";
-    return;
+  return obj;
+}
+
+/// `{type, text, bbox?}` blocks, normalised; false when `v` is not a list
+/// of such objects.
+bool normalise_blocks(const json::value& v, json::array& out) {
+  if (!v.is_array())
+    return false;
+  for (auto& item : v.get_array()) {
+    auto b = item.if_object();
+    if (b == nullptr)
+      return false;
+    json::object n;
+    auto type = b->if_contains("type");
+    auto text = b->if_contains("text");
+    n["type"] = type && type->is_string() ? type->get_string() : "text";
+    n["text"] = text && text->is_string() ? text->get_string() : "";
+    if (auto box = b->if_contains("bbox"); box && box->is_array()
+                                           && box->get_array().size() == 4) {
+      json::array coords;
+      for (auto& c : box->get_array())
+        if (c.is_number())
+          coords.emplace_back(c.to_number<double>());
+      if (coords.size() == 4)
+        n["bbox"] = std::move(coords);
+    }
+    out.emplace_back(std::move(n));
+  }
+  return true;
+}
+
+/// Sets `out` ok with `markdown` and `blocks_json` from a layout object
+/// holding `content_key` (markdown) and/or `blocks_key`.
+bool take_layout(const json::object& obj, const char* content_key,
+                 const char* blocks_key, attempt_result& out,
+                 std::string& blocks_json) {
+  json::array blocks;
+  auto list = obj.if_contains(blocks_key);
+  bool has_blocks = list != nullptr && normalise_blocks(*list, blocks);
+  auto content = obj.if_contains(content_key);
+  bool has_text = content != nullptr && content->is_string();
+  if (!has_blocks && !has_text)
+    return false;
+  std::string text;
+  if (has_text) {
+    text = std::string(content->get_string());
+  } else {
+    for (auto& b : blocks) {
+      auto& t = b.at("text").get_string();
+      if (t.empty())
+        continue;
+      if (!text.empty())
+        text += "\n\n";
+      text.append(t.data(), t.size());
+    }
   }
   out.kind = outcome::ok;
   out.reason = "ok";
+  out.content = std::move(text);
+  blocks_json = json::serialize(blocks);
+  return true;
+}
+
+} // namespace
+
+void decode_monkey_text(const std::string& body, attempt_result& out) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  if (ec)
+    doc = nullptr;
+  auto obj = monkey_success(doc, out);
+  if (obj == nullptr)
+    return;
+  auto content = obj->if_contains("content");
+  if (content == nullptr || !content->is_string())
+    return malformed(out, "the OCR result has no text content");
+  out.kind = outcome::ok;
+  out.reason = "ok";
   out.content = std::string(content->get_string());
+}
+
+void decode_monkey_layout(const std::string& body, attempt_result& out,
+                          std::string& blocks_json) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  if (ec)
+    doc = nullptr;
+  auto obj = monkey_success(doc, out);
+  if (obj != nullptr
+      && !take_layout(*obj, "content", "content_list", out, blocks_json))
+    malformed(out, "the layout result has neither content nor content_list");
+}
+
+std::string vision_prompt(const source_config& src, bool layout) {
+  if (layout)
+    return !src.ocr_prompt_layout.empty()
+             ? src.ocr_prompt_layout
+             : "Read this document. Answer only with a JSON object "
+               "{\"markdown\": the whole text as markdown, \"blocks\": "
+               "[{\"type\": \"title|text|table|figure|list\", \"text\": "
+               "..., \"bbox\": [x0, y0, x1, y1]}]}.";
+  return !src.ocr_prompt_text.empty()
+           ? src.ocr_prompt_text
+           : "Transcribe all text in this image exactly, in reading order. "
+             "Answer with the text only.";
+}
+
+chat_request vision_request(const source_config& src, const std::string& image,
+                            image_type t, bool layout) {
+  chat_message msg;
+  msg.role = "user";
+  msg.parts.push_back({"text", vision_prompt(src, layout), ""});
+  msg.parts.push_back({"image_url", "", image_data_url(image, t)});
+  chat_request req;
+  req.messages.push_back(std::move(msg));
+  req.stream = false;
+  return req;
+}
+
+void decode_vision_layout(attempt_result& out, std::string& blocks_json) {
+  auto text = out.content;
+  auto open = text.find("```");
+  if (open != std::string::npos) {
+    auto start = text.find('\n', open);
+    auto close = text.rfind("```");
+    if (start != std::string::npos && close > start)
+      text = text.substr(start + 1, close - start - 1);
+  }
+  boost::system::error_code ec;
+  auto doc = json::parse(text, ec);
+  auto obj = !ec ? doc.if_object() : nullptr;
+  if (obj == nullptr
+      || !take_layout(*obj, "markdown", "blocks", out, blocks_json)) {
+    out.kind = outcome::result_invalid;
+    out.reason = "layout_not_json";
+    out.error_message = "the layout answer is not a JSON object with "
+                        "markdown or blocks";
+  }
 }
 
 } // namespace pgw

@@ -4,6 +4,8 @@
 /// vision-chat image part, and the MonkeyOCR-style API's multipart body and
 /// answers. Plain functions; the OCR call actor is not built yet.
 
+#include "config/settings.hpp"
+#include "messages/chat.hpp"
 #include "messages/outcome.hpp"
 
 #include <caf/error.hpp>
@@ -51,5 +53,29 @@ std::string monkey_multipart(const std::string& bytes, image_type t,
 /// message kept. A body that is not such an object → `result_invalid`
 /// (`malformed_body`).
 void decode_monkey_text(const std::string& body, attempt_result& out);
+
+/// Decodes a 2xx answer of `POST /parse?return_type=content_list_json`:
+/// `success` as for text; then `content_list` (an array of `{type, text,
+/// bbox?}`) becomes `blocks_json` (normalised: type and text strings, bbox
+/// an array of 4 numbers when given) and `out.content` the markdown
+/// (`content` when it is a string, else the blocks' texts joined by blank
+/// lines). Neither present → `result_invalid` (`malformed_body`).
+void decode_monkey_layout(const std::string& body, attempt_result& out,
+                          std::string& blocks_json);
+
+/// The instruction sent with the image to a vision model (a source's
+/// OCR_PROMPT_TEXT / OCR_PROMPT_LAYOUT when set).
+std::string vision_prompt(const source_config& src, bool layout);
+
+/// The vision chat request: one user message with the prompt and the image
+/// as a `data:` URL content part.
+chat_request vision_request(const source_config& src, const std::string& image,
+                            image_type t, bool layout);
+
+/// A vision model's layout answer (`out.content`) must be a JSON object
+/// `{markdown, blocks?}` (a ```json fence around it is tolerated): sets
+/// `out.content` to the markdown and `blocks_json`, or makes the outcome
+/// `result_invalid` with reason `layout_not_json`.
+void decode_vision_layout(attempt_result& out, std::string& blocks_json);
 
 } // namespace pgw

@@ -77,3 +77,26 @@ TEST_CASE("a scope serves one kind; embedding models should agree") {
   REQUIRE(s);
   CHECK(mentions(s->warnings, "embedding sources name different models"));
 }
+
+TEST_CASE("ocr_monkey sources default to MAX_CONCURRENCY=1; MAX_IMAGE_BYTES") {
+  env_map env{{"OCR__GENERIC__M__BASE_URL", "http://127.0.0.1:9000"},
+              {"OCR__GENERIC__M__MODEL", "monkey"},
+              {"OCR__GENERIC__M__KIND", "ocr_monkey"},
+              {"OCR__GENERIC__N__BASE_URL", "http://127.0.0.1:9001"},
+              {"OCR__GENERIC__N__MODEL", "monkey"},
+              {"OCR__GENERIC__N__KIND", "ocr_monkey"},
+              {"OCR__GENERIC__N__MAX_CONCURRENCY", "3"},
+              {"OCR__GENERIC__N__MAX_IMAGE_BYTES", "1000"}};
+  auto s = load_settings(env);
+  REQUIRE(s);
+  auto& sc = s->scopes.at("OCR");
+  CHECK(sc.find("m")->max_concurrency == 1);
+  CHECK(sc.find("n")->max_concurrency == 3);
+  CHECK(sc.find("m")->max_image_bytes == 20 * 1024 * 1024);
+  CHECK(sc.find("n")->max_image_bytes == 1000);
+  CHECK(s->warnings.empty());
+  env["OCR__GENERIC__N__MAX_IMAGE_BYTES"] = "0";
+  CHECK(load_error(env)
+        == "OCR__GENERIC__N__MAX_IMAGE_BYTES=0: must be an integer >= 1 "
+           "(largest OCR image, bytes)");
+}

@@ -483,8 +483,6 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     {"LLM__OPENAI__A__TPM", "1000"},
     {"LLM__OPENAI__A__MAX_CONCURRENCY", "2"},
     {"LLM__OPENAI__A__EST_TOKENS", "10"},
-    {"LLM__OPENAI__A__KIND", "ocr_vision"},
-    {"LLM__GENERIC__B__KIND", "ocr_vision"},
     {"LLM__HEDGE__AFTER_S", "1"},
     {"LLM__HEDGE__MAX_EXTRA", "2"},
     {"LLM__BREAKER__THRESHOLD", "3"},
@@ -507,8 +505,6 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK(has(w, key + " is accepted but has no effect yet (" + feature
                    + ")"));
   };
-  expect("LLM__OPENAI__A__KIND=ocr_vision", "OCR sources are not served yet");
-  expect("LLM__GENERIC__B__KIND=ocr_vision", "OCR sources are not served yet");
   expect("LLM__STRUCTURED__MAX_REASKS", "structured output not built");
   expect("PGW_CACHE_TTL_S", "cache not built");
   expect("PGW_CACHE_NAMESPACE",
@@ -523,8 +519,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key: 6 keys plus MAX_EXTRA's own warning.
-  CHECK(w.size() == 7);
+  // Exactly one warning per key: 4 keys plus MAX_EXTRA's own warning.
+  CHECK(w.size() == 5);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
 }

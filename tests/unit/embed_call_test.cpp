@@ -1,6 +1,6 @@
 /// The embedding call actor on the test coordinator with the fake transport.
 
-#include "fixtures/actor_fixture.hpp"
+#include "fixtures/side_call_fixture.hpp"
 
 #include <boost/json.hpp>
 
@@ -10,12 +10,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// What an embedding caller received.
-struct embed_outcome {
-  int answers = 0;
-  caf::optional<embed_response> response;
-  caf::error error;
-};
+using embed_outcome = side_outcome<embed_response>;
 
 /// An OK answer with one vector per input: [value of the input, 0.5, ...]
 /// of length `dim`; 2 tokens per input.
@@ -68,24 +63,10 @@ scope_config embed_scope(const std::vector<std::string>& names,
   return sc;
 }
 
-struct embed_fixture : actor_fixture {
+struct embed_fixture : side_call_fixture {
   std::shared_ptr<embed_outcome> start_embed(gateway_actor gw,
                                              embed_request req) {
-    auto out = std::make_shared<embed_outcome>();
-    sys.spawn([gw, req, out](caf::event_based_actor* self) {
-      self->request(gw, caf::infinite, atom::embed_v, req)
-        .then(
-          [out](embed_response& resp) {
-            ++out->answers;
-            out->response = std::move(resp);
-          },
-          [out](caf::error& err) {
-            ++out->answers;
-            out->error = std::move(err);
-          });
-    });
-    sched.run();
-    return out;
+    return start_side<embed_response>(gw, atom::embed_v, std::move(req));
   }
 
   std::shared_ptr<embed_outcome> embed(gateway_actor gw,
@@ -93,9 +74,7 @@ struct embed_fixture : actor_fixture {
     embed_request req;
     req.inputs = std::move(inputs);
     auto out = start_embed(gw, std::move(req));
-    sched.run();
-    while (out->answers == 0 && sched.trigger_timeout())
-      sched.run();
+    run_until(out);
     return out;
   }
 
