@@ -31,6 +31,15 @@ public:
   /// Starts one embedding call; the future holds its single answer.
   std::future<caf::expected<embed_response>> embed_async(embed_request req);
 
+  /// The text in `image` (PNG, JPEG or PDF bytes), from an OCR scope.
+  caf::expected<ocr_response> recognize_text(std::string image);
+
+  /// The layout of `image`: markdown plus blocks.
+  caf::expected<ocr_response> parse_layout(std::string image);
+
+  /// Starts one OCR call; the future holds its single answer.
+  std::future<caf::expected<ocr_response>> ocr_async(ocr_request req);
+
   /// Cancels the call with this id (set `chat_request::call_id` to use it).
   /// The call answers `cancelled` once its attempts are stopped.
   void cancel(const std::string& call_id);

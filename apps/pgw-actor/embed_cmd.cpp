@@ -12,9 +12,6 @@
 
 #include <unistd.h>
 
-#include <atomic>
-#include <chrono>
-#include <csignal>
 #include <cstdio>
 #include <iostream>
 
@@ -36,8 +33,6 @@ constexpr const char* embed_usage = R"(usage: pgw-actor embed [TEXT...|-] [optio
 exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
-
-std::atomic<bool> embed_interrupted{false};
 
 int embed_usage_error(const std::string& msg) {
   std::fprintf(stderr, "pgw-actor embed: %s\n", msg.c_str());
@@ -142,20 +137,8 @@ int embed_main(const std::vector<std::string>& args) {
   req.call_id = "cli-embed-" + std::to_string(::getpid());
   req.inputs = std::move(inputs);
   auto call_id = req.call_id;
-  struct sigaction sa {};
-  sa.sa_handler = [](int) { embed_interrupted = true; };
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   auto pending = cl.embed_async(std::move(req));
-  bool cancel_sent = false;
-  while (pending.wait_for(std::chrono::milliseconds(50))
-         != std::future_status::ready)
-    if (embed_interrupted && !cancel_sent) {
-      cl.cancel(call_id);
-      cancel_sent = true;
-    }
-  auto result = pending.get();
+  auto result = await_cancellable(pending, [&] { cl.cancel(call_id); });
   int rc = exit_ok;
   if (result) {
     if (json_out) {

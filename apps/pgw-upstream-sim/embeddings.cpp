@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 
 namespace pgw::sim::detail {
 
@@ -48,13 +49,22 @@ std::string parse_embed(const std::string& body, embed_request& out) {
   return {};
 }
 
+namespace {
+
+uint64_t fnv1a(const std::string& bytes) {
+  uint64_t h = 1469598103934665603ULL;
+  for (unsigned char c : bytes) {
+    h ^= c;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+} // namespace
+
 std::vector<float> embed_vector(const std::string& input, size_t dim) {
   // FNV-1a of the text seeds a splitmix64 sequence.
-  uint64_t state = 1469598103934665603ULL;
-  for (unsigned char c : input) {
-    state ^= c;
-    state *= 1099511628211ULL;
-  }
+  uint64_t state = fnv1a(input);
   std::vector<float> out;
   out.reserve(dim);
   for (size_t i = 0; i < dim; ++i) {
@@ -87,6 +97,57 @@ std::string embeddings_body(const embed_request& req, size_t dim,
     out["usage"] = json::object{{"prompt_tokens", req.prompt_tokens},
                                 {"total_tokens", req.prompt_tokens}};
   return json::serialize(out);
+}
+
+bool multipart_file(const std::string& body, std::string& out) {
+  auto eol = body.find("\r\n");
+  if (body.rfind("--", 0) != 0 || eol == std::string::npos || eol < 3)
+    return false;
+  auto boundary = body.substr(0, eol);
+  auto start = body.find("\r\n\r\n", eol);
+  if (start == std::string::npos)
+    return false;
+  start += 4;
+  auto end = body.find("\r\n" + boundary, start);
+  if (end == std::string::npos)
+    return false;
+  out = body.substr(start, end - start);
+  return true;
+}
+
+std::string ocr_text_of(const std::string& file) {
+  char hex[17];
+  std::snprintf(hex, sizeof(hex), "%016llx",
+                static_cast<unsigned long long>(fnv1a(file)));
+  return std::string{"Recognised text of image "} + hex;
+}
+
+std::string ocr_body(const std::string& file, bool layout) {
+  auto text = ocr_text_of(file);
+  if (!layout)
+    return json::serialize(json::object{{"success", true},
+                                        {"task_type", "text"},
+                                        {"content", text},
+                                        {"message", "ok"}});
+  json::array blocks;
+  blocks.emplace_back(json::object{{"type", "title"},
+                                   {"text", "Simulated page"},
+                                   {"bbox", json::array{10, 10, 200, 40}}});
+  blocks.emplace_back(json::object{{"type", "text"},
+                                   {"text", text},
+                                   {"bbox", json::array{10, 50, 200, 90}}});
+  return json::serialize(json::object{
+    {"success", true},
+    {"content", "# Simulated page\n\n" + text},
+    {"content_list", std::move(blocks)},
+    {"files", json::array{}}});
+}
+
+std::string ocr_failure_body(const std::string& message) {
+  return json::serialize(json::object{{"success", false},
+                                      {"task_type", "text"},
+                                      {"content", ""},
+                                      {"message", message}});
 }
 
 } // namespace pgw::sim::detail

@@ -26,4 +26,21 @@ std::vector<float> embed_vector(const std::string& input, size_t dim);
 /// The OpenAI embeddings answer for `req` with vectors of length `dim`.
 std::string embeddings_body(const embed_request& req, size_t dim, bool usage);
 
+// -- MonkeyOCR-style `/ocr/text` and `/parse` ---------------------------------
+
+/// The bytes of the first part of a `multipart/form-data` body (the
+/// boundary is read from the body's first line); false when malformed.
+bool multipart_file(const std::string& body, std::string& out);
+
+/// The text the simulator "recognises" in `file`: it names a hash of the
+/// bytes, so a test can tell which image was read.
+std::string ocr_text_of(const std::string& file);
+
+/// `{success: true, task_type: "text", content}` for `/ocr/text`, or a
+/// layout (`content` and a two-block `content_list`) for `/parse`.
+std::string ocr_body(const std::string& file, bool layout);
+
+/// HTTP 200 with `{success: false, message}`: how such servers fail.
+std::string ocr_failure_body(const std::string& message);
+
 } // namespace pgw::sim::detail

@@ -264,7 +264,8 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
-               "script", "stream", "outage", "dim", "max_inputs"});
+               "script", "stream", "outage", "dim", "max_inputs", "ocr_fail",
+               "ocr_fail_p"});
   model_spec m;
   if (auto* x = obj.if_contains("dim")) {
     m.dim = as_count(*x, path + ".dim");
@@ -273,6 +274,14 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   }
   if (auto* x = obj.if_contains("max_inputs"))
     m.max_inputs = as_count(*x, path + ".max_inputs");
+  if (auto* x = obj.if_contains("ocr_fail"))
+    m.ocr_fail = as_string(*x, path + ".ocr_fail");
+  if (auto* x = obj.if_contains("ocr_fail_p")) {
+    if (!x->is_number() || x->to_number<double>() < 0
+        || x->to_number<double>() > 1)
+      fail(path + ".ocr_fail_p", "must be a number in [0, 1]");
+    m.ocr_fail_p = x->to_number<double>();
+  }
   if (auto* x = obj.if_contains("tokens"))
     m.base.tokens = as_count(*x, path + ".tokens");
   if (auto* x = obj.if_contains("ttft_ms"))

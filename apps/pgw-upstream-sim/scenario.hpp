@@ -83,6 +83,10 @@ struct model_spec {
   /// answers 400); unset = no limit.
   int dim = 8;
   std::optional<int> max_inputs;
+  /// `/ocr/text` and `/parse`: answer HTTP 200 `{success: false, message}`
+  /// with this message (instead of a result) to a share `ocr_fail_p`.
+  std::optional<std::string> ocr_fail;
+  double ocr_fail_p = 1.0;
 };
 
 /// Model name -> behaviour, sorted by name.

@@ -255,6 +255,9 @@ bool send_all(int fd, const std::string& s) {
 
 // -- the server -----------------------------------------------------------------
 
+/// What a POST asks for.
+enum class request_kind { chat, embeddings, ocr_text, ocr_parse };
+
 struct server::impl {
   explicit impl(options o) : opts(std::move(o)) {
   }
@@ -294,9 +297,12 @@ struct server::impl {
   void serve(int fd);
   bool handle(int fd, const detail::request_head& head, std::string& body,
               bool& closed);
+  /// Chat completions, or (`kind`) embeddings and MonkeyOCR-style OCR
+  /// (`ocr_model`: the model named by the path).
   bool handle_chat(int fd, const detail::request_head& head,
                    const std::string& body, bool& closed,
-                   bool embeddings = false);
+                   request_kind kind = request_kind::chat,
+                   const std::string& ocr_model = {});
   waited wait_until(int fd, clock_type::time_point deadline);
   void close_conn(int fd, bool reset);
   void do_stop();
@@ -577,7 +583,22 @@ bool server::impl::handle(int fd, const detail::request_head& head,
   if (path == "/v1/embeddings" || path == "/embeddings") {
     if (head.method != "POST")
       return reply(405, error_body(405, "use POST", std::nullopt));
-    return handle_chat(fd, head, body, closed, true);
+    return handle_chat(fd, head, body, closed, request_kind::embeddings);
+  }
+  // MonkeyOCR-style: {BASE_URL}/ocr/text and {BASE_URL}/parse, where the
+  // last segment of BASE_URL's path names the model ("ok" when none).
+  for (auto [suffix, kind] : {std::pair{"/ocr/text", request_kind::ocr_text},
+                              std::pair{"/parse", request_kind::ocr_parse}}) {
+    std::string s = suffix;
+    if (path.size() < s.size()
+        || path.compare(path.size() - s.size(), s.size(), s) != 0)
+      continue;
+    if (head.method != "POST")
+      return reply(405, error_body(405, "use POST", std::nullopt));
+    auto base = path.substr(0, path.size() - s.size());
+    auto model = base.substr(base.rfind('/') + 1);
+    return handle_chat(fd, head, body, closed, kind,
+                       model.empty() ? "ok" : model);
   }
   if (path == "/v1/models" || path == "/models") {
     if (head.method != "GET")
@@ -668,7 +689,11 @@ void server::impl::finish(const ticket& t, int status, bool client_closed,
 
 bool server::impl::handle_chat(int fd, const detail::request_head& head,
                                const std::string& body, bool& closed,
-                               bool embeddings) {
+                               request_kind kind,
+                               const std::string& ocr_model) {
+  const bool embeddings = kind == request_kind::embeddings;
+  const bool ocr = kind == request_kind::ocr_text
+                   || kind == request_kind::ocr_parse;
   const bool keep = head.keep_alive;
   auto error_response = [&](int status, const std::string& message,
                             const std::optional<std::string>& code,
@@ -681,12 +706,19 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   };
   chat_request req;
   detail::embed_request ereq;
+  std::string file;
   auto problem = embeddings ? detail::parse_embed(body, ereq)
-                            : parse_chat(body, req);
+                 : ocr ? (detail::multipart_file(body, file)
+                            ? std::string{}
+                            : "the body must be multipart/form-data with a "
+                              "file part")
+                       : parse_chat(body, req);
   if (embeddings) {
     req.model = ereq.model;
     req.prompt_tokens = ereq.prompt_tokens;
   }
+  if (ocr)
+    req.model = ocr_model;
   if (!problem.empty()) {
     log_rejected(req.model, 400, req.stream, head.has_bearer);
     return send_all(fd, error_response(400, problem, std::nullopt, {}))
@@ -767,12 +799,20 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     return keep;
   }
 
-  if (embeddings) {
+  if (embeddings || ocr) {
     if (auto w = wait_until(fd, after_ms(t0, p.latency_ms * scale));
         w != waited::elapsed)
       return left(w, 0, 0);
-    auto content = detail::embeddings_body(
-      ereq, static_cast<size_t>(model_specs[it->second]->dim), p.b.usage);
+    auto& spec = *model_specs[it->second];
+    std::string content;
+    if (embeddings)
+      content = detail::embeddings_body(ereq, static_cast<size_t>(spec.dim),
+                                        p.b.usage);
+    else if (spec.ocr_fail
+             && detail::draw(opts.seed, req.model, n, 77) < spec.ocr_fail_p)
+      content = detail::ocr_failure_body(*spec.ocr_fail);
+    else
+      content = detail::ocr_body(file, kind == request_kind::ocr_parse);
     auto out = response_head(200, "application/json", content.size(), !keep);
     out += content;
     if (!deliver(out, 200, 0, 0))
