@@ -63,3 +63,28 @@ TEST_CASE("sim embeddings: vectors depend only on the text") {
   CHECK(data[1].at("embedding").as_array().size() == 4);
   CHECK_FALSE(body.contains("usage"));
 }
+
+TEST_CASE("sim ocr: multipart files, answers and ocr_fail") {
+  std::string file;
+  CHECK(multipart_file("--XY\r\nContent-Disposition: form-data; name=\"file\""
+                       "\r\n\r\nBYTES\r\n--XY--\r\n",
+                       file));
+  CHECK(file == "BYTES");
+  CHECK_FALSE(multipart_file("not multipart", file));
+  CHECK_FALSE(multipart_file("--XY\r\nno blank line", file));
+  CHECK(ocr_text_of("a") == ocr_text_of("a"));
+  CHECK(ocr_text_of("a") != ocr_text_of("b"));
+  auto text = boost::json::parse(ocr_body("img", false)).as_object();
+  CHECK(text.at("success").as_bool());
+  CHECK(text.at("content").as_string() == ocr_text_of("img"));
+  auto layout = boost::json::parse(ocr_body("img", true)).as_object();
+  CHECK(layout.at("content_list").as_array().size() == 2);
+  auto fail = boost::json::parse(ocr_failure_body("busy")).as_object();
+  CHECK_FALSE(fail.at("success").as_bool());
+  auto s = load_scenario(R"({"models": {"o": {"ocr_fail": "x", "ocr_fail_p": 0.5}}})");
+  CHECK(s.at("o").ocr_fail == std::string{"x"});
+  CHECK(s.at("o").ocr_fail_p == 0.5);
+  CHECK_THROWS_WITH_AS(
+    check_scenario(R"({"models": {"o": {"ocr_fail_p": 2}}})"),
+    "models.o.ocr_fail_p: must be a number in [0, 1]", std::invalid_argument);
+}
