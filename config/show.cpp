@@ -147,6 +147,9 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("KIND"), src.kind},
     {key("MAX_BATCH_INPUTS"), text(src.max_batch_inputs)},
     {key("MAX_BATCH_TOKENS"), text(src.max_batch_tokens)},
+    {key("MAX_IMAGE_BYTES"), text(src.max_image_bytes)},
+    {key("OCR_PROMPT_TEXT"), src.ocr_prompt_text},
+    {key("OCR_PROMPT_LAYOUT"), src.ocr_prompt_layout},
   };
 }
 
@@ -258,6 +261,9 @@ std::string show_settings_json(const settings& s) {
         {"kind", src.kind},
         {"max_batch_inputs", src.max_batch_inputs},
         {"max_batch_tokens", src.max_batch_tokens},
+        {"max_image_bytes", src.max_image_bytes},
+        {"ocr_prompt_text", src.ocr_prompt_text},
+        {"ocr_prompt_layout", src.ocr_prompt_layout},
       });
     }
     auto& br = sc.breaker;

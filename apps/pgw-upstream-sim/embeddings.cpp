@@ -143,6 +143,35 @@ std::string ocr_body(const std::string& file, bool layout) {
     {"files", json::array{}}});
 }
 
+bool data_url_bytes(const std::string& url, std::string& out) {
+  auto comma = url.find(";base64,");
+  if (url.rfind("data:", 0) != 0 || comma == std::string::npos)
+    return false;
+  out.clear();
+  uint32_t acc = 0;
+  int bits = 0;
+  for (auto i = comma + 8; i < url.size(); ++i) {
+    char c = url[i];
+    int v = c >= 'A' && c <= 'Z'   ? c - 'A'
+            : c >= 'a' && c <= 'z' ? c - 'a' + 26
+            : c >= '0' && c <= '9' ? c - '0' + 52
+            : c == '+'             ? 62
+            : c == '/'             ? 63
+                                   : -1;
+    if (c == '=')
+      break;
+    if (v < 0)
+      return false;
+    acc = (acc << 6) | static_cast<uint32_t>(v);
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return true;
+}
+
 std::string ocr_failure_body(const std::string& message) {
   return json::serialize(json::object{{"success", false},
                                       {"task_type", "text"},

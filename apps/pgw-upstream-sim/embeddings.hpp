@@ -40,6 +40,9 @@ std::string ocr_text_of(const std::string& file);
 /// layout (`content` and a two-block `content_list`) for `/parse`.
 std::string ocr_body(const std::string& file, bool layout);
 
+/// The bytes of a `data:<type>;base64,<...>` URL; false when it is not one.
+bool data_url_bytes(const std::string& url, std::string& out);
+
 /// HTTP 200 with `{success: false, message}`: how such servers fail.
 std::string ocr_failure_body(const std::string& message);
 

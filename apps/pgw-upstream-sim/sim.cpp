@@ -176,6 +176,9 @@ struct chat_request {
   bool include_usage = false;
   std::optional<int64_t> max_tokens;
   int prompt_tokens = 1;
+  /// A `data:` image part was sent: the non-streamed answer is the text
+  /// the simulator "recognises" in it (a vision OCR model).
+  std::optional<std::string> image_text;
 };
 
 /// Returns an error message, or empty when `body` is a usable chat request.
@@ -204,11 +207,20 @@ std::string parse_chat(const std::string& body, chat_request& out) {
     if (content->is_string()) {
       chars += content->get_string().size();
     } else if (content->is_array()) {
-      for (auto& part : content->get_array())
-        if (part.is_object())
-          if (auto* text = part.get_object().if_contains("text");
-              text && text->is_string())
-            chars += text->get_string().size();
+      for (auto& part : content->get_array()) {
+        if (!part.is_object())
+          continue;
+        if (auto* text = part.get_object().if_contains("text");
+            text && text->is_string())
+          chars += text->get_string().size();
+        std::string bytes;
+        if (auto* image = part.get_object().if_contains("image_url");
+            image && image->is_object())
+          if (auto* url = image->get_object().if_contains("url");
+              url && url->is_string()
+              && detail::data_url_bytes(std::string(url->get_string()), bytes))
+            out.image_text = detail::ocr_text_of(bytes);
+      }
     }
   }
   out.prompt_tokens = static_cast<int>(std::max<size_t>(1, chars / 4));
@@ -841,7 +853,9 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
                           + std::to_string(created) + R"(,"model":)";
     append_json_string(content, model);
     content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
-    append_json_string(content, answer_text(model, opts.seed, produced));
+    append_json_string(content, req.image_text
+                                  ? *req.image_text
+                                  : answer_text(model, opts.seed, produced));
     content += R"(},"finish_reason":")";
     content += finish_reason;
     content += "\"}]";

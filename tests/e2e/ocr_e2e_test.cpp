@@ -52,6 +52,11 @@ struct ocr_e2e_fixture {
             prefix + "MODEL=" + model, prefix + "KIND=ocr_monkey"};
   }
 
+  static std::vector<std::string> concat_backoff(std::vector<std::string> env) {
+    env.push_back("OCR__BACKOFF_BASE_S=0.01");
+    return env;
+  }
+
   run_result ocr(std::vector<std::string> args,
                  std::vector<std::string> env) {
     args.insert(args.begin(), {PGW_ACTOR_BIN, "ocr"});
@@ -89,11 +94,7 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
   REQUIRE(r.exit_code == 0);
   CHECK(json::parse(r.out).at("source").as_string() == "b");
   auto down = ocr({"text", dir + "-page.png", "--json"},
-                  [&] {
-                    auto e = source("A", "sad");
-                    e.push_back("OCR__BACKOFF_BASE_S=0.01");
-                    return e;
-                  }());
+                  concat_backoff(source("A", "sad")));
   CHECK(down.exit_code == 4);
   CHECK(json::parse(down.out).at("error").at("per_source").at("a").as_string()
         == "ocr_failed");
@@ -107,4 +108,25 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
   auto big = ocr({"text", dir + "-page.png"}, small);
   CHECK(big.exit_code == 2);
   CHECK(big.err.find("MAX_IMAGE_BYTES=4") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(ocr_e2e_fixture,
+                  "ocr_vision: the image as a data: URL to a vision chat "
+                  "model") {
+  std::vector<std::string> env{
+    "OCR__GENERIC__V__BASE_URL=" + sim.base_url(), "OCR__GENERIC__V__MODEL=ok",
+    "OCR__GENERIC__V__KIND=ocr_vision"};
+  auto r = ocr({"text", dir + "-page.png", "--json"}, env);
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  auto doc = json::parse(r.out);
+  CHECK(doc.at("text").as_string() == pgw::sim::detail::ocr_text_of(png));
+  CHECK(doc.at("source").as_string() == "v");
+  // The vision answer is not JSON: a layout fails result_invalid (exit 4).
+  auto layout = ocr({"layout", dir + "-page.png", "--json"},
+                    concat_backoff(env));
+  CHECK(layout.exit_code == 4);
+  CHECK(json::parse(layout.out).at("error").at("per_source").at("v")
+          .as_string()
+        == "layout_not_json");
 }

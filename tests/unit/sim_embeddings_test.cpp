@@ -88,3 +88,13 @@ TEST_CASE("sim ocr: multipart files, answers and ocr_fail") {
     check_scenario(R"({"models": {"o": {"ocr_fail_p": 2}}})"),
     "models.o.ocr_fail_p: must be a number in [0, 1]", std::invalid_argument);
 }
+
+TEST_CASE("sim ocr: data: URLs decode to the image bytes") {
+  std::string bytes;
+  REQUIRE(data_url_bytes("data:image/png;base64,Zm9vYmE=", bytes));
+  CHECK(bytes == "fooba");
+  REQUIRE(data_url_bytes("data:image/png;base64,//4=", bytes));
+  CHECK(bytes == std::string("\xFF\xFE", 2));
+  CHECK_FALSE(data_url_bytes("https://example.com/x.png", bytes));
+  CHECK_FALSE(data_url_bytes("data:image/png;base64,a*b", bytes));
+}
