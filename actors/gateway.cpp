@@ -290,6 +290,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto err = check_request(req))
         return err;
+      if (auto& kind = st.scope->sources.front().kind; kind != "chat")
+        return make_error(error_code::invalid_request,
+                          "scope " + st.scope->name + " serves KIND=" + kind
+                            + ", not chat");
       if (req.call_id.empty())
         req.call_id = new_call_id(self);
       else if (st.calls.count(req.call_id) != 0)

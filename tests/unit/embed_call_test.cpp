@@ -287,6 +287,11 @@ TEST_CASE_FIXTURE(embed_fixture, "embed: bad requests are invalid_request") {
   auto chat_gw = spawn_gateway(test_scope({"c"}));
   auto wrong = embed(chat_gw, {"1"});
   CHECK(code_of(wrong->error) == error_code::invalid_request);
+  // And chat calls on an embedding scope.
+  auto chat = call(gw, hello());
+  CHECK(code_of(chat->error) == error_code::invalid_request);
+  CHECK(detail_of(chat->error)->message
+        == "scope EMBED serves KIND=embedding, not chat");
   CHECK(fake->calls().empty());
 }
 
