@@ -130,7 +130,8 @@ gateway_status status_of(self_ptr self) {
   out.calls_started = st.calls_started;
   out.calls_ok = st.calls_ok;
   out.calls_failed = st.calls_failed;
-  out.calls_active = static_cast<int64_t>(st.calls.size());
+  out.calls_active = static_cast<int64_t>(st.calls.size()
+                                         + st.side_calls.size());
   out.timers_armed = static_cast<int64_t>(st.timers.size());
   auto now = self->clock().now();
   for (size_t i = 0; i < st.sources.size(); ++i) {

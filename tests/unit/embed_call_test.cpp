@@ -213,6 +213,7 @@ TEST_CASE_FIXTURE(embed_fixture,
   sched.run();
   CHECK(fake->calls().size() == 2);
   CHECK(out->answers == 0);
+  CHECK(status(gw).calls_active == 1);
   caf::anon_send(gw, atom::cancel_v, std::string{"emb-1"});
   sched.run();
   REQUIRE(out->answers == 1);
@@ -223,6 +224,7 @@ TEST_CASE_FIXTURE(embed_fixture,
   // Estimates: 11 + 11 for the first sub-batch, 1 for the second.
   CHECK(source(st, "a").limiter.tpm_used == 23);
   CHECK(source(st, "a").outcomes.at("cancelled") == 2);
+  CHECK(st.calls_active == 0);
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
