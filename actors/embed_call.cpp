@@ -60,6 +60,7 @@ void maybe_deliver(self_ptr self) {
     auto& stats = st.response.stats;
     stats.total_latency_ms = ms_since(self, st.started_at);
     stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";
+    stats.cost_usd = st.cost_usd;
     for (auto& s : st.sources_used)
       stats.source += (stats.source.empty() ? "" : ",") + s;
     stats.model = st.response.model;
@@ -225,9 +226,18 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   out.stats.generation_ms += res.latency_ms;
   out.stats.prompt_tokens += res.prompt_tokens;
   st.all_usage_reported = st.all_usage_reported && res.usage_reported;
+  auto model = !res.model.empty() ? res.model
+                                  : source_of(self, source)->config->model;
   if (out.model.empty())
-    out.model = !res.model.empty() ? res.model
-                                   : source_of(self, source)->config->model;
+    out.model = model;
+  auto cost = st.args.prices ? st.args.prices->cost(st.args.scope->name,
+                                                    source, model,
+                                                    res.prompt_tokens, 0)
+                             : std::nullopt;
+  if (cost && st.cost_usd)
+    *st.cost_usd += *cost;
+  else
+    st.cost_usd = caf::none;
   if (std::find(st.sources_used.begin(), st.sources_used.end(), source)
       == st.sources_used.end())
     st.sources_used.push_back(source);

@@ -29,6 +29,8 @@ struct embed_call_args {
   uint64_t seed = 0;
   /// Who asked: when it goes away, the call is cancelled (like a deadline).
   caf::strong_actor_ptr requester;
+  /// Prices for `cost_usd` (input tokens of each sub-batch); null = none.
+  std::shared_ptr<const price_table> prices;
 };
 
 /// One sub-batch and its retry state.
@@ -67,6 +69,8 @@ struct embed_call_state {
   /// The vector length fixed by the first sub-batch that succeeded.
   size_t dim = 0;
   bool all_usage_reported = true;
+  /// Sum of the sub-batches' costs; unset once one has no price.
+  caf::optional<double> cost_usd = 0.0;
   std::vector<std::string> sources_used;
   std::map<std::string, std::string> last_reason;
   caf::actor_clock::time_point started_at;

@@ -43,6 +43,7 @@ caf::result<embed_response> start_embed(gateway_self self,
     args.deadline_s = *st.scope->call_deadline_s;
   args.seed = st.rng();
   args.requester = self->current_sender();
+  args.prices = st.opts.prices;
   auto id = args.call_id;
   return run_side_call<embed_response>(self, id,
                                        self->spawn(embed_call,

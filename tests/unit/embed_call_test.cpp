@@ -170,6 +170,7 @@ TEST_CASE_FIXTURE(embed_fixture,
   CHECK(stats.prompt_tokens == 12);
   CHECK(stats.usage_source == "reported");
   CHECK(stats.generation_ms == doctest::Approx(300));
+  CHECK_FALSE(stats.cost_usd); // no prices
   settle();
   auto st = status(gw);
   check_balanced(st);
@@ -330,4 +331,20 @@ TEST_CASE_FIXTURE(embed_fixture, "embeddings never change the health EWMA") {
   caf::anon_send(gw, atom::report_v, rep);
   sched.run();
   CHECK(source(status(gw), "a").ewma < 1.0);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: cost_usd sums the sub-batches' input tokens") {
+  fake->script("a", {embed_ok()});
+  gateway_options opts;
+  auto prices = price_table::parse(
+    R"({"models": {"emb": {"input": 2.0, "output": 9.0}}})");
+  REQUIRE(prices);
+  opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  auto gw = spawn_gateway(embed_scope({"a"}, 2), 42, opts);
+  auto out = embed(gw, numbers(5));
+  REQUIRE(out->response);
+  // 3 sub-batches, 2 tokens per input: 10 input tokens at $2 per million.
+  REQUIRE(out->response->stats.cost_usd);
+  CHECK(*out->response->stats.cost_usd == doctest::Approx(10 * 2.0 / 1e6));
 }
