@@ -64,8 +64,8 @@ void next_candidate(gateway_self self, admission_ptr a);
 void try_limiter(gateway_self self, admission_ptr a, size_t i,
                  breaker_entry entry) {
   auto& src = self->state.sources[i];
-  self->request(src.limiter, caf::infinite, atom::acquire_v,
-                src.config->est_tokens)
+  auto est = a->req.est > 0 ? a->req.est : src.config->est_tokens;
+  self->request(src.limiter, caf::infinite, atom::acquire_v, est)
     .then(
       [self, a, i, entry](acquire_result& res) {
         auto& src = self->state.sources[i];

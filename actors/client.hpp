@@ -10,6 +10,7 @@
 
 #include <future>
 #include <string>
+#include <vector>
 
 namespace pgw {
 
@@ -22,6 +23,22 @@ public:
 
   /// Starts one call; the future holds its single answer.
   std::future<caf::expected<chat_response>> chat_async(chat_request req);
+
+  /// Embeds `inputs` (one vector per input, in order) and blocks until the
+  /// single answer; an empty list answers at once.
+  caf::expected<embed_response> embed(std::vector<std::string> inputs);
+
+  /// Starts one embedding call; the future holds its single answer.
+  std::future<caf::expected<embed_response>> embed_async(embed_request req);
+
+  /// The text in `image` (PNG, JPEG or PDF bytes), from an OCR scope.
+  caf::expected<ocr_response> recognize_text(std::string image);
+
+  /// The layout of `image`: markdown plus blocks.
+  caf::expected<ocr_response> parse_layout(std::string image);
+
+  /// Starts one OCR call; the future holds its single answer.
+  std::future<caf::expected<ocr_response>> ocr_async(ocr_request req);
 
   /// Cancels the call with this id (set `chat_request::call_id` to use it).
   /// The call answers `cancelled` once its attempts are stopped.

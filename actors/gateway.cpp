@@ -3,8 +3,10 @@
 #include "actors/admission.hpp"
 #include "actors/breaker.hpp"
 #include "actors/call_supervisor.hpp"
+#include "actors/embed_start.hpp"
 #include "actors/limiter.hpp"
 #include "config/log.hpp"
+#include "actors/ocr_start.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
@@ -86,6 +88,8 @@ void on_report(self_ptr self, const attempt_report& rep) {
       }
       break;
   }
+  if (!rep.feeds_health)
+    return;
   try {
     st.picker->feed(i->second, rep.kind);
   } catch (...) {
@@ -144,7 +148,8 @@ gateway_status status_of(self_ptr self) {
   out.calls_started = st.calls_started;
   out.calls_ok = st.calls_ok;
   out.calls_failed = st.calls_failed;
-  out.calls_active = static_cast<int64_t>(st.calls.size());
+  out.calls_active = static_cast<int64_t>(st.calls.size()
+                                         + st.side_calls.size());
   out.timers_armed = static_cast<int64_t>(st.timers.size());
   auto now = self->clock().now();
   for (size_t i = 0; i < st.sources.size(); ++i) {
@@ -300,6 +305,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto err = check_request(req))
         return err;
+      if (auto& kind = st.scope->sources.front().kind; kind != "chat")
+        return make_error(error_code::invalid_request,
+                          "scope " + st.scope->name + " serves KIND=" + kind
+                            + ", not chat");
       if (!req.source.empty() && st.call_sources->count(req.source) == 0)
         return make_error(error_code::invalid_request,
                           "source '" + req.source.substr(0, 64)
@@ -366,6 +375,12 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
           });
       return rp;
     },
+    [self](atom::embed, embed_request& req) -> caf::result<embed_response> {
+      return detail::start_embed(self, std::move(req));
+    },
+    [self](atom::ocr, ocr_request& req) -> caf::result<ocr_response> {
+      return detail::start_ocr(self, std::move(req));
+    },
     [self](atom::admit, admit_request& req) -> caf::result<admit_result> {
       auto rp = self->make_response_promise<admit_result>();
       detail::admit(self, std::move(req), rp);
@@ -379,6 +394,8 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       auto& st = self->state;
       if (auto i = st.calls.find(call_id); i != st.calls.end())
         self->send(i->second, atom::cancel_v);
+      if (auto e = st.side_calls.find(call_id); e != st.side_calls.end())
+        caf::anon_send(e->second, atom::cancel_v);
     },
     [self](atom::status) -> caf::result<gateway_status> {
       auto rp = self->make_response_promise<gateway_status>();

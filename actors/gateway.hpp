@@ -95,6 +95,8 @@ struct gateway_state {
   std::unordered_map<std::string, size_t> index;
   /// Live calls by id (for cancellation).
   std::unordered_map<std::string, call_supervisor_actor> calls;
+  /// Live embedding and OCR calls by id (for cancellation).
+  std::unordered_map<std::string, caf::actor> side_calls;
   std::unordered_map<caf::actor_addr, std::string> call_of;
   /// Live calls by requesting actor: a requester that goes away cancels
   /// its calls (SPEC §8, like a deadline).

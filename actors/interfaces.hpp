@@ -3,6 +3,8 @@
 /// Every typed actor interface of the runtime, in one place.
 
 #include "pgw/messages/chat.hpp"
+#include "pgw/messages/embed.hpp"
+#include "pgw/messages/ocr.hpp"
 #include "pgw/messages/errors.hpp"
 #include "pgw/messages/gateway.hpp"
 #include "pgw/messages/governance.hpp"
@@ -22,6 +24,10 @@ namespace pgw {
 using gateway_actor = caf::typed_actor<
   /// A logical chat call: exactly one response or error per request.
   caf::replies_to<atom::chat, chat_request>::with<chat_response>,
+  /// A logical embedding call: exactly one response or error per request.
+  caf::replies_to<atom::embed, embed_request>::with<embed_response>,
+  /// A logical OCR call: exactly one response or error per request.
+  caf::replies_to<atom::ocr, ocr_request>::with<ocr_response>,
   /// Admission for the next attempt of a call (supervisors only).
   caf::replies_to<atom::admit, admit_request>::with<admit_result>,
   /// The end of an admitted attempt (attempts only), exactly once each.
@@ -60,6 +66,30 @@ using call_supervisor_actor = caf::typed_actor<
   /// already waiting in the mailbox (leg id).
   caf::reacts_to<atom::decide, uint64_t>,
   /// The caller cancelled the call.
+  caf::reacts_to<atom::cancel>>;
+
+/// One per embedding call: sub-batches, their admissions and retries.
+using embed_call_actor = caf::typed_actor<
+  /// Starts the call; the response goes to the original requester.
+  caf::replies_to<atom::start>::with<embed_response>,
+  /// From the transport: ignored (embeddings do not stream).
+  caf::reacts_to<atom::first_token, uint64_t>,
+  /// From the transport: a sub-batch request ended (request tag).
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  /// Timer: a sub-batch's backoff is over (batch index and generation).
+  caf::reacts_to<atom::retry, uint64_t>,
+  /// Timer: the call deadline passed.
+  caf::reacts_to<atom::timer, uint64_t>,
+  /// The caller cancelled the call.
+  caf::reacts_to<atom::cancel>>;
+
+/// One per OCR call: its admissions, attempts and retries.
+using ocr_call_actor = caf::typed_actor<
+  caf::replies_to<atom::start>::with<ocr_response>,
+  caf::reacts_to<atom::first_token, uint64_t>,
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  caf::reacts_to<atom::retry, uint64_t>,
+  caf::reacts_to<atom::timer, uint64_t>,
   caf::reacts_to<atom::cancel>>;
 
 /// One per source: RPM/TPM/concurrency state and permits (SPEC §5).

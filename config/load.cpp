@@ -33,6 +33,8 @@ const std::vector<std::string> source_fields = {
   "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
   "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
   "OVERLAY",        "HEADERS",        "KIND",           "CA_FILE",
+  "MAX_BATCH_INPUTS", "MAX_BATCH_TOKENS", "MAX_IMAGE_BYTES",
+  "OCR_PROMPT_TEXT", "OCR_PROMPT_LAYOUT",
 };
 
 
@@ -275,6 +277,11 @@ const std::map<std::string, setter<source_config>>& source_setters() {
      }},
     {"KIND", field(&sc::kind)},
     {"CA_FILE", field(&sc::ca_file)},
+    {"MAX_BATCH_INPUTS", field(&sc::max_batch_inputs)},
+    {"MAX_BATCH_TOKENS", field(&sc::max_batch_tokens)},
+    {"MAX_IMAGE_BYTES", field(&sc::max_image_bytes)},
+    {"OCR_PROMPT_TEXT", field(&sc::ocr_prompt_text)},
+    {"OCR_PROMPT_LAYOUT", field(&sc::ocr_prompt_layout)},
   };
   return table;
 }
@@ -309,6 +316,7 @@ const std::map<std::string, setter<scope_config>>& scope_setters() {
     {"ON_QUOTA_FULL", field(&sc::on_quota_full)},
     {"ON_CIRCUIT_OPEN", field(&sc::on_circuit_open)},
     {"STRUCTURED__MAX_REASKS", field(&sc::structured_max_reasks)},
+    {"BATCH_CONCURRENCY", field(&sc::batch_concurrency)},
   };
   return table;
 }
@@ -500,8 +508,13 @@ caf::expected<settings> load_settings(const env_map& env) {
       if (auto err = apply_scope_defaults(d->second, by_name))
         return err;
     auto& sources = result.scopes[scope_name].sources;
-    for (auto& entry : by_name) // std::map: ordered by name
-      sources.push_back(std::move(entry.second.config));
+    for (auto& entry : by_name) { // std::map: ordered by name
+      auto& src = entry.second.config;
+      // MonkeyOCR-style servers process one request at a time.
+      if (src.kind == "ocr_monkey" && !src.max_concurrency)
+        src.max_concurrency = 1;
+      sources.push_back(std::move(src));
+    }
   }
   if (auto err = validate(result))
     return err;

@@ -61,6 +61,15 @@ struct source_config {
   /// PEM file of CA certificates trusted for this source's https (instead of
   /// the system store, SSL_CERT_FILE / SSL_CERT_DIR); empty = the system's.
   std::string ca_file;
+  /// KIND=embedding: most inputs per upstream request (sub-batch).
+  int64_t max_batch_inputs = 2048;
+  /// KIND=embedding: most estimated tokens per upstream request.
+  int64_t max_batch_tokens = 300000;
+  /// KIND=ocr_*: largest image accepted, bytes.
+  int64_t max_image_bytes = 20 * 1024 * 1024;
+  /// KIND=ocr_vision: the instruction sent with the image; empty = built-in.
+  std::string ocr_prompt_text;
+  std::string ocr_prompt_layout;
   /// The resolved provider profile.
   provider_profile profile;
   /// Where each field's value came from: FIELD → "source" (its own key) or
@@ -99,6 +108,8 @@ struct scope_config {
   std::string on_quota_full = "wait";
   std::string on_circuit_open = "fail";
   int64_t structured_max_reasks = 2;
+  /// Embedding scopes: sub-batches of one call in flight at once.
+  int64_t batch_concurrency = 4;
 
   /// The source with this name, or nullptr.
   const source_config* find(const std::string& source_name) const;

@@ -111,6 +111,11 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("HEADERS"), to_text(masked_headers(src))},
     {key("KIND"), src.kind},
     {key("CA_FILE"), src.ca_file.empty() ? unset : src.ca_file},
+    {key("MAX_BATCH_INPUTS"), text(src.max_batch_inputs)},
+    {key("MAX_BATCH_TOKENS"), text(src.max_batch_tokens)},
+    {key("MAX_IMAGE_BYTES"), text(src.max_image_bytes)},
+    {key("OCR_PROMPT_TEXT"), src.ocr_prompt_text},
+    {key("OCR_PROMPT_LAYOUT"), src.ocr_prompt_layout},
   };
 }
 
@@ -159,6 +164,7 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("ON_QUOTA_FULL"), sc.on_quota_full},
     {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
     {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
+    {key("BATCH_CONCURRENCY"), text(sc.batch_concurrency)},
   };
 }
 
@@ -257,6 +263,11 @@ std::string show_settings_json(const settings& s) {
         {"ca_file", src.ca_file.empty() ? json::value{}
                                         : json::value(src.ca_file)},
         {"origin", origin_json(src)},
+        {"max_batch_inputs", src.max_batch_inputs},
+        {"max_batch_tokens", src.max_batch_tokens},
+        {"max_image_bytes", src.max_image_bytes},
+        {"ocr_prompt_text", src.ocr_prompt_text},
+        {"ocr_prompt_layout", src.ocr_prompt_layout},
       });
     }
     auto& br = sc.breaker;
@@ -281,6 +292,7 @@ std::string show_settings_json(const settings& s) {
       {"on_quota_full", sc.on_quota_full},
       {"on_circuit_open", sc.on_circuit_open},
       {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
+      {"batch_concurrency", sc.batch_concurrency},
       {"sources", std::move(sources)},
     };
   }

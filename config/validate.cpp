@@ -349,6 +349,15 @@ caf::error check_source(const std::string& scope, const source_config& src) {
                         {"chat", "embedding", "ocr_vision", "ocr_monkey"},
                         "what the source serves"))
     return err;
+  if (auto err = at_least(key("MAX_BATCH_INPUTS"), src.max_batch_inputs, 1,
+                          "embedding inputs per upstream request"))
+    return err;
+  if (auto err = at_least(key("MAX_BATCH_TOKENS"), src.max_batch_tokens, 1,
+                          "estimated embedding tokens per upstream request"))
+    return err;
+  if (auto err = at_least(key("MAX_IMAGE_BYTES"), src.max_image_bytes, 1,
+                          "largest OCR image, bytes"))
+    return err;
   return {};
 }
 
@@ -432,6 +441,9 @@ caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
   if (auto err = at_least(key("STRUCTURED__MAX_REASKS"),
                           sc.structured_max_reasks, 0,
                           "structured-output re-asks"))
+    return err;
+  if (auto err = at_least(key("BATCH_CONCURRENCY"), sc.batch_concurrency, 1,
+                          "embedding sub-batches of one call in flight"))
     return err;
   return {};
 }
@@ -524,6 +536,31 @@ caf::error check_source_tls_and_timeouts(const std::string& name,
   return {};
 }
 
+/// One kind per scope; an embedding scope warns when its sources name
+/// different models (their vectors would not be comparable).
+caf::error check_embedding_scope(const std::string& name,
+                                 const scope_config& sc, settings& s) {
+  auto& first = sc.sources.front();
+  for (auto& src : sc.sources)
+    if (src.kind != first.kind)
+      return violation(source_key(name, src, "KIND"), src.kind,
+                       fmt::format("differs from {}={}",
+                                   source_key(name, first, "KIND"),
+                                   first.kind),
+                       "the sources of a scope serve the same kind of call");
+  if (first.kind != "embedding")
+    return {};
+  for (auto& src : sc.sources)
+    if (src.model != first.model) {
+      warn(s, fmt::format("scope {}: embedding sources name different "
+                          "models ({} and {}); a call fails over only to "
+                          "sources answering the same vector dimension",
+                          name, first.model, src.model));
+      break;
+    }
+  return {};
+}
+
 caf::error check_scope(const std::string& name, const scope_config& sc,
                        settings& s) {
   if (sc.sources.empty())
@@ -552,6 +589,8 @@ caf::error check_scope(const std::string& name, const scope_config& sc,
     if (auto err = check_source_tls_and_timeouts(name, src, s))
       return err;
   }
+  if (auto err = check_embedding_scope(name, sc, s))
+    return err;
   if (auto err = check_scope_keys(name, sc))
     return err;
   return check_cross_fields(name, sc, s);
@@ -583,9 +622,6 @@ const source_config default_source{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
-  {level::source, "KIND", "only chat sources are served so far",
-   [](const target& t) { return t.source->kind != "chat"; },
-   [](const target& t) { return t.source->kind; }},
   {level::global, "PGW_CACHE_TTL_S", "cache not built",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s;

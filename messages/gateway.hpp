@@ -27,12 +27,15 @@ struct admit_request {
   /// Sources that had a time-costly failure in this call (a timeout: it
   /// cost at least the source's own bound): they move to the tail at once.
   std::vector<std::string> demote;
+  /// Tokens to reserve; 0 = the source's EST_TOKENS (embedding sub-batches
+  /// bring their own estimate).
+  int64_t est = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, admit_request& x) {
   return f(caf::meta::type_name("pgw.admit_request"), x.exclude, x.failures,
-           x.demote);
+           x.demote, x.est);
 }
 
 /// Why admission passed over a source.
@@ -94,12 +97,15 @@ struct attempt_report {
   /// can say why a source's circuit opened.
   std::string reason;
   int32_t http_status = 0;
+  /// False for embedding sub-batches: they never feed the health EWMA.
+  bool feeds_health = true;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_report& x) {
   return f(caf::meta::type_name("pgw.attempt_report"), x.source, x.kind,
-           x.retry_after_s, x.reason, x.http_status);
+           x.retry_after_s, x.reason, x.http_status,
+           x.feeds_health);
 }
 
 /// Live state of one source as the gateway sees it.

@@ -1,6 +1,8 @@
 #include "messages/registry.hpp"
 
 #include "messages/chat.hpp"
+#include "messages/embed.hpp"
+#include "messages/ocr.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"

@@ -28,6 +28,10 @@ struct acquire_result;
 struct limiter_status;
 struct breaker_entry;
 struct breaker_status;
+struct embed_request;
+struct embed_response;
+struct ocr_request;
+struct ocr_response;
 
 } // namespace pgw
 
@@ -71,5 +75,15 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, record, "record")
   CAF_ADD_ATOM(pgw, pgw::atom, abandon, "abandon")
   CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
+
+  // Embeddings (issue 16).
+  CAF_ADD_TYPE_ID(pgw, (pgw::embed_request))
+  CAF_ADD_TYPE_ID(pgw, (pgw::embed_response))
+  CAF_ADD_ATOM(pgw, pgw::atom, embed, "embed")
+
+  // OCR (issue 16).
+  CAF_ADD_TYPE_ID(pgw, (pgw::ocr_request))
+  CAF_ADD_TYPE_ID(pgw, (pgw::ocr_response))
+  CAF_ADD_ATOM(pgw, pgw::atom, ocr, "ocr")
 
 CAF_END_TYPE_ID_BLOCK(pgw)

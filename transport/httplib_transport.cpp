@@ -357,9 +357,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
 
   httplib::Request req;
   req.method = "POST";
-  req.path = prefix + "/chat/completions";
+  auto kind = st->call.kind;
+  bool embeddings = kind != upstream_kind::chat; // a raw 2xx body
+  req.path = prefix
+             + (kind == upstream_kind::embeddings  ? "/embeddings"
+                : kind == upstream_kind::ocr_text  ? "/ocr/text"
+                : kind == upstream_kind::ocr_parse ? "/parse?return_type="
+                                                     "content_list_json"
+                                                   : "/chat/completions");
   req.body = st->call.body;
-  req.set_header("Content-Type", "application/json");
+  req.set_header("Content-Type", st->call.content_type.empty()
+                                   ? "application/json"
+                                   : st->call.content_type);
   req.set_header("Accept",
                  st->call.stream ? "text/event-stream" : "application/json");
   req.set_header("User-Agent", "pgw/0.1");
@@ -531,6 +540,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   } else if (!sent) {
     res.kind = outcome::transient;
     res.reason = "body_cut";
+  } else if (status >= 200 && status < 300 && embeddings) {
+    res.kind = outcome::ok;
+    res.reason = "ok";
+    res.content = std::move(body);
+    reusable = true;
   } else if (status >= 200 && status < 300) {
     decode_chat_completion(body, res);
     reusable = true;

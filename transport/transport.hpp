@@ -17,11 +17,29 @@
 
 namespace pgw {
 
+/// What an upstream request is for.
+enum class upstream_kind : uint8_t {
+  /// POST {BASE_URL}/chat/completions; a 2xx body is decoded as a chat
+  /// completion.
+  chat,
+  /// POST {BASE_URL}/embeddings; a 2xx body is returned verbatim in
+  /// `attempt_result::content` (transport/embed_codec decodes it).
+  embeddings,
+  /// POST {BASE_URL}/ocr/text (multipart); the 2xx body verbatim.
+  ocr_text,
+  /// POST {BASE_URL}/parse?return_type=content_list_json (multipart); the
+  /// 2xx body verbatim.
+  ocr_parse,
+};
+
 /// One upstream request as the attempt asks for it.
 struct upstream_call {
   std::shared_ptr<const source_config> source;
   std::string body; ///< JSON body (chat_codec's build_chat_body)
   bool stream = false;
+  upstream_kind kind = upstream_kind::chat;
+  /// The body's Content-Type; empty = application/json.
+  std::string content_type;
 };
 
 /// Cancels one running call.

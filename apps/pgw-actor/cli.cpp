@@ -72,9 +72,10 @@ std::optional<settings> load(const std::optional<std::string>& env_file) {
   return std::move(*cfg);
 }
 
-std::string response_json(const chat_response& resp) {
-  auto& s = resp.stats;
-  json::object stats{
+namespace {
+
+json::object stats_object(const call_stats& s) {
+  return json::object{
     {"attempts", s.attempts},
     {"total_latency_ms", round_us(s.total_latency_ms)},
     {"generation_ms", round_us(s.generation_ms)},
@@ -90,6 +91,15 @@ std::string response_json(const chat_response& resp) {
     {"usage_source", s.usage_source},
     {"cost_usd", s.cost_usd ? json::value(*s.cost_usd) : json::value(nullptr)},
   };
+}
+
+} // namespace
+
+std::string call_stats_json(const call_stats& stats) {
+  return json::serialize(stats_object(stats));
+}
+
+std::string response_json(const chat_response& resp) {
   json::object out{
     {"content", resp.content},
     {"source", resp.source},
@@ -99,7 +109,7 @@ std::string response_json(const chat_response& resp) {
     {"usage",
      json::object{{"prompt_tokens", resp.usage.prompt_tokens},
                   {"completion_tokens", resp.usage.completion_tokens}}},
-    {"call_stats", std::move(stats)},
+    {"call_stats", stats_object(resp.stats)},
   };
   if (!resp.reasoning_content.empty())
     out["reasoning_content"] = resp.reasoning_content;

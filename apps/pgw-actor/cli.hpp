@@ -10,6 +10,9 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/error.hpp>
 
+#include <chrono>
+#include <functional>
+#include <future>
 #include <optional>
 #include <string>
 #include <vector>
@@ -46,6 +49,9 @@ std::optional<settings> load(const std::optional<std::string>& env_file);
 /// `{content, source, model, usage, call_stats}` (SPEC §11).
 std::string response_json(const chat_response& resp);
 
+/// The `call_stats` object of `response_json`, serialised.
+std::string call_stats_json(const call_stats& stats);
+
 /// `{error{code, message, retry_after_s, per_source, ...}}` (SPEC §11).
 std::string error_json(const caf::error& err);
 
@@ -54,12 +60,36 @@ std::string error_json(const caf::error& err);
 /// upstream message.
 std::string error_text(const caf::error& err);
 
+/// Makes SIGINT and SIGTERM set a flag (`interrupt_requested`) instead of
+/// ending
+/// the program.
+void install_interrupt_handler();
+bool interrupt_requested();
+
+/// Waits for `pending`; a SIGINT or SIGTERM meanwhile calls `cancel` once
+/// (the call then stops its upstream requests, settles and answers).
+template <class T>
+T await_cancellable(std::future<T>& pending,
+                    const std::function<void()>& cancel) {
+  install_interrupt_handler();
+  bool cancel_sent = false;
+  while (pending.wait_for(std::chrono::milliseconds(50))
+         != std::future_status::ready)
+    if (interrupt_requested() && !cancel_sent) {
+      cancel();
+      cancel_sent = true;
+    }
+  return pending.get();
+}
+
 /// Parses a finite number; nullopt on garbage.
 std::optional<double> parse_number(const std::string& text);
 
 // -- subcommands ----------------------------------------------------------------
 
 int chat_main(const std::vector<std::string>& args);
+int embed_main(const std::vector<std::string>& args);
+int ocr_main(const std::vector<std::string>& args);
 int config_main(const std::vector<std::string>& args);
 int demo_main(const std::vector<std::string>& args);
 int bench_main(const std::vector<std::string>& args);

@@ -20,6 +20,9 @@ constexpr const char* usage = R"(usage: pgw-actor <command> [options]
 
 commands:
   chat [PROMPT|-]   send one chat call (see `pgw-actor chat --help`)
+  embed [TEXT...|-] embed texts (see `pgw-actor embed --help`)
+  ocr text|layout FILE
+                    read an image (see `pgw-actor ocr --help`)
   config check      validate the configuration (exit 0, or 2 with the reason)
   config show       print the effective settings, secrets masked
   demo              the embedded default: an in-process simulator, no setup
@@ -112,6 +115,10 @@ int main(int argc, char** argv) {
   }
   if (cmd == "chat")
     return pgw::cli::chat_main(args);
+  if (cmd == "embed")
+    return pgw::cli::embed_main(args);
+  if (cmd == "ocr")
+    return pgw::cli::ocr_main(args);
   if (cmd == "config")
     return pgw::cli::config_main(args);
   if (cmd == "demo")

@@ -275,7 +275,8 @@ model_spec parse_model(const json::value& v, const std::string& path) {
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
                "script", "stream", "outage", "tool_calls", "content",
-               "json_content", "reject_formats"});
+               "json_content", "reject_formats", "dim", "max_inputs",
+               "ocr_fail", "ocr_fail_p"});
   model_spec m;
   if (auto* x = obj.if_contains("content"))
     m.base.content = as_string(*x, path + ".content");
@@ -288,6 +289,21 @@ model_spec parse_model(const json::value& v, const std::string& path) {
     for (size_t i = 0; i < arr.size(); ++i)
       m.base.reject_formats.push_back(
         as_string(arr[i], fmt::format("{}.reject_formats[{}]", path, i)));
+  }
+  if (auto* x = obj.if_contains("dim")) {
+    m.dim = as_count(*x, path + ".dim");
+    if (m.dim < 1 || m.dim > 65536)
+      fail(path + ".dim", "must be an integer in [1, 65536]");
+  }
+  if (auto* x = obj.if_contains("max_inputs"))
+    m.max_inputs = as_count(*x, path + ".max_inputs");
+  if (auto* x = obj.if_contains("ocr_fail"))
+    m.ocr_fail = as_string(*x, path + ".ocr_fail");
+  if (auto* x = obj.if_contains("ocr_fail_p")) {
+    if (!x->is_number() || x->to_number<double>() < 0
+        || x->to_number<double>() > 1)
+      fail(path + ".ocr_fail_p", "must be a number in [0, 1]");
+    m.ocr_fail_p = x->to_number<double>();
   }
   if (auto* x = obj.if_contains("tokens"))
     m.base.tokens = as_count(*x, path + ".tokens");

@@ -99,6 +99,14 @@ struct model_spec {
   std::vector<fault_spec> faults;
   std::vector<script_entry> script;
   std::optional<outage_spec> outage;
+  /// POST /v1/embeddings: vector length, and most inputs per request (more
+  /// answers 400); unset = no limit.
+  int dim = 8;
+  std::optional<int> max_inputs;
+  /// `/ocr/text` and `/parse`: answer HTTP 200 `{success: false, message}`
+  /// with this message (instead of a result) to a share `ocr_fail_p`.
+  std::optional<std::string> ocr_fail;
+  double ocr_fail_p = 1.0;
 };
 
 /// Model name -> behaviour, sorted by name.

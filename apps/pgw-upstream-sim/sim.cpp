@@ -1,5 +1,6 @@
 #include "apps/pgw-upstream-sim/sim.hpp"
 
+#include "apps/pgw-upstream-sim/embeddings.hpp"
 #include "apps/pgw-upstream-sim/http.hpp"
 #include "apps/pgw-upstream-sim/scenario.hpp"
 #include "apps/pgw-upstream-sim/tool_calls.hpp"
@@ -185,6 +186,9 @@ struct chat_request {
   int prompt_tokens = 1;
   /// `response_format.type`, empty when absent.
   std::string response_format;
+  /// A `data:` image part was sent: the non-streamed answer is the text
+  /// the simulator "recognises" in it (a vision OCR model).
+  std::optional<std::string> image_text;
 };
 
 /// A scripted answer cut into stream tokens of up to 8 bytes, never inside
@@ -240,11 +244,20 @@ std::string parse_chat(const std::string& body, chat_request& out) {
     if (content->is_string()) {
       chars += content->get_string().size();
     } else if (content->is_array()) {
-      for (auto& part : content->get_array())
-        if (part.is_object())
-          if (auto* text = part.get_object().if_contains("text");
-              text && text->is_string())
-            chars += text->get_string().size();
+      for (auto& part : content->get_array()) {
+        if (!part.is_object())
+          continue;
+        if (auto* text = part.get_object().if_contains("text");
+            text && text->is_string())
+          chars += text->get_string().size();
+        std::string bytes;
+        if (auto* image = part.get_object().if_contains("image_url");
+            image && image->is_object())
+          if (auto* url = image->get_object().if_contains("url");
+              url && url->is_string()
+              && detail::data_url_bytes(std::string(url->get_string()), bytes))
+            out.image_text = detail::ocr_text_of(bytes);
+      }
     }
   }
   out.prompt_tokens = static_cast<int>(std::max<size_t>(1, chars / 4));
@@ -295,6 +308,9 @@ bool send_all(int fd, const std::string& s) {
 
 // -- the server -----------------------------------------------------------------
 
+/// What a POST asks for.
+enum class request_kind { chat, embeddings, ocr_text, ocr_parse };
+
 struct server::impl {
   explicit impl(options o) : opts(std::move(o)) {
   }
@@ -334,8 +350,12 @@ struct server::impl {
   void serve(int fd);
   bool handle(int fd, const detail::request_head& head, std::string& body,
               bool& closed);
+  /// Chat completions, or (`kind`) embeddings and MonkeyOCR-style OCR
+  /// (`ocr_model`: the model named by the path).
   bool handle_chat(int fd, const detail::request_head& head,
-                   const std::string& body, bool& closed);
+                   const std::string& body, bool& closed,
+                   request_kind kind = request_kind::chat,
+                   const std::string& ocr_model = {});
   waited wait_until(int fd, clock_type::time_point deadline);
   void close_conn(int fd, bool reset);
   void do_stop();
@@ -613,6 +633,26 @@ bool server::impl::handle(int fd, const detail::request_head& head,
       return reply(405, error_body(405, "use POST", std::nullopt));
     return handle_chat(fd, head, body, closed);
   }
+  if (path == "/v1/embeddings" || path == "/embeddings") {
+    if (head.method != "POST")
+      return reply(405, error_body(405, "use POST", std::nullopt));
+    return handle_chat(fd, head, body, closed, request_kind::embeddings);
+  }
+  // MonkeyOCR-style: {BASE_URL}/ocr/text and {BASE_URL}/parse, where the
+  // last segment of BASE_URL's path names the model ("ok" when none).
+  for (auto [suffix, kind] : {std::pair{"/ocr/text", request_kind::ocr_text},
+                              std::pair{"/parse", request_kind::ocr_parse}}) {
+    std::string s = suffix;
+    if (path.size() < s.size()
+        || path.compare(path.size() - s.size(), s.size(), s) != 0)
+      continue;
+    if (head.method != "POST")
+      return reply(405, error_body(405, "use POST", std::nullopt));
+    auto base = path.substr(0, path.size() - s.size());
+    auto model = base.substr(base.rfind('/') + 1);
+    return handle_chat(fd, head, body, closed, kind,
+                       model.empty() ? "ok" : model);
+  }
   if (path == "/v1/models" || path == "/models") {
     if (head.method != "GET")
       return reply(405, error_body(405, "use GET", std::nullopt));
@@ -727,7 +767,12 @@ void server::impl::finish(const ticket& t, int status, bool client_closed,
 }
 
 bool server::impl::handle_chat(int fd, const detail::request_head& head,
-                               const std::string& body, bool& closed) {
+                               const std::string& body, bool& closed,
+                               request_kind kind,
+                               const std::string& ocr_model) {
+  const bool embeddings = kind == request_kind::embeddings;
+  const bool ocr = kind == request_kind::ocr_text
+                   || kind == request_kind::ocr_parse;
   const bool keep = head.keep_alive;
   auto error_response = [&](int status, const std::string& message,
                             const std::optional<std::string>& code,
@@ -739,7 +784,21 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     return out;
   };
   chat_request req;
-  if (auto problem = parse_chat(body, req); !problem.empty()) {
+  detail::embed_request ereq;
+  std::string file;
+  auto problem = embeddings ? detail::parse_embed(body, ereq)
+                 : ocr ? (detail::multipart_file(body, file)
+                            ? std::string{}
+                            : "the body must be multipart/form-data with a "
+                              "file part")
+                       : parse_chat(body, req);
+  if (embeddings) {
+    req.model = ereq.model;
+    req.prompt_tokens = ereq.prompt_tokens;
+  }
+  if (ocr)
+    req.model = ocr_model;
+  if (!problem.empty()) {
     log_rejected(req.model, 400, req.stream, head.has_bearer);
     return send_all(fd, error_response(400, problem, std::nullopt, {}))
            && keep;
@@ -752,6 +811,16 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
                           fmt::format("The model '{}' does not exist",
                                       req.model),
                           std::string("model_not_found"), {}))
+           && keep;
+  }
+  if (auto& max = model_specs[it->second]->max_inputs;
+      embeddings && max && ereq.inputs.size() > static_cast<size_t>(*max)) {
+    log_rejected(req.model, 400, false, head.has_bearer);
+    return send_all(fd, error_response(
+                          400,
+                          fmt::format("at most {} inputs per request, got {}",
+                                      *max, ereq.inputs.size()),
+                          std::string("too_many_inputs"), {}))
            && keep;
   }
   detail::plan p;
@@ -812,6 +881,27 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     return keep;
   }
 
+  if (embeddings || ocr) {
+    if (auto w = wait_until(fd, after_ms(t0, p.latency_ms * scale));
+        w != waited::elapsed)
+      return left(w, 0, 0);
+    auto& spec = *model_specs[it->second];
+    std::string content;
+    if (embeddings)
+      content = detail::embeddings_body(ereq, static_cast<size_t>(spec.dim),
+                                        p.b.usage);
+    else if (spec.ocr_fail
+             && detail::draw(opts.seed, req.model, n, 77) < spec.ocr_fail_p)
+      content = detail::ocr_failure_body(*spec.ocr_fail);
+    else
+      content = detail::ocr_body(file, kind == request_kind::ocr_parse);
+    auto out = response_head(200, "application/json", content.size(), !keep);
+    out += content;
+    if (!deliver(out, 200, 0, 0))
+      return end_conn(false);
+    return keep;
+  }
+
   // A normal answer, possibly with a stream fault.
   const auto& model = req.model;
   const char* finish_reason = produced < p.b.tokens ? "length" : "stop";
@@ -843,8 +933,11 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     if (tool_mode.empty()) {
       content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
       std::string text;
-      for (auto& token : answer_of(p, model, opts.seed, produced))
-        text += token;
+      if (req.image_text)
+        text = *req.image_text;
+      else
+        for (auto& token : answer_of(p, model, opts.seed, produced))
+          text += token;
       append_json_string(content, text);
       content += "}";
     } else {

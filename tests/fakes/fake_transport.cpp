@@ -107,12 +107,15 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
     rec.source = name;
     rec.body = call.body;
     rec.stream = call.stream;
+    rec.kind = call.kind;
     rec.tag = tag;
     rec.started = sink->home_system().clock().now();
     index = calls_.size();
     calls_.push_back(std::move(rec));
   }
   step.result.stream = call.stream;
+  if (step.respond)
+    step.respond(call.body, step.result);
   if (step.first_token_after)
     caf::delayed_anon_send(sink, *step.first_token_after,
                            atom::first_token_v, tag);

@@ -9,6 +9,7 @@
 #include <caf/actor_clock.hpp>
 #include <caf/optional.hpp>
 
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -26,6 +27,8 @@ struct fake_step {
   caf::optional<caf::timespan> first_token_after;
   /// Never sends `done` (a hang); a first token may still come.
   bool hang = false;
+  /// When set, fills the result from the request body (embeddings).
+  std::function<void(const std::string& body, attempt_result&)> respond;
 
   static fake_step ok(std::string content = "hello", int64_t prompt = 10,
                       int64_t completion = 5);
@@ -42,6 +45,7 @@ struct fake_call {
   std::string source;
   std::string body;
   bool stream = false;
+  upstream_kind kind = upstream_kind::chat;
   uint64_t tag = 0;
   caf::actor_clock::time_point started;
   bool cancelled = false;

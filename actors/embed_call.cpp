@@ -1,0 +1,411 @@
+#include "actors/embed_call.hpp"
+
+#include "actors/selector.hpp"
+#include "actors/settlement.hpp"
+#include "actors/side_call.hpp"
+#include "transport/embed_codec.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <algorithm>
+#include <limits>
+
+namespace pgw {
+
+namespace {
+
+using self_ptr = embed_call_actor::stateful_pointer<embed_call_state>;
+using phase = embed_batch_state::phase;
+
+constexpr uint64_t deadline_tag = 1;
+
+/// Shortest wait before admitting again after a refusal (no spinning).
+constexpr double min_wait_s = 0.001;
+
+caf::timespan to_timespan(double seconds) {
+  return std::chrono::ceil<caf::timespan>(
+    std::chrono::duration<double>(std::max(0.0, seconds)));
+}
+
+double ms_since(self_ptr self, caf::actor_clock::time_point from) {
+  return std::chrono::duration<double, std::milli>(self->clock().now() - from)
+    .count();
+}
+
+const call_source* source_of(self_ptr self, const std::string& name) {
+  auto i = self->state.args.sources->find(name);
+  return i == self->state.args.sources->end() ? nullptr : &i->second;
+}
+
+/// Settles and releases a sub-batch's permit, feeds its breaker (unless
+/// cancelled) and reports to the gateway, which never feeds the EWMA.
+void end_request(self_ptr self, embed_batch_state& b, outcome kind,
+                 int64_t amount, caf::optional<double> retry_after) {
+  if (auto src = source_of(self, b.admitted.source))
+    end_admitted(*src, self->state.args.gateway, b.admitted, kind, amount,
+                 retry_after, false);
+  b.handle.reset();
+  b.admitted = admit_result{};
+}
+
+void maybe_deliver(self_ptr self) {
+  auto& st = self->state;
+  if (!st.finishing || st.delivered || st.admitting > 0)
+    return;
+  st.delivered = true;
+  if (st.failure) {
+    st.promise.deliver(st.failure);
+  } else {
+    auto& stats = st.response.stats;
+    stats.total_latency_ms = ms_since(self, st.started_at);
+    stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";
+    stats.cost_usd = st.cost_usd;
+    for (auto& s : st.sources_used)
+      stats.source += (stats.source.empty() ? "" : ",") + s;
+    stats.model = st.response.model;
+    st.response.call_id = st.args.call_id;
+    st.promise.deliver(std::move(st.response));
+  }
+  self->quit();
+}
+
+/// Ends the call with `code`: running sub-batches are cancelled and settled
+/// with their estimate (S7: their request was sent).
+void fail(self_ptr self, error_code code, std::string message,
+          const attempt_result* upstream = nullptr) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  st.finishing = true;
+  error_detail detail;
+  detail.message = std::move(message);
+  detail.per_source = st.last_reason;
+  detail.call_id = st.args.call_id;
+  if (upstream != nullptr) {
+    detail.upstream_status = upstream->http_status;
+    detail.upstream_code = upstream->error_code;
+    detail.upstream_message = upstream->error_message;
+  }
+  st.failure = make_error(code, std::move(detail));
+  for (auto& b : st.batches)
+    if (b.at == phase::running) {
+      if (b.handle)
+        b.handle->cancel();
+      auto amount = settle_cancelled(static_cast<bool>(b.handle),
+                                     b.admitted.granted_permit.est);
+      end_request(self, b, outcome::cancelled, amount, caf::none);
+      b.at = phase::done;
+    }
+  maybe_deliver(self);
+}
+
+void pump(self_ptr self);
+
+/// Waits `delay_s`, then makes sub-batch `i` ready again.
+void retry_later(self_ptr self, size_t i, double delay_s) {
+  auto& b = self->state.batches[i];
+  b.at = phase::waiting;
+  auto gen = ++b.retry_gen;
+  self->delayed_send(self, to_timespan(std::max(delay_s, min_wait_s)),
+                     atom::retry_v, (gen << 32) | static_cast<uint64_t>(i));
+}
+
+void on_refused(self_ptr self, size_t i, admit_result& r) {
+  auto& st = self->state;
+  auto& b = st.batches[i];
+  for (auto& [source, reason] : r.skipped)
+    st.last_reason[source] = reason;
+  if (r.refusal == "none") {
+    if (b.last_rejection)
+      fail(self, error_code::request_rejected,
+           "every source rejected a sub-batch of inputs "
+             + std::to_string(b.range.begin) + ".."
+             + std::to_string(b.range.end - 1),
+           &*b.last_rejection);
+    else
+      fail(self, error_code::retry_exhausted, "no source left to try");
+    return;
+  }
+  bool quota = false;
+  auto wait_s = refusal_wait(*st.args.scope, r, quota);
+  if (!wait_s) {
+    fail(self, quota ? error_code::quota_exhausted : error_code::circuit_open,
+         quota ? "no source may run: quota full or circuit open everywhere"
+               : "every source's circuit is open");
+    return;
+  }
+  retry_later(self, i, *wait_s);
+}
+
+void start_request(self_ptr self, size_t i, admit_result& r) {
+  auto& st = self->state;
+  auto& b = st.batches[i];
+  auto src = source_of(self, r.source);
+  if (src == nullptr) {
+    self->send(st.args.gateway, atom::abandon_v, r);
+    fail(self, error_code::internal, "gateway admitted unknown source");
+    return;
+  }
+  b.admitted = std::move(r);
+  b.at = phase::running;
+  b.tag = ++st.next_tag;
+  ++st.response.stats.attempts;
+  upstream_call call;
+  call.source = src->config;
+  call.kind = upstream_kind::embeddings;
+  call.body = build_embed_body(*src->config, *st.args.inputs, b.range.begin,
+                               b.range.end);
+  b.handle = st.args.transport->start(std::move(call),
+                                      caf::actor_cast<caf::actor>(self), b.tag);
+}
+
+void admit(self_ptr self, size_t i) {
+  auto& st = self->state;
+  auto& b = st.batches[i];
+  b.at = phase::admitting;
+  ++st.busy;
+  ++st.admitting;
+  admit_request req;
+  req.call_id = st.args.call_id;
+  req.exclude = b.excluded;
+  req.failures = b.failures;
+  req.est = b.range.est_tokens;
+  self->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
+    .then(
+      [self, i](admit_result& r) {
+        auto& st = self->state;
+        --st.admitting;
+        if (st.finishing) {
+          if (r.admitted)
+            self->send(st.args.gateway, atom::abandon_v, r);
+          maybe_deliver(self);
+          return;
+        }
+        if (r.admitted) {
+          start_request(self, i, r);
+          return;
+        }
+        --st.busy;
+        on_refused(self, i, r);
+        pump(self);
+      },
+      [self](caf::error& err) {
+        auto& st = self->state;
+        --st.admitting;
+        if (code_of(err) == error_code::governance_unavailable)
+          fail(self, error_code::governance_unavailable,
+               "the limiter or breaker backend is unavailable: "
+                 + describe(err));
+        else
+          fail(self, error_code::internal,
+               "admission failed: " + to_string(err));
+        maybe_deliver(self);
+      });
+}
+
+/// Admits ready sub-batches while fewer than BATCH_CONCURRENCY are busy.
+void pump(self_ptr self) {
+  auto& st = self->state;
+  for (size_t i = 0; i < st.batches.size(); ++i) {
+    if (st.finishing || st.busy >= st.args.scope->batch_concurrency)
+      return;
+    if (st.batches[i].at == phase::ready)
+      admit(self, i);
+  }
+}
+
+void succeed_batch(self_ptr self, embed_batch_state& b,
+                   std::vector<std::vector<float>>& vectors,
+                   const attempt_result& res, const std::string& source) {
+  auto& st = self->state;
+  auto& out = st.response;
+  for (size_t k = 0; k < vectors.size(); ++k)
+    out.vectors[b.range.begin + k] = std::move(vectors[k]);
+  ++out.sub_batches;
+  out.stats.generation_ms += res.latency_ms;
+  out.stats.prompt_tokens += res.prompt_tokens;
+  st.all_usage_reported = st.all_usage_reported && res.usage_reported;
+  auto model = !res.model.empty() ? res.model
+                                  : source_of(self, source)->config->model;
+  if (out.model.empty())
+    out.model = model;
+  auto cost = st.args.prices ? st.args.prices->cost(st.args.scope->name,
+                                                    source, model,
+                                                    res.prompt_tokens, 0)
+                             : std::nullopt;
+  if (cost && st.cost_usd)
+    *st.cost_usd += *cost;
+  else
+    st.cost_usd = caf::none;
+  if (std::find(st.sources_used.begin(), st.sources_used.end(), source)
+      == st.sources_used.end())
+    st.sources_used.push_back(source);
+  b.at = phase::done;
+}
+
+void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  auto it = std::find_if(st.batches.begin(), st.batches.end(),
+                         [tag](auto& b) {
+                           return b.at == phase::running && b.tag == tag;
+                         });
+  if (it == st.batches.end())
+    return;
+  auto& b = *it;
+  auto i = static_cast<size_t>(it - st.batches.begin());
+  auto source = b.admitted.source;
+  std::vector<std::vector<float>> vectors;
+  if (res.kind == outcome::ok) {
+    decode_embeddings(res.content, b.range.end - b.range.begin, vectors, res);
+    if (res.kind == outcome::ok && st.dim != 0
+        && vectors.front().size() != st.dim) {
+      res.kind = outcome::result_invalid;
+      res.reason = "dimension_mismatch";
+      res.error_message = "vectors of length "
+                          + std::to_string(vectors.front().size())
+                          + ", the call's first sub-batch had "
+                          + std::to_string(st.dim);
+    }
+  }
+  res.content.clear();
+  end_request(self, b, res.kind,
+              settle_amount(res, b.admitted.granted_permit.est),
+              res.retry_after_s);
+  --st.busy;
+  st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
+  switch (res.kind) {
+    case outcome::ok:
+      if (st.dim == 0)
+        st.dim = vectors.front().size();
+      succeed_batch(self, b, vectors, res, source);
+      if (std::all_of(st.batches.begin(), st.batches.end(),
+                      [](auto& x) { return x.at == phase::done; })) {
+        st.finishing = true;
+        maybe_deliver(self);
+        return;
+      }
+      break;
+    case outcome::request_rejected:
+    case outcome::source_rejected:
+      // Sources differ in what they accept (batch size, input length):
+      // another source may take this sub-batch; no budget spent.
+      b.excluded.push_back(source);
+      b.last_rejection = res;
+      b.at = phase::ready;
+      break;
+    case outcome::rate_limited: {
+      // No budget; the gateway's cooldown memo keeps the source away.
+      std::uniform_real_distribution<double> u01{0.0, 1.0};
+      auto& scope = *st.args.scope;
+      retry_later(self, i,
+                  backoff_delay(++b.rounds_failed, scope.backoff_base_s,
+                                scope.backoff_max_s, u01(st.rng)));
+      break;
+    }
+    default: {
+      if (res.reason == "dimension_mismatch")
+        b.excluded.push_back(source); // it would answer the same again
+      ++b.failures[source];
+      auto& scope = *st.args.scope;
+      if (++b.budget_used >= scope.max_attempts) {
+        fail(self, error_code::retry_exhausted,
+             "all " + std::to_string(scope.max_attempts)
+               + " attempts of the retry budget failed for inputs "
+               + std::to_string(b.range.begin) + ".."
+               + std::to_string(b.range.end - 1));
+        return;
+      }
+      std::uniform_real_distribution<double> u01{0.0, 1.0};
+      retry_later(self, i,
+                  backoff_delay(++b.rounds_failed, scope.backoff_base_s,
+                                scope.backoff_max_s, u01(st.rng)));
+      break;
+    }
+  }
+  pump(self);
+}
+
+/// The smallest per-source limit of the scope: any sub-batch may land on
+/// any source.
+batch_splitter splitter_of(const scope_config& scope) {
+  auto inputs = std::numeric_limits<int64_t>::max();
+  auto tokens = std::numeric_limits<int64_t>::max();
+  for (auto& src : scope.sources) {
+    inputs = std::min(inputs, src.max_batch_inputs);
+    tokens = std::min(tokens, src.max_batch_tokens);
+  }
+  return batch_splitter{inputs, tokens};
+}
+
+} // namespace
+
+embed_call_actor::behavior_type
+embed_call(self_ptr self, embed_call_args args) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.rng.seed(st.args.seed);
+  if (st.args.requester)
+    self->monitor(st.args.requester);
+  self->set_down_handler([self](caf::down_msg&) {
+    fail(self, error_code::cancelled, "the caller went away");
+  });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    auto& st = self->state;
+    if (st.started && !st.delivered) {
+      fail(self, error_code::cancelled, "the gateway shut down");
+      if (!st.delivered) {
+        st.delivered = true;
+        st.promise.deliver(st.failure);
+      }
+    }
+    self->quit(msg.reason);
+  });
+  return {
+    [self](atom::start) -> caf::result<embed_response> {
+      auto& st = self->state;
+      st.promise = self->make_response_promise<embed_response>();
+      if (st.started)
+        return make_error(error_code::internal, "call started twice");
+      st.started = true;
+      st.started_at = self->clock().now();
+      for (auto& range : splitter_of(*st.args.scope).split(*st.args.inputs)) {
+        embed_batch_state b;
+        b.range = range;
+        st.batches.push_back(std::move(b));
+      }
+      st.response.vectors.resize(st.args.inputs->size());
+      if (st.args.deadline_s)
+        self->delayed_send(self, to_timespan(*st.args.deadline_s),
+                           atom::timer_v, deadline_tag);
+      pump(self);
+      return st.promise;
+    },
+    [](atom::first_token, uint64_t) {},
+    [self](atom::done, uint64_t tag, attempt_result& res) {
+      on_done(self, tag, res);
+    },
+    [self](atom::retry, uint64_t packed) {
+      auto& st = self->state;
+      auto i = static_cast<size_t>(packed & 0xffffffffu);
+      if (st.finishing || i >= st.batches.size())
+        return;
+      auto& b = st.batches[i];
+      if (b.at == phase::waiting && b.retry_gen == (packed >> 32)) {
+        b.at = phase::ready;
+        pump(self);
+      }
+    },
+    [self](atom::timer, uint64_t) {
+      fail(self, error_code::call_deadline_exceeded,
+           "the call deadline passed");
+    },
+    [self](atom::cancel) {
+      fail(self, error_code::cancelled, "the caller cancelled the call");
+    },
+  };
+}
+
+} // namespace pgw

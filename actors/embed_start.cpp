@@ -1,0 +1,53 @@
+#include "actors/embed_start.hpp"
+
+#include "actors/embed_call.hpp"
+#include "actors/side_start.hpp"
+
+namespace pgw::detail {
+
+caf::result<embed_response> start_embed(gateway_self self,
+                                        embed_request req) {
+  auto& st = self->state;
+  if (st.scope->sources.front().kind != "embedding")
+    return make_error(error_code::invalid_request,
+                      "scope " + st.scope->name
+                        + " serves KIND=" + st.scope->sources.front().kind
+                        + ", not embeddings");
+  for (size_t i = 0; i < req.inputs.size(); ++i)
+    if (req.inputs[i].empty())
+      return make_error(error_code::invalid_request,
+                        fmt::format("input {} is empty", i));
+  if (auto err = check_deadline(req.deadline_s))
+    return err;
+  if (auto err = claim_call_id(self, req.call_id))
+    return err;
+  if (req.inputs.empty()) {
+    embed_response out;
+    out.call_id = req.call_id;
+    out.model = st.scope->sources.front().model;
+    out.stats.model = out.model;
+    out.stats.usage_source = "reported"; // 0 tokens is a fact
+    return out;
+  }
+  embed_call_args args;
+  args.call_id = req.call_id;
+  args.inputs = std::make_shared<const std::vector<std::string>>(
+    std::move(req.inputs));
+  args.scope = st.scope;
+  args.sources = st.call_sources;
+  args.gateway = self;
+  args.transport = st.transport;
+  if (req.deadline_s)
+    args.deadline_s = req.deadline_s;
+  else if (st.scope->call_deadline_s)
+    args.deadline_s = *st.scope->call_deadline_s;
+  args.seed = st.rng();
+  args.requester = self->current_sender();
+  args.prices = st.opts.prices;
+  auto id = args.call_id;
+  return run_side_call<embed_response>(self, id,
+                                       self->spawn(embed_call,
+                                                   std::move(args)));
+}
+
+} // namespace pgw::detail

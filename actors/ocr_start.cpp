@@ -1,0 +1,46 @@
+#include "actors/ocr_start.hpp"
+
+#include "actors/ocr_call.hpp"
+#include "actors/side_start.hpp"
+
+#include <limits>
+
+namespace pgw::detail {
+
+caf::result<ocr_response> start_ocr(gateway_self self, ocr_request req) {
+  auto& st = self->state;
+  auto& kind = st.scope->sources.front().kind;
+  if (kind != "ocr_vision" && kind != "ocr_monkey")
+    return make_error(error_code::invalid_request,
+                      "scope " + st.scope->name + " serves KIND=" + kind
+                        + ", not OCR");
+  auto max_bytes = std::numeric_limits<int64_t>::max();
+  for (auto& src : st.scope->sources)
+    max_bytes = std::min(max_bytes, src.max_image_bytes);
+  image_type type;
+  if (auto err = check_image(req.image, static_cast<size_t>(max_bytes), type))
+    return err;
+  if (auto err = check_deadline(req.deadline_s))
+    return err;
+  if (auto err = claim_call_id(self, req.call_id))
+    return err;
+  ocr_call_args args;
+  args.call_id = req.call_id;
+  args.type = type;
+  args.scope = st.scope;
+  args.sources = st.call_sources;
+  args.gateway = self;
+  args.transport = st.transport;
+  if (req.deadline_s)
+    args.deadline_s = req.deadline_s;
+  else if (st.scope->call_deadline_s)
+    args.deadline_s = *st.scope->call_deadline_s;
+  args.seed = st.rng();
+  args.requester = self->current_sender();
+  args.request = std::make_shared<const ocr_request>(std::move(req));
+  auto id = args.call_id;
+  return run_side_call<ocr_response>(self, id,
+                                     self->spawn(ocr_call, std::move(args)));
+}
+
+} // namespace pgw::detail

@@ -1,0 +1,62 @@
+#pragma once
+
+/// The gateway's side of embedding and OCR calls: ids, tracking, answers.
+/// Internal to the gateway.
+
+#include "actors/admission.hpp"
+
+#include <caf/actor_cast.hpp>
+#include <caf/typed_event_based_actor.hpp>
+
+#include <fmt/format.h>
+
+#include <cmath>
+
+namespace pgw::detail {
+
+/// Gives `id` a fresh value when empty; `invalid_request` when a live call
+/// already has it.
+inline caf::error claim_call_id(gateway_self self, std::string& id) {
+  auto& st = self->state;
+  if (id.empty())
+    id = fmt::format("{}-{:016x}-{}", st.scope->name, st.rng(),
+                     ++st.next_call);
+  else if (st.side_calls.count(id) != 0 || st.calls.count(id) != 0)
+    return make_error(error_code::invalid_request,
+                      "call_id " + id + " is already running");
+  return {};
+}
+
+/// `invalid_request` unless `deadline_s` is unset or finite and positive.
+inline caf::error check_deadline(const caf::optional<double>& deadline_s) {
+  if (deadline_s && !(std::isfinite(*deadline_s) && *deadline_s > 0))
+    return make_error(error_code::invalid_request,
+                      "deadline_s must be finite and positive");
+  return {};
+}
+
+/// Starts `call` (spawned by the caller), keeps it cancellable by `id`
+/// while it runs and answers with its single result.
+template <class Response, class Handle>
+caf::result<Response> run_side_call(gateway_self self, const std::string& id,
+                                    Handle call) {
+  auto& st = self->state;
+  st.side_calls.emplace(id, caf::actor_cast<caf::actor>(call));
+  ++st.calls_started;
+  auto rp = self->make_response_promise<Response>();
+  self->request(call, caf::infinite, atom::start_v)
+    .then(
+      [self, id, rp](Response& resp) mutable {
+        self->state.side_calls.erase(id);
+        ++self->state.calls_ok;
+        rp.deliver(std::move(resp));
+      },
+      [self, id, rp](caf::error& err) mutable {
+        self->state.side_calls.erase(id);
+        ++self->state.calls_failed;
+        rp.deliver(std::move(err));
+      });
+  return rp;
+}
+
+} // namespace pgw::detail

@@ -1,0 +1,350 @@
+/// The embedding call actor on the test coordinator with the fake transport.
+
+#include "fixtures/side_call_fixture.hpp"
+
+#include <boost/json.hpp>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+using embed_outcome = side_outcome<embed_response>;
+
+/// An OK answer with one vector per input: [value of the input, 0.5, ...]
+/// of length `dim`; 2 tokens per input.
+fake_step embed_ok(size_t dim = 3) {
+  fake_step s = fake_step::ok("", 0, 0);
+  s.respond = [dim](const std::string& body, attempt_result& res) {
+    auto req = boost::json::parse(body).as_object();
+    boost::json::array data;
+    auto& input = req.at("input").as_array();
+    for (size_t i = 0; i < input.size(); ++i) {
+      boost::json::array vec;
+      vec.emplace_back(std::stod(std::string(input[i].as_string())));
+      for (size_t k = 1; k < dim; ++k)
+        vec.emplace_back(0.5);
+      data.emplace_back(boost::json::object{{"object", "embedding"},
+                                            {"index", i},
+                                            {"embedding", std::move(vec)}});
+    }
+    boost::json::object out{{"object", "list"},
+                            {"data", std::move(data)},
+                            {"model", req.at("model")},
+                            {"usage",
+                             {{"prompt_tokens", 2 * input.size()},
+                              {"total_tokens", 2 * input.size()}}}};
+    res.content = boost::json::serialize(out);
+  };
+  return s;
+}
+
+std::vector<std::string> numbers(size_t n) {
+  std::vector<std::string> out;
+  for (size_t i = 0; i < n; ++i)
+    out.push_back(std::to_string(i));
+  return out;
+}
+
+/// An embedding scope; every source takes at most `per_batch` inputs.
+scope_config embed_scope(const std::vector<std::string>& names,
+                         int64_t per_batch, int64_t concurrency = 4,
+                         const std::string& selector = "round_robin") {
+  auto sc = test_scope(names, selector);
+  sc.name = "EMBED";
+  sc.batch_concurrency = concurrency;
+  for (auto& src : sc.sources) {
+    src.scope = "EMBED";
+    src.kind = "embedding";
+    src.max_batch_inputs = per_batch;
+    src.model = "emb";
+  }
+  return sc;
+}
+
+struct embed_fixture : side_call_fixture {
+  std::shared_ptr<embed_outcome> start_embed(gateway_actor gw,
+                                             embed_request req) {
+    return start_side<embed_response>(gw, atom::embed_v, std::move(req));
+  }
+
+  std::shared_ptr<embed_outcome> embed(gateway_actor gw,
+                                       std::vector<std::string> inputs) {
+    embed_request req;
+    req.inputs = std::move(inputs);
+    auto out = start_embed(gw, std::move(req));
+    run_until(out);
+    return out;
+  }
+
+  /// Inputs of each upstream request, in start order.
+  std::vector<std::vector<std::string>> bodies() {
+    std::vector<std::vector<std::string>> out;
+    for (auto& c : fake->calls()) {
+      std::vector<std::string> in;
+      auto body = boost::json::parse(c.body).as_object();
+      for (auto& x : body.at("input").as_array())
+        in.emplace_back(x.as_string());
+      out.push_back(std::move(in));
+    }
+    return out;
+  }
+};
+
+/// Vector i starts with the value of input i.
+void check_order(const embed_response& resp, size_t n) {
+  REQUIRE(resp.vectors.size() == n);
+  for (size_t i = 0; i < n; ++i) {
+    CAPTURE(i);
+    REQUIRE(!resp.vectors[i].empty());
+    CHECK(resp.vectors[i][0] == static_cast<float>(i));
+  }
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(embed_fixture, "embed: split by count, order kept") {
+  fake->script("a", {embed_ok()});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2));
+  auto out = embed(gw, numbers(5));
+  REQUIRE(out->response);
+  check_order(*out->response, 5);
+  CHECK(out->response->sub_batches == 3);
+  auto b = bodies();
+  REQUIRE(b.size() == 3);
+  for (auto& c : fake->calls())
+    CHECK(c.kind == upstream_kind::embeddings);
+  CHECK(b[0] == std::vector<std::string>{"0", "1"});
+  CHECK(b[2] == std::vector<std::string>{"4"});
+  settle();
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(embed_fixture, "embed: split by estimated tokens") {
+  fake->script("a", {embed_ok()});
+  auto sc = embed_scope({"a"}, 2048);
+  sc.sources[0].max_batch_tokens = 2; // one-character inputs: 1 token each
+  auto gw = spawn_gateway(sc);
+  auto out = embed(gw, numbers(5));
+  REQUIRE(out->response);
+  check_order(*out->response, 5);
+  CHECK(fake->calls().size() == 3);
+  // Each sub-batch reserved its own estimate, then settled its usage.
+  auto st = status(gw);
+  CHECK(source(st, "a").limiter.acquired == 3);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: sub-batches on two sources keep input order") {
+  // b answers faster than a: results come back out of order.
+  fake->script("a", {embed_ok().after(300ms)});
+  fake->script("b", {embed_ok().after(100ms)});
+  auto gw = spawn_gateway(embed_scope({"a", "b"}, 3));
+  auto out = embed(gw, numbers(12));
+  REQUIRE(out->response);
+  check_order(*out->response, 12);
+  CHECK(fake->count("a") == 2);
+  CHECK(fake->count("b") == 2);
+  CHECK(out->response->stats.source.find(',') != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: only the failed sub-batch is retried; usage and "
+                  "generation_ms summed") {
+  auto fail = fake_step::http(503, outcome::transient).after(100ms);
+  fake->script("a", {embed_ok().after(100ms), fail, embed_ok().after(100ms)});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2, 1));
+  auto out = embed(gw, numbers(6));
+  REQUIRE(out->response);
+  check_order(*out->response, 6);
+  auto b = bodies();
+  REQUIRE(b.size() == 4);
+  // The third sub-batch runs while the second waits out its backoff; then
+  // the second, alone, again.
+  CHECK(b[1] == std::vector<std::string>{"2", "3"});
+  CHECK(b[2] == std::vector<std::string>{"4", "5"});
+  CHECK(b[3] == b[1]);
+  auto& stats = out->response->stats;
+  CHECK(stats.attempts == 4);
+  CHECK(stats.prompt_tokens == 12);
+  CHECK(stats.usage_source == "reported");
+  CHECK(stats.generation_ms == doctest::Approx(300));
+  CHECK_FALSE(stats.cost_usd); // no prices
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  // Settled: usage of the three good sub-batches, the estimate (2 tokens)
+  // of the failed one.
+  CHECK(source(st, "a").limiter.tpm_used == 12 + 2);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: one deadline for the call, earlier permits "
+                  "settled") {
+  fake->script("a", {embed_ok().after(1s)});
+  auto sc = embed_scope({"a"}, 2, 1);
+  sc.call_deadline_s = 2.5;
+  auto gw = spawn_gateway(sc);
+  auto out = embed(gw, numbers(8));
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
+  CHECK(fake->calls().size() == 3);
+  CHECK(fake->calls()[2].cancelled);
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  // Two sub-batches settled their usage (4 each), the third — cancelled
+  // after sending — its estimate (2); the fourth never ran.
+  CHECK(source(st, "a").limiter.tpm_used == 4 + 4 + 2);
+  CHECK(source(st, "a").limiter.acquired == 3);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: cancellation settles the estimate of what was "
+                  "sent (S7)") {
+  fake->script("a", {fake_step::never()});
+  auto sc = embed_scope({"a"}, 2, 4);
+  sc.sources[0].max_batch_tokens = 1000;
+  auto gw = spawn_gateway(sc);
+  embed_request req;
+  req.call_id = "emb-1";
+  req.inputs = {std::string(40, 'x'), std::string(40, 'y'), "z"};
+  auto out = start_embed(gw, req);
+  sched.run();
+  CHECK(fake->calls().size() == 2);
+  CHECK(out->answers == 0);
+  CHECK(status(gw).calls_active == 1);
+  caf::anon_send(gw, atom::cancel_v, std::string{"emb-1"});
+  sched.run();
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::cancelled);
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  // Estimates: 11 + 11 for the first sub-batch, 1 for the second.
+  CHECK(source(st, "a").limiter.tpm_used == 23);
+  CHECK(source(st, "a").outcomes.at("cancelled") == 2);
+  CHECK(st.calls_active == 0);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a caller that goes away cancels the call") {
+  fake->script("a", {fake_step::never()});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2, 4));
+  embed_request req;
+  req.inputs = numbers(2);
+  auto caller = sys.spawn([gw, req](caf::event_based_actor* self) {
+    self->request(gw, caf::infinite, atom::embed_v, req)
+      .then([](embed_response&) {}, [](caf::error&) {});
+  });
+  sched.run();
+  REQUIRE(fake->calls().size() == 1);
+  caf::anon_send_exit(caller, caf::exit_reason::kill);
+  settle();
+  CHECK(fake->calls()[0].cancelled);
+  auto st = status(gw);
+  check_balanced(st);
+  CHECK(source(st, "a").limiter.tpm_used == 2); // the estimate: it was sent
+  CHECK(st.calls_failed == 1);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a different vector length is result_invalid, "
+                  "retried elsewhere") {
+  fake->script("a", {embed_ok(3)});
+  fake->script("b", {embed_ok(5)});
+  auto gw = spawn_gateway(embed_scope({"a", "b"}, 1, 1));
+  auto out = embed(gw, numbers(3));
+  REQUIRE(out->response);
+  check_order(*out->response, 3);
+  for (auto& v : out->response->vectors)
+    CHECK(v.size() == 3);
+  auto st = status(gw);
+  CHECK(source(st, "b").outcomes.at("result_invalid") >= 1);
+  CHECK(source(st, "b").outcomes.count("ok") == 0);
+  // b is excluded for the sub-batch it failed: a runs it.
+  CHECK(fake->count("a") == 3);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: empty input answers at once, no admission") {
+  auto sc = embed_scope({"a"}, 2);
+  sc.call_deadline_s = 1;
+  auto gw = spawn_gateway(sc);
+  embed_request req;
+  auto out = start_embed(gw, req);
+  sched.run();
+  REQUIRE(out->response);
+  CHECK(out->response->vectors.empty());
+  CHECK(fake->calls().empty());
+  auto st = status(gw);
+  CHECK(source(st, "a").limiter.acquired == 0);
+  CHECK(st.calls_started == 0);
+}
+
+TEST_CASE_FIXTURE(embed_fixture, "embed: bad requests are invalid_request") {
+  auto gw = spawn_gateway(embed_scope({"a"}, 2));
+  auto out = embed(gw, {"1", ""});
+  CHECK(code_of(out->error) == error_code::invalid_request);
+  auto chat_gw = spawn_gateway(test_scope({"c"}));
+  auto wrong = embed(chat_gw, {"1"});
+  CHECK(code_of(wrong->error) == error_code::invalid_request);
+  // And chat calls on an embedding scope.
+  auto chat = call(gw, hello());
+  CHECK(code_of(chat->error) == error_code::invalid_request);
+  CHECK(detail_of(chat->error)->message
+        == "scope EMBED serves KIND=embedding, not chat");
+  CHECK(fake->calls().empty());
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: every source rejecting a sub-batch is "
+                  "request_rejected") {
+  fake->script("a", {fake_step::http(400, outcome::request_rejected)});
+  fake->script("b", {fake_step::http(400, outcome::request_rejected)});
+  auto gw = spawn_gateway(embed_scope({"a", "b"}, 2, 1));
+  auto out = embed(gw, numbers(2));
+  CHECK(code_of(out->error) == error_code::request_rejected);
+  CHECK(fake->calls().size() == 2); // each source once, no budget spent
+  settle();
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(embed_fixture, "embeddings never change the health EWMA") {
+  auto sc = embed_scope({"a", "b"}, 1, 1, "health_aware");
+  sc.max_attempts = 10;
+  fake->script("a", {fake_step::transient("reset"), embed_ok()});
+  fake->script("b", {fake_step::transient("reset"), embed_ok()});
+  auto gw = spawn_gateway(sc);
+  auto out = embed(gw, numbers(4));
+  REQUIRE(out->response);
+  auto st = status(gw);
+  CHECK(source(st, "a").outcomes.at("transient") == 1);
+  CHECK(source(st, "b").outcomes.at("transient") == 1);
+  CHECK(source(st, "a").ewma == 1.0);
+  CHECK(source(st, "b").ewma == 1.0);
+  // The same report from a chat attempt does move it.
+  attempt_report rep;
+  rep.source = "a";
+  rep.kind = outcome::transient;
+  caf::anon_send(gw, atom::report_v, rep);
+  sched.run();
+  CHECK(source(status(gw), "a").ewma < 1.0);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: cost_usd sums the sub-batches' input tokens") {
+  fake->script("a", {embed_ok()});
+  gateway_options opts;
+  auto prices = price_table::parse(
+    R"({"models": {"emb": {"input": 2.0, "output": 9.0}}})");
+  REQUIRE(prices);
+  opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  auto gw = spawn_gateway(embed_scope({"a"}, 2), 42, opts);
+  auto out = embed(gw, numbers(5));
+  REQUIRE(out->response);
+  // 3 sub-batches, 2 tokens per input: 10 input tokens at $2 per million.
+  REQUIRE(out->response->stats.cost_usd);
+  CHECK(*out->response->stats.cost_usd == doctest::Approx(10 * 2.0 / 1e6));
+}

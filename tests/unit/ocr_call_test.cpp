@@ -1,0 +1,197 @@
+/// The OCR call actor on the test coordinator with the fake transport.
+
+#include "fixtures/side_call_fixture.hpp"
+
+#include <boost/json.hpp>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "pixels";
+
+/// An OCR scope of `kind`; TPM set so a settlement other than 0 shows.
+scope_config ocr_scope(const std::string& kind,
+                       const std::vector<std::string>& names) {
+  auto sc = test_scope(names);
+  sc.name = "OCR";
+  for (auto& src : sc.sources) {
+    src.scope = "OCR";
+    src.kind = kind;
+    src.tpm = 100000;
+  }
+  return sc;
+}
+
+/// A transport success whose raw body is `body` (MonkeyOCR answers).
+fake_step raw(const std::string& body) {
+  auto s = fake_step::ok(body, 0, 0);
+  s.result.usage_reported = false;
+  return s;
+}
+
+struct ocr_fixture : side_call_fixture {
+  std::shared_ptr<side_outcome<ocr_response>>
+  ocr(gateway_actor gw, std::string image, bool layout = false,
+      std::string call_id = "") {
+    ocr_request req;
+    req.image = std::move(image);
+    req.layout = layout;
+    req.call_id = std::move(call_id);
+    auto out = start_side<ocr_response>(gw, atom::ocr_v, std::move(req));
+    run_until(out);
+    return out;
+  }
+
+  /// Every permit settled 0 tokens.
+  void check_settled_zero(gateway_actor gw) {
+    settle();
+    auto st = status(gw);
+    check_balanced(st);
+    for (auto& s : st.sources) {
+      CAPTURE(s.name);
+      CHECK(s.limiter.tpm_used == 0);
+    }
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr_vision: the image goes as a data: URL, the answer is "
+                  "the text, the permit settles 0 (S6)") {
+  fake->script("a", {fake_step::ok("Hello from the image", 900, 40)});
+  auto gw = spawn_gateway(ocr_scope("ocr_vision", {"a"}));
+  auto out = ocr(gw, png);
+  REQUIRE(out->response);
+  CHECK(out->response->text == "Hello from the image");
+  CHECK(out->response->source == "a");
+  CHECK(out->response->stats.attempts == 1);
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].kind == upstream_kind::chat);
+  auto body = boost::json::parse(calls[0].body);
+  auto& parts = body.at("messages").at(0).at("content").as_array();
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].at("text").as_string().find("Transcribe")
+        != boost::json::string::npos);
+  auto url = std::string(parts[1].at("image_url").at("url").as_string());
+  CHECK(url.rfind("data:image/png;base64,", 0) == 0);
+  check_settled_zero(gw);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr_vision layout: JSON blocks; a non-JSON answer is "
+                  "result_invalid and retried elsewhere") {
+  fake->script("a", {fake_step::ok("I cannot do JSON, sorry")});
+  fake->script("b", {fake_step::ok(
+                      "```json\n{\"markdown\": \"# Title\", \"blocks\": "
+                      "[{\"type\": \"title\", \"text\": \"Title\", \"bbox\": "
+                      "[1, 2, 3, 4]}]}\n```")});
+  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  sc.sources[1].ocr_prompt_layout = "custom layout prompt";
+  auto gw = spawn_gateway(sc);
+  auto out = ocr(gw, png, true);
+  REQUIRE(out->response);
+  CHECK(out->response->text == "# Title");
+  CHECK(out->response->source == "b");
+  CHECK(boost::json::parse(out->response->blocks_json)
+        == boost::json::parse(
+          R"([{"type":"title","text":"Title","bbox":[1.0,2.0,3.0,4.0]}])"));
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[1].body.find("custom layout prompt") != std::string::npos);
+  auto st = status(gw);
+  CHECK(source(st, "a").outcomes.at("result_invalid") == 1);
+  check_settled_zero(gw);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr_monkey: multipart /ocr/text; HTTP 200 success:false "
+                  "is a failure, retried on another source") {
+  fake->script("a", {raw(R"({"success":false,"message":"model busy"})")});
+  fake->script("b", {raw(R"({"success":true,"task_type":"text",)"
+                         R"("content":"Recognised"})")});
+  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a", "b"}));
+  auto out = ocr(gw, png);
+  REQUIRE(out->response);
+  CHECK(out->response->text == "Recognised");
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].kind == upstream_kind::ocr_text);
+  CHECK(calls[0].body.find("name=\"file\"; filename=\"image.png\"")
+        != std::string::npos);
+  CHECK(calls[0].body.find(png) != std::string::npos);
+  auto st = status(gw);
+  CHECK(source(st, "a").outcomes.at("transient") == 1);
+  check_settled_zero(gw);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr_monkey: success:false blaming the input ends the call "
+                  "request_rejected") {
+  fake->script("a", {raw(R"({"success":false,"message":"Unsupported file"})")});
+  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a", "b"}));
+  auto out = ocr(gw, png);
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::request_rejected);
+  CHECK(detail_of(out->error)->upstream_message == "Unsupported file");
+  CHECK(fake->calls().size() == 1);
+  check_settled_zero(gw);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
+  fake->script("a", {raw(R"({"success":true,"content_list":[)"
+                         R"({"type":"title","text":"T","bbox":[0,0,9,9]},)"
+                         R"({"type":"text","text":"Body"}]})")});
+  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a"}));
+  auto out = ocr(gw, png, true);
+  REQUIRE(out->response);
+  CHECK(out->response->text == "T\n\nBody");
+  CHECK(fake->calls()[0].kind == upstream_kind::ocr_parse);
+  CHECK(boost::json::parse(out->response->blocks_json).as_array().size() == 2);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: wrong image type and oversize images fail before "
+                  "admission") {
+  auto sc = ocr_scope("ocr_monkey", {"a"});
+  sc.sources[0].max_image_bytes = 10;
+  auto gw = spawn_gateway(sc);
+  auto gif = ocr(gw, "GIF89a....");
+  CHECK(code_of(gif->error) == error_code::invalid_request);
+  auto big = ocr(gw, png + "more bytes");
+  CHECK(code_of(big->error) == error_code::invalid_request);
+  CHECK(detail_of(big->error)->message.find("MAX_IMAGE_BYTES=10")
+        != std::string::npos);
+  auto chat_gw = spawn_gateway(test_scope({"c"}));
+  CHECK(code_of(ocr(chat_gw, png)->error) == error_code::invalid_request);
+  CHECK(fake->calls().empty());
+  CHECK(source(status(gw), "a").limiter.acquired == 0);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: cancellation and the deadline settle 0 (S6)") {
+  fake->script("a", {fake_step::never()});
+  auto sc = ocr_scope("ocr_vision", {"a"});
+  sc.call_deadline_s = 5;
+  auto gw = spawn_gateway(sc);
+  ocr_request req;
+  req.image = png;
+  req.call_id = "ocr-1";
+  auto cancelled = start_side<ocr_response>(gw, atom::ocr_v, req);
+  sched.run();
+  caf::anon_send(gw, atom::cancel_v, std::string{"ocr-1"});
+  sched.run();
+  REQUIRE(cancelled->answers == 1);
+  CHECK(code_of(cancelled->error) == error_code::cancelled);
+  auto late = ocr(gw, png);
+  CHECK(code_of(late->error) == error_code::call_deadline_exceeded);
+  CHECK(fake->calls().size() == 2);
+  CHECK(fake->calls()[0].cancelled);
+  CHECK(fake->calls()[1].cancelled);
+  check_settled_zero(gw);
+  CHECK(source(status(gw), "a").limiter.acquired == 2);
+}

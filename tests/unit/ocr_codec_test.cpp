@@ -1,0 +1,89 @@
+#include "transport/ocr_codec.hpp"
+
+#include "messages/errors.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+
+namespace {
+
+const std::string png_bytes = std::string("\x89PNG\r\n\x1a\n", 8) + "rest";
+const std::string jpeg_bytes = std::string("\xFF\xD8\xFF\xE0", 4) + "rest";
+const std::string pdf_bytes = "%PDF-1.7\n...";
+
+} // namespace
+
+TEST_CASE("ocr: image type from magic bytes, never the name") {
+  image_type t;
+  REQUIRE(sniff_image(png_bytes, t));
+  CHECK(t == image_type::png);
+  REQUIRE(sniff_image(jpeg_bytes, t));
+  CHECK(t == image_type::jpeg);
+  REQUIRE(sniff_image(pdf_bytes, t));
+  CHECK(t == image_type::pdf);
+  CHECK_FALSE(sniff_image("GIF89a....", t));
+  CHECK_FALSE(sniff_image(std::string("\x89PN", 3), t));
+  CHECK_FALSE(sniff_image("", t));
+}
+
+TEST_CASE("ocr: empty, oversize and wrong-type images are invalid_request") {
+  image_type t;
+  CHECK_FALSE(check_image(png_bytes, 100, t));
+  auto big = check_image(png_bytes, 5, t);
+  CHECK(code_of(big) == error_code::invalid_request);
+  CHECK(detail_of(big)->message
+        == "the image has 12 bytes, more than MAX_IMAGE_BYTES=5");
+  auto gif = check_image("GIF89a", 100, t);
+  CHECK(code_of(gif) == error_code::invalid_request);
+  CHECK(detail_of(gif)->message.find("not a PNG, JPEG or PDF")
+        != std::string::npos);
+  CHECK(code_of(check_image("", 100, t)) == error_code::invalid_request);
+}
+
+TEST_CASE("ocr: base64 and data URLs") {
+  CHECK(base64_encode("") == "");
+  CHECK(base64_encode("f") == "Zg==");
+  CHECK(base64_encode("fo") == "Zm8=");
+  CHECK(base64_encode("foo") == "Zm9v");
+  CHECK(base64_encode("foobar") == "Zm9vYmFy");
+  CHECK(base64_encode(std::string("\xFF\xFE", 2)) == "//4=");
+  CHECK(image_data_url("foo", image_type::jpeg) == "data:image/jpeg;base64,Zm9v");
+}
+
+TEST_CASE("ocr: the multipart body carries the file with its type") {
+  auto body = monkey_multipart(pdf_bytes, image_type::pdf, "B0UND");
+  CHECK(body.rfind("--B0UND\r\n", 0) == 0);
+  CHECK(body.find("name=\"file\"; filename=\"document.pdf\"")
+        != std::string::npos);
+  CHECK(body.find("Content-Type: application/pdf\r\n\r\n" + pdf_bytes
+                  + "\r\n--B0UND--\r\n")
+        != std::string::npos);
+}
+
+TEST_CASE("ocr: MonkeyOCR answers, success:false classified by message") {
+  attempt_result ok;
+  decode_monkey_text(R"({"success":true,"task_type":"text","content":"Hello"})",
+                     ok);
+  CHECK(ok.kind == outcome::ok);
+  CHECK(ok.content == "Hello");
+  attempt_result busy;
+  decode_monkey_text(R"({"success":false,"message":"CUDA out of memory"})",
+                     busy);
+  CHECK(busy.kind == outcome::transient);
+  CHECK(busy.reason == "ocr_failed");
+  CHECK(busy.error_message == "CUDA out of memory");
+  attempt_result bad;
+  decode_monkey_text(
+    R"({"success":false,"message":"Unsupported file type: .gif"})", bad);
+  CHECK(bad.kind == outcome::request_rejected);
+  CHECK(bad.reason == "ocr_rejected");
+  for (auto* body : {"not json", "[]", R"({"content":"x"})",
+                     R"({"success":true})", R"({"success":true,"content":1})"}) {
+    attempt_result r;
+    decode_monkey_text(body, r);
+    CAPTURE(body);
+    CHECK(r.kind == outcome::result_invalid);
+    CHECK(r.reason == "malformed_body");
+  }
+}

@@ -1,0 +1,304 @@
+#include "transport/ocr_codec.hpp"
+
+#include "messages/errors.hpp"
+
+#include <boost/json.hpp>
+
+#include <algorithm>
+#include <cctype>
+#include <initializer_list>
+
+namespace pgw {
+
+namespace {
+
+namespace json = boost::json;
+
+bool starts_with(const std::string& bytes, std::initializer_list<int> magic) {
+  if (bytes.size() < magic.size())
+    return false;
+  size_t i = 0;
+  for (auto b : magic)
+    if (static_cast<unsigned char>(bytes[i++]) != b)
+      return false;
+  return true;
+}
+
+std::string lower(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(),
+                 [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+/// True when a failure message blames the input, not the server.
+bool blames_input(const std::string& message) {
+  auto m = lower(message);
+  for (auto* word : {"unsupported", "not supported", "invalid", "corrupt",
+                     "too large", "too big", "no pages", "password",
+                     "cannot identify", "cannot open", "not an image"})
+    if (m.find(word) != std::string::npos)
+      return true;
+  return false;
+}
+
+} // namespace
+
+const char* mime_of(image_type t) {
+  switch (t) {
+    case image_type::png:
+      return "image/png";
+    case image_type::jpeg:
+      return "image/jpeg";
+    case image_type::pdf:
+      return "application/pdf";
+  }
+  return "application/octet-stream";
+}
+
+bool sniff_image(const std::string& bytes, image_type& out) {
+  if (starts_with(bytes, {0x89, 'P', 'N', 'G', 0x0D, 0x0A, 0x1A, 0x0A}))
+    out = image_type::png;
+  else if (starts_with(bytes, {0xFF, 0xD8, 0xFF}))
+    out = image_type::jpeg;
+  else if (starts_with(bytes, {'%', 'P', 'D', 'F', '-'}))
+    out = image_type::pdf;
+  else
+    return false;
+  return true;
+}
+
+caf::error check_image(const std::string& bytes, size_t max_bytes,
+                       image_type& out) {
+  if (bytes.empty())
+    return make_error(error_code::invalid_request, "the image is empty");
+  if (bytes.size() > max_bytes)
+    return make_error(error_code::invalid_request,
+                      "the image has " + std::to_string(bytes.size())
+                        + " bytes, more than MAX_IMAGE_BYTES="
+                        + std::to_string(max_bytes));
+  if (!sniff_image(bytes, out))
+    return make_error(error_code::invalid_request,
+                      "the image is not a PNG, JPEG or PDF (by its first "
+                      "bytes)");
+  return {};
+}
+
+std::string base64_encode(const std::string& bytes) {
+  static constexpr char table[] =
+    "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  out.reserve((bytes.size() + 2) / 3 * 4);
+  size_t i = 0;
+  auto at = [&](size_t k) {
+    return static_cast<uint32_t>(static_cast<unsigned char>(bytes[k]));
+  };
+  for (; i + 2 < bytes.size(); i += 3) {
+    auto v = (at(i) << 16) | (at(i + 1) << 8) | at(i + 2);
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += table[(v >> 6) & 63];
+    out += table[v & 63];
+  }
+  if (i + 1 == bytes.size()) {
+    auto v = at(i) << 16;
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += "==";
+  } else if (i + 2 == bytes.size()) {
+    auto v = (at(i) << 16) | (at(i + 1) << 8);
+    out += table[(v >> 18) & 63];
+    out += table[(v >> 12) & 63];
+    out += table[(v >> 6) & 63];
+    out += '=';
+  }
+  return out;
+}
+
+std::string image_data_url(const std::string& bytes, image_type t) {
+  return std::string{"data:"} + mime_of(t) + ";base64," + base64_encode(bytes);
+}
+
+std::string monkey_multipart(const std::string& bytes, image_type t,
+                             const std::string& boundary) {
+  static constexpr const char* names[] = {"image.png", "image.jpg",
+                                          "document.pdf"};
+  std::string out = "--" + boundary + "\r\n";
+  out += "Content-Disposition: form-data; name=\"file\"; filename=\"";
+  out += names[static_cast<int>(t)];
+  out += "\"\r\nContent-Type: ";
+  out += mime_of(t);
+  out += "\r\n\r\n";
+  out += bytes;
+  out += "\r\n--" + boundary + "--\r\n";
+  return out;
+}
+
+namespace {
+
+void malformed(attempt_result& out, const char* message) {
+  out.kind = outcome::result_invalid;
+  out.reason = "malformed_body";
+  out.error_message = message;
+}
+
+/// The answer object when it says `success: true`; otherwise classifies the
+/// failure into `out` and returns null.
+const json::object* monkey_success(const json::value& doc,
+                                   attempt_result& out) {
+  auto obj = doc.if_object();
+  auto success = obj ? obj->if_contains("success") : nullptr;
+  if (success == nullptr || !success->is_bool()) {
+    malformed(out, "the answer is not an OCR result object");
+    return nullptr;
+  }
+  if (!success->get_bool()) {
+    std::string message;
+    if (auto m = obj->if_contains("message"); m && m->is_string())
+      message = std::string(m->get_string()).substr(0, 500);
+    bool rejected = blames_input(message);
+    out.kind = rejected ? outcome::request_rejected : outcome::transient;
+    out.reason = rejected ? "ocr_rejected" : "ocr_failed";
+    out.error_message = message;
+    return nullptr;
+  }
+  return obj;
+}
+
+/// `{type, text, bbox?}` blocks, normalised; false when `v` is not a list
+/// of such objects.
+bool normalise_blocks(const json::value& v, json::array& out) {
+  if (!v.is_array())
+    return false;
+  for (auto& item : v.get_array()) {
+    auto b = item.if_object();
+    if (b == nullptr)
+      return false;
+    json::object n;
+    auto type = b->if_contains("type");
+    auto text = b->if_contains("text");
+    n["type"] = type && type->is_string() ? type->get_string() : "text";
+    n["text"] = text && text->is_string() ? text->get_string() : "";
+    if (auto box = b->if_contains("bbox"); box && box->is_array()
+                                           && box->get_array().size() == 4) {
+      json::array coords;
+      for (auto& c : box->get_array())
+        if (c.is_number())
+          coords.emplace_back(c.to_number<double>());
+      if (coords.size() == 4)
+        n["bbox"] = std::move(coords);
+    }
+    out.emplace_back(std::move(n));
+  }
+  return true;
+}
+
+/// Sets `out` ok with `markdown` and `blocks_json` from a layout object
+/// holding `content_key` (markdown) and/or `blocks_key`.
+bool take_layout(const json::object& obj, const char* content_key,
+                 const char* blocks_key, attempt_result& out,
+                 std::string& blocks_json) {
+  json::array blocks;
+  auto list = obj.if_contains(blocks_key);
+  bool has_blocks = list != nullptr && normalise_blocks(*list, blocks);
+  auto content = obj.if_contains(content_key);
+  bool has_text = content != nullptr && content->is_string();
+  if (!has_blocks && !has_text)
+    return false;
+  std::string text;
+  if (has_text) {
+    text = std::string(content->get_string());
+  } else {
+    for (auto& b : blocks) {
+      auto& t = b.at("text").get_string();
+      if (t.empty())
+        continue;
+      if (!text.empty())
+        text += "\n\n";
+      text.append(t.data(), t.size());
+    }
+  }
+  out.kind = outcome::ok;
+  out.reason = "ok";
+  out.content = std::move(text);
+  blocks_json = json::serialize(blocks);
+  return true;
+}
+
+} // namespace
+
+void decode_monkey_text(const std::string& body, attempt_result& out) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  if (ec)
+    doc = nullptr;
+  auto obj = monkey_success(doc, out);
+  if (obj == nullptr)
+    return;
+  auto content = obj->if_contains("content");
+  if (content == nullptr || !content->is_string())
+    return malformed(out, "the OCR result has no text content");
+  out.kind = outcome::ok;
+  out.reason = "ok";
+  out.content = std::string(content->get_string());
+}
+
+void decode_monkey_layout(const std::string& body, attempt_result& out,
+                          std::string& blocks_json) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  if (ec)
+    doc = nullptr;
+  auto obj = monkey_success(doc, out);
+  if (obj != nullptr
+      && !take_layout(*obj, "content", "content_list", out, blocks_json))
+    malformed(out, "the layout result has neither content nor content_list");
+}
+
+std::string vision_prompt(const source_config& src, bool layout) {
+  if (layout)
+    return !src.ocr_prompt_layout.empty()
+             ? src.ocr_prompt_layout
+             : "Read this document. Answer only with a JSON object "
+               "{\"markdown\": the whole text as markdown, \"blocks\": "
+               "[{\"type\": \"title|text|table|figure|list\", \"text\": "
+               "..., \"bbox\": [x0, y0, x1, y1]}]}.";
+  return !src.ocr_prompt_text.empty()
+           ? src.ocr_prompt_text
+           : "Transcribe all text in this image exactly, in reading order. "
+             "Answer with the text only.";
+}
+
+chat_request vision_request(const source_config& src, const std::string& image,
+                            image_type t, bool layout) {
+  chat_message msg;
+  msg.role = "user";
+  msg.parts.push_back({"text", vision_prompt(src, layout), ""});
+  msg.parts.push_back({"image_url", "", image_data_url(image, t)});
+  chat_request req;
+  req.messages.push_back(std::move(msg));
+  req.stream = false;
+  return req;
+}
+
+void decode_vision_layout(attempt_result& out, std::string& blocks_json) {
+  auto text = out.content;
+  auto open = text.find("```");
+  if (open != std::string::npos) {
+    auto start = text.find('\n', open);
+    auto close = text.rfind("```");
+    if (start != std::string::npos && close > start)
+      text = text.substr(start + 1, close - start - 1);
+  }
+  boost::system::error_code ec;
+  auto doc = json::parse(text, ec);
+  auto obj = !ec ? doc.if_object() : nullptr;
+  if (obj == nullptr
+      || !take_layout(*obj, "markdown", "blocks", out, blocks_json)) {
+    out.kind = outcome::result_invalid;
+    out.reason = "layout_not_json";
+    out.error_message = "the layout answer is not a JSON object with "
+                        "markdown or blocks";
+  }
+}
+
+} // namespace pgw
