@@ -115,8 +115,8 @@ void on_refused(self_ptr self, size_t i, admit_result& r) {
   auto& st = self->state;
   auto& b = st.batches[i];
   for (auto& [source, reason] : r.skipped)
-    st.last_reason[source] = reason;
-  if (r.refusal == "none") {
+    st.last_reason[source] = to_string(reason);
+  if (r.refusal == admission_refusal::none) {
     if (b.last_rejection)
       fail(self, error_code::request_rejected,
            "every source rejected a sub-batch of inputs "
@@ -167,7 +167,6 @@ void admit(self_ptr self, size_t i) {
   ++st.busy;
   ++st.admitting;
   admit_request req;
-  req.call_id = st.args.call_id;
   req.exclude = b.excluded;
   req.failures = b.failures;
   req.est = b.range.est_tokens;

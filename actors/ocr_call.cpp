@@ -130,8 +130,8 @@ void start_attempt(self_ptr self, admit_result& r) {
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
   for (auto& [source, reason] : r.skipped)
-    st.last_reason[source] = reason;
-  if (r.refusal == "none") {
+    st.last_reason[source] = to_string(reason);
+  if (r.refusal == admission_refusal::none) {
     if (st.last_rejection)
       fail(self, error_code::request_rejected,
            "every source rejected the image", &*st.last_rejection);
@@ -156,7 +156,6 @@ void admit(self_ptr self) {
     return;
   st.admitting = true;
   admit_request req;
-  req.call_id = st.args.call_id;
   req.exclude = st.excluded;
   req.failures = st.failures;
   self->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))

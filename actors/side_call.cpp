@@ -29,10 +29,12 @@ caf::optional<double> refusal_wait(const scope_config& scope,
   caf::optional<double> wait_s;
   quota = false;
   for (auto& [source, reason] : refused.skipped) {
-    quota = quota || reason == "quota";
-    bool waits = reason == "cooling"
-                 || (reason == "quota" && scope.on_quota_full == "wait")
-                 || (reason == "circuit_open"
+    // A cooling source (429 memo) counts as a full quota (SPEC §12).
+    bool limited = reason == skip_reason::quota
+                   || reason == skip_reason::cooling;
+    quota = quota || limited;
+    bool waits = (limited && scope.on_quota_full == "wait")
+                 || (reason == skip_reason::circuit_open
                      && scope.on_circuit_open == "wait");
     if (!waits)
       continue;

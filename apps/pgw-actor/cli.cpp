@@ -96,7 +96,7 @@ json::object stats_object(const call_stats& s) {
 } // namespace
 
 std::string call_stats_json(const call_stats& stats) {
-  return json::serialize(stats_object(stats));
+  return json_text(stats_object(stats));
 }
 
 std::string response_json(const chat_response& resp) {
@@ -117,8 +117,8 @@ std::string response_json(const chat_response& resp) {
   if (!resp.parsed.empty()) {
     json::error_code ec;
     out["parsed"] = json::parse(resp.parsed, ec);
-    out["call_stats"].as_object()["repaired"] = s.repaired;
-    out["call_stats"].as_object()["reasks"] = s.reasks;
+    out["call_stats"].as_object()["repaired"] = resp.stats.repaired;
+    out["call_stats"].as_object()["reasks"] = resp.stats.reasks;
   }
   return json_text(out);
 }

@@ -3,7 +3,8 @@
 #include "cli.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
+#include "config/json_text.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -61,7 +62,7 @@ std::string embed_json(const embed_response& resp) {
     {"call_id", resp.call_id},
     {"call_stats", json::parse(call_stats_json(resp.stats))},
   };
-  return json::serialize(out);
+  return json_text(out);
 }
 
 } // namespace
@@ -148,7 +149,7 @@ int embed_main(const std::vector<std::string>& args) {
         json::array row;
         for (auto x : vec)
           row.emplace_back(static_cast<double>(x));
-        std::puts(json::serialize(row).c_str());
+        std::puts(json_text(row).c_str());
       }
     }
   } else {

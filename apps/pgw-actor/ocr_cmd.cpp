@@ -3,7 +3,8 @@
 #include "cli.hpp"
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
+#include "config/json_text.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -50,7 +51,7 @@ std::string ocr_json(const ocr_response& resp, bool layout) {
   if (layout)
     out["blocks"] = json::parse(resp.blocks_json.empty() ? "[]"
                                                          : resp.blocks_json);
-  return json::serialize(out);
+  return json_text(out);
 }
 
 } // namespace

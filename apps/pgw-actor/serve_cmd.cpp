@@ -1,6 +1,7 @@
 // `pgw-actor serve`: an OpenAI-compatible HTTP server in front of the
 // gateways of every configured scope.
 
+#include "config/json_text.hpp"
 #include "cli.hpp"
 #include "serve_app.hpp"
 
@@ -98,7 +99,7 @@ std::string models_json(const context& ctx) {
     for (auto& src : entry.second.config->sources)
       add(entry.second.config->name + "/" + src.name);
   }
-  return json::serialize(json::object{{"object", "list"}, {"data", data}});
+  return json_text(json::object{{"object", "list"}, {"data", data}});
 }
 
 /// The route label of a path (bounded for metrics).
@@ -203,7 +204,7 @@ void setup_routes(context& ctx, httplib::Server& svr) {
     json::object body{{"status", why.empty() ? "ready" : "not_ready"}};
     if (!why.empty())
       body["reason"] = why;
-    res.set_content(json::serialize(body), "application/json");
+    res.set_content(json_text(body), "application/json");
   });
   svr.Get("/metrics", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(ctx.stats.render(statuses(ctx)),

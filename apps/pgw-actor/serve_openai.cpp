@@ -1,3 +1,4 @@
+#include "config/json_text.hpp"
 #include "serve_openai.hpp"
 
 #include <boost/json.hpp>
@@ -83,7 +84,7 @@ problem read_tool_calls(const json::value& v, const std::string& where,
       if (x->is_string())
         call.arguments = std::string(x->get_string());
       else
-        call.arguments = json::serialize(*x);
+        call.arguments = json_text(*x);
     }
     m.tool_calls.push_back(std::move(call));
   }
@@ -242,11 +243,11 @@ std::optional<std::string> parse_request(const std::string& body,
       else if (!val.is_null())
         return bad("stop", "must be a string or an array of strings");
     } else if (key == "tools") {
-      req.tools = json::serialize(val);
+      req.tools = json_text(val);
     } else if (key == "tool_choice") {
-      req.tool_choice = json::serialize(val);
+      req.tool_choice = json_text(val);
     } else if (key == "response_format") {
-      req.response_format = json::serialize(val);
+      req.response_format = json_text(val);
     } else if (key == "parallel_tool_calls") {
       if (!val.is_bool())
         return bad(key, "must be true or false");
@@ -266,7 +267,7 @@ std::optional<std::string> parse_request(const std::string& body,
   if (out.model.empty())
     return bad("model", "missing (name a scope, e.g. \"LLM\")");
   if (!extra.empty())
-    req.extra_body = json::serialize(extra);
+    req.extra_body = json_text(extra);
   req.stream = caf::none; // the scope's STREAM decides how upstreams answer
   return {};
 }
@@ -294,7 +295,7 @@ std::string completion_json(const chat_response& resp, const std::string& model,
     {"usage", usage_json(resp)},
     {"system_fingerprint", nullptr},
   };
-  return json::serialize(out);
+  return json_text(out);
 }
 
 std::string completion_sse(const chat_response& resp, const std::string& model,
@@ -310,7 +311,7 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
                                  {"index", 0},
                                  {"delta", std::move(delta)},
                                  {"finish_reason", std::move(finish)}}}}};
-    out += "data: " + json::serialize(c) + "\n\n";
+    out += "data: " + json_text(c) + "\n\n";
   };
   chunk(json::object{{"role", "assistant"}, {"content", ""}}, nullptr);
   for (auto& piece : pieces(resp.reasoning_content, 64))
@@ -331,7 +332,7 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
                    {"model", model},
                    {"choices", json::array{}},
                    {"usage", usage_json(resp)}};
-    out += "data: " + json::serialize(u) + "\n\n";
+    out += "data: " + json_text(u) + "\n\n";
   }
   out += "data: [DONE]\n\n";
   return out;
@@ -343,7 +344,7 @@ std::string error_body(const std::string& message, const std::string& type,
                  {"type", type},
                  {"param", nullptr},
                  {"code", code}};
-  return json::serialize(json::object{{"error", std::move(e)}});
+  return json_text(json::object{{"error", std::move(e)}});
 }
 
 std::string code_name(const caf::error& err) {

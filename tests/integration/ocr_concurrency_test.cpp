@@ -3,7 +3,7 @@
 // simulator never holds two requests at once.
 
 #include "actors/client.hpp"
-#include "actors/gateway.hpp"
+#include "apps/node/node_builder.hpp"
 #include "config/loader.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
