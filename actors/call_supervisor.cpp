@@ -3,6 +3,7 @@
 #include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
 #include "actors/selector.hpp"
+#include "config/limits.hpp"
 
 #include <caf/exit_reason.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -23,8 +24,7 @@ using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
 
 /// Rounded up, so a wait never ends just before what it waits for.
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
+  return saturating_duration(seconds);
 }
 
 /// Shortest wait before admitting again after a refusal: a refusal that

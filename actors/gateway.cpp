@@ -6,6 +6,7 @@
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/client.hpp"
 #include "backends/redis/limiter.hpp"
+#include "config/limits.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -29,8 +30,7 @@ double seconds_until(caf::actor_clock::time_point from,
 }
 
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
+  return saturating_duration(seconds);
 }
 
 std::string new_call_id(self_ptr self) {
@@ -57,7 +57,13 @@ void on_report(self_ptr self, const attempt_report& rep) {
     case outcome::rate_limited:
       ++src.rate_limited;
       if (rep.retry_after_s && *rep.retry_after_s > 0) {
-        auto until = self->clock().now() + to_timespan(*rep.retry_after_s);
+        // Capped at the scope's longest cooldown (SPEC §12): a far-future
+        // Retry-After must not bench a source for years.
+        auto& br = st.scope->breaker;
+        auto cap = br.max_cooldown_s ? *br.max_cooldown_s
+                                     : std::max(300.0, br.cooldown_s);
+        auto until = self->clock().now()
+                     + to_timespan(std::min(*rep.retry_after_s, cap));
         src.cool_until = std::max(src.cool_until, until);
       }
       break;

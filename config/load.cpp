@@ -4,6 +4,7 @@
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
+#include "config/scrub.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -33,6 +34,7 @@ const std::vector<std::string> source_fields = {
   "TPM",            "MAX_CONCURRENCY", "EST_TOKENS",       "TIMEOUT_S",
   "CONNECT_TIMEOUT_S", "TTFT_TIMEOUT_S", "STREAM_IDLE_TIMEOUT_S", "PRIORITY",
   "OVERLAY",        "HEADERS",        "KIND",
+  "MAX_RESPONSE_BYTES",
 };
 
 bool is_source_field(const std::string& field) {
@@ -266,6 +268,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
        return parse_headers(key, v, src.headers);
      }},
     {"KIND", field(&sc::kind)},
+    {"MAX_RESPONSE_BYTES", field(&sc::max_response_bytes)},
   };
   return table;
 }
@@ -457,6 +460,8 @@ caf::expected<settings> load_settings(const env_map& env) {
   }
   if (auto err = validate(result))
     return err;
+  // Upstream text is scrubbed of these from now on (config/scrub.hpp).
+  register_secrets(secrets_of(result));
   return result;
 }
 

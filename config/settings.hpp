@@ -51,6 +51,10 @@ struct source_config {
   /// Extra request headers, parsed from the `HEADERS` JSON object.
   std::vector<std::pair<std::string, std::string>> headers;
   std::string kind = "chat";
+  /// MAX_RESPONSE_BYTES: cap on the whole answer (content, reasoning and
+  /// tool-call arguments, after decompression); beyond it the attempt fails
+  /// with `response_too_large`.
+  int64_t max_response_bytes = 8 * 1024 * 1024;
   /// The resolved provider profile.
   provider_profile profile;
 };

@@ -8,6 +8,7 @@
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
+#include "config/limits.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -48,16 +49,29 @@ void warn(settings& s, std::string text) {
     s.warnings.push_back(std::move(text));
 }
 
+/// Every duration key (`…_S`) is at most 30 days (SPEC §12).
+caf::error at_most_30_days(const std::string& key, double x,
+                           const char* rule) {
+  auto is_duration = key.size() > 2
+                     && key.compare(key.size() - 2, 2, "_S") == 0;
+  if (!is_duration || x <= max_duration_s)
+    return {};
+  return violation(key, format_number(x),
+                   fmt::format("must be at most {} seconds (30 days)",
+                               format_number(max_duration_s)),
+                   rule);
+}
+
 caf::error positive(const std::string& key, double x, const char* rule) {
   if (std::isfinite(x) && x > 0)
-    return {};
+    return at_most_30_days(key, x, rule);
   return violation(key, format_number(x), "must be a finite number > 0",
                    rule);
 }
 
 caf::error non_negative(const std::string& key, double x, const char* rule) {
   if (std::isfinite(x) && x >= 0)
-    return {};
+    return at_most_30_days(key, x, rule);
   return violation(key, format_number(x), "must be a finite number >= 0",
                    rule);
 }
@@ -175,8 +189,9 @@ std::string check_base_url(const std::string& url) {
   auto authority = url.substr(start, slash == std::string::npos
                                        ? std::string::npos
                                        : slash - start);
-  if (auto at = authority.rfind('@'); at != std::string::npos)
-    authority.erase(0, at + 1);
+  if (authority.find('@') != std::string::npos)
+    return "must not contain credentials (user:password@); put them in "
+           "API_KEY or HEADERS";
   return check_host_port(authority, false);
 }
 
@@ -293,6 +308,12 @@ caf::error check_source(const std::string& scope, const source_config& src) {
   if (auto err = positive(key("TIMEOUT_S"), src.timeout_s,
                           "total time for one attempt"))
     return err;
+  if (src.max_response_bytes < 1024 || src.max_response_bytes > (1 << 30))
+    return violation(key("MAX_RESPONSE_BYTES"),
+                     std::to_string(src.max_response_bytes),
+                     "must be an integer in [1024, 1073741824]",
+                     "cap on a whole answer: content, reasoning and tool-call "
+                     "arguments");
   if (auto err = positive(key("CONNECT_TIMEOUT_S"), src.connect_timeout_s,
                           "TCP/TLS connect timeout"))
     return err;

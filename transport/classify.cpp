@@ -1,5 +1,7 @@
 #include "transport/classify.hpp"
 
+#include "config/scrub.hpp"
+
 #include <boost/json.hpp>
 
 #include <cstdint>
@@ -210,12 +212,16 @@ outcome outcome_for_status(int64_t status, const error_fields& f) {
     case 425:
       return outcome::transient;
     default:
+      if (status >= 300 && status <= 399) // a redirect is never followed
+        return outcome::source_rejected;
       return status >= 400 && status <= 499 ? outcome::request_rejected
                                             : outcome::transient;
   }
 }
 
 std::string reason_for_status(int64_t status, const error_fields& f) {
+  if (status >= 300 && status <= 399)
+    return "redirect";
   auto named = named_code(f);
   return named.empty() ? "http_" + std::to_string(status) : named;
 }
@@ -241,10 +247,11 @@ std::optional<outcome> outcome_for_code(const std::string& code) {
   return std::nullopt;
 }
 
+/// Upstream text is scrubbed of secrets before anything keeps it (SPEC §12).
 void fill_fields(const error_fields& f, attempt_result& out) {
-  out.error_code = truncate_utf8(f.code.empty() ? f.type : f.code,
+  out.error_code = truncate_utf8(scrub(f.code.empty() ? f.type : f.code),
                                  max_message_bytes);
-  out.error_message = truncate_utf8(f.message, max_message_bytes);
+  out.error_message = truncate_utf8(scrub(f.message), max_message_bytes);
 }
 
 } // namespace

@@ -1,6 +1,8 @@
 #include "transport/httplib_transport.hpp"
 
+#include "config/limits.hpp"
 #include "config/log.hpp"
+#include "config/scrub.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
 #include "transport/io_pool.hpp"
@@ -36,8 +38,34 @@ double ms_between(steady::time_point from, steady::time_point to) {
 }
 
 steady::duration seconds(double s) {
-  return std::chrono::duration_cast<steady::duration>(
-    std::chrono::duration<double>(s));
+  return saturating_duration<steady::duration>(s);
+}
+
+/// Header phase bounds (SPEC §12): more is `malformed_response`.
+constexpr size_t max_header_lines = 100;
+constexpr size_t max_header_bytes = 64 * 1024;
+
+/// How long a stream may go on after `[DONE]` (the chunked terminator is
+/// expected at once) and after a `finish_reason` (waiting for usage).
+constexpr double drain_after_done_s = 0.05;
+constexpr double wait_after_finish_s = 2.0;
+
+/// Room for the JSON envelope around a non-streamed answer.
+constexpr size_t body_envelope_bytes = 64 * 1024;
+
+/// True when the source's HEADERS set `name` (any case).
+bool source_sets_header(const source_config& src, std::string_view name) {
+  for (auto& kv : src.headers) {
+    if (kv.first.size() != name.size())
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(kv.first[i]))
+             == std::tolower(static_cast<unsigned char>(name[i]));
+    if (same)
+      return true;
+  }
+  return false;
 }
 
 /// "https://host:port/v1" → {"https://host:port", "/v1"}.
@@ -53,7 +81,10 @@ std::pair<std::string, std::string> split_base_url(const std::string& url) {
   return {url.substr(0, path_start), path};
 }
 
-enum class timeout_kind : int { none = 0, total, ttft, idle };
+/// Why the watchdog stopped a call; `drain` and `after_finish` end a stream
+/// that is already complete (or cut), not a timeout.
+enum class timeout_kind : int { none = 0, total, ttft, idle, drain,
+                                after_finish };
 
 const char* reason_of(timeout_kind k) {
   switch (k) {
@@ -99,6 +130,9 @@ struct call_state {
   std::atomic<bool> first_token{false};
   steady::time_point started;
   std::atomic<steady::rep> last_activity{0};
+  /// When `[DONE]` / a `finish_reason` arrived (0 = not yet).
+  std::atomic<steady::rep> done_at{0};
+  std::atomic<steady::rep> finish_at{0};
   /// Its key in the watchdog's map, if watched (guarded by the watchdog's
   /// mutex).
   std::optional<steady::time_point> watched_at;
@@ -131,6 +165,19 @@ struct call_state {
           kind = timeout_kind::idle;
         }
       }
+      auto bound = [&](const std::atomic<steady::rep>& at, double after,
+                       timeout_kind k) {
+        auto rep = at.load();
+        if (rep == 0)
+          return;
+        auto t = steady::time_point{steady::duration{rep}} + seconds(after);
+        if (t < best) {
+          best = t;
+          kind = k;
+        }
+      };
+      bound(finish_at, wait_after_finish_s, timeout_kind::after_finish);
+      bound(done_at, drain_after_done_s, timeout_kind::drain);
     }
     return {best, kind};
   }
@@ -164,6 +211,7 @@ struct httplib_transport::impl {
   // -- Retry-After warnings: once per source --
   std::mutex warn_mtx;
   std::set<std::string> warned_non_finite;
+  std::set<std::string> warned_capped;
 
   // -- watchdog --
   // Calls by their next deadline. A call is in it while it runs: moved when
@@ -267,6 +315,9 @@ struct httplib_transport::impl {
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
+    // Decompression only when the source asked for an encoding; then the
+    // answer cap bounds the decompressed bytes (they reach our receiver).
+    cli->set_decompress(source_sets_header(src, "Accept-Encoding"));
     cli->enable_server_certificate_verification(true);
     cli->set_connection_timeout(
       std::chrono::duration<double>(src.connect_timeout_s));
@@ -292,6 +343,15 @@ struct httplib_transport::impl {
       log::warn("transport",
                 "source {}/{} sent a non-finite Retry-After; ignored",
                 src.scope, src.name);
+  }
+
+  void warn_capped(const source_config& src, double seconds) {
+    std::lock_guard<std::mutex> guard{warn_mtx};
+    if (warned_capped.insert(pool_key(src)).second)
+      log::warn("transport",
+                "source {}/{} sent a Retry-After of {:.0f} s; capped at 30 "
+                "days (and at BREAKER__MAX_COOLDOWN_S)",
+                src.scope, src.name, seconds);
   }
 
   void run(const std::shared_ptr<call_state>& st);
@@ -361,6 +421,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   req.set_header("Accept",
                  st->call.stream ? "text/event-stream" : "application/json");
   req.set_header("User-Agent", "pgw/0.1");
+  bool decompress = source_sets_header(src, "Accept-Encoding");
+  if (!decompress)
+    req.set_header("Accept-Encoding", "identity");
   if (!src.api_key.empty())
     req.set_header("Authorization", "Bearer " + src.api_key);
   for (auto& [k, v] : src.headers)
@@ -372,8 +435,14 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   bool has_retry_after = false, has_retry_after_ms = false;
   std::string body;
   bool body_too_big = false;
+  bool answer_too_big = false;
+  // Why the header phase was refused ("" = it was not).
+  std::string bad_head;
+  std::string location;
+  auto answer_cap = static_cast<size_t>(
+    std::max<int64_t>(src.max_response_bytes, 1));
   sse_parser parser;
-  stream_accumulator acc;
+  stream_accumulator acc{answer_cap};
   std::vector<sse_event> events;
   bool done_seen = false;
   bool error_seen = false;
@@ -381,6 +450,20 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   req.response_handler = [&](const httplib::Response& r) {
     status = r.status;
     res.upstream_reached = true;
+    size_t head_bytes = 0;
+    for (auto& kv : r.headers)
+      head_bytes += kv.first.size() + kv.second.size() + 4;
+    if (r.headers.size() > max_header_lines || head_bytes > max_header_bytes) {
+      bad_head = "headers_too_large";
+      return false;
+    }
+    auto encoding = r.get_header_value("Content-Encoding");
+    if (!decompress && !encoding.empty() && encoding != "identity") {
+      bad_head = "unexpected_content_encoding";
+      return false;
+    }
+    if (status >= 300 && status < 400)
+      location = r.get_header_value("Location");
     if (r.has_header("Retry-After")) {
       has_retry_after = true;
       retry_after = r.get_header_value("Retry-After");
@@ -404,15 +487,24 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         body_too_big = true;
         return false;
       }
+      if (body.size() + n > answer_cap + body_envelope_bytes) {
+        answer_too_big = true;
+        return false;
+      }
       body.append(data, n);
       return true;
     }
+    // After [DONE] nothing more is read: bytes that follow close the
+    // connection (a well-behaved server sends only the chunked terminator).
     if (done_seen)
-      return true; // drain the rest so the connection can be reused
+      return false;
     parser.feed(data, n, events);
+    size_t handled = 0;
     for (auto& ev : events) {
       if (done_seen || error_seen)
         break;
+      ++handled;
+      bool was_finished = acc.finished();
       switch (acc.on_event(ev)) {
         case stream_accumulator::step::first_token:
           if (!st->first_token.exchange(true)) {
@@ -425,6 +517,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
           break;
         case stream_accumulator::step::done:
           done_seen = true;
+          st->done_at.store(steady::now().time_since_epoch().count());
+          watch(st, st->deadline().first);
           break;
         case stream_accumulator::step::error:
           error_seen = true;
@@ -432,9 +526,14 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         default:
           break;
       }
+      if (!was_finished && acc.finished()) {
+        st->finish_at.store(steady::now().time_since_epoch().count());
+        watch(st, st->deadline().first);
+      }
     }
+    bool trailing = done_seen && handled < events.size();
     events.clear();
-    return !(error_seen || parser.failed());
+    return !(error_seen || trailing || parser.failed());
   };
 
   st->started = steady::now();
@@ -472,10 +571,14 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   }
 
   bool reusable = false;
-  if (fired != timeout_kind::none) {
+  if (!bad_head.empty()) {
+    res.kind = outcome::transient;
+    res.reason = "malformed_response";
+    res.error_message = bad_head;
+  } else if (fired != timeout_kind::none) {
     // A stream that already had its finish_reason is complete (SPEC §10):
     // silence while waiting for usage or [DONE] does not spoil it.
-    if (sse_mode && acc.finished()) {
+    if (sse_mode && (acc.finished() || done_seen)) {
       acc.finish(res);
     } else {
       res.kind = outcome::transient;
@@ -525,14 +628,25 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   } else if (body_too_big) {
     res.kind = outcome::result_invalid;
     res.reason = "body_too_large";
+  } else if (answer_too_big) {
+    res.kind = outcome::source_rejected;
+    res.reason = reason_response_too_large;
   } else if (!sent) {
     res.kind = outcome::transient;
     res.reason = "body_cut";
   } else if (status >= 200 && status < 300) {
     decode_chat_completion(body, res);
+    if (res.content.size() + res.reasoning_content.size() > answer_cap) {
+      res.content.clear();
+      res.reasoning_content.clear();
+      res.kind = outcome::source_rejected;
+      res.reason = reason_response_too_large;
+    }
     reusable = true;
   } else {
     classify_http_error(status, body, res);
+    if (status >= 300 && status < 400) // never followed (SPEC §12)
+      res.error_message = scrub("redirect to " + location.substr(0, 500));
     reusable = true;
   }
   if (status != 0)
@@ -543,6 +657,12 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
                                 std::chrono::system_clock::now());
     if (ra.non_finite)
       warn_non_finite(src);
+    if (ra.seconds && *ra.seconds > max_duration_s) {
+      // Far future (year 9999, 1e11 s): capped here at 30 days, and at the
+      // scope's BREAKER__MAX_COOLDOWN_S by the gateway.
+      warn_capped(src, *ra.seconds);
+      ra.seconds = max_duration_s;
+    }
     if (ra.seconds)
       res.retry_after_s = *ra.seconds;
   }

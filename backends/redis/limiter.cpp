@@ -1,5 +1,7 @@
 #include "backends/redis/limiter.hpp"
 
+#include "config/limits.hpp"
+
 #include "messages/errors.hpp"
 
 #include <algorithm>
@@ -51,7 +53,7 @@ public:
   }
 
   caf::expected<acquire_result> try_acquire(int64_t est, double) override {
-    est = std::max<int64_t>(est, 0);
+    est = clamp_tokens(est);
     auto r = run({"acquire", std::to_string(est), optional_text(limits_.rpm),
                   optional_text(limits_.tpm),
                   optional_text(limits_.max_concurrency),
@@ -85,7 +87,8 @@ public:
     if (n.empty())
       return false; // not issued under this prefix: nothing to change
     actual = std::max<int64_t>(actual, 0);
-    return flag(run({"settle", n, std::to_string(actual)}), "settle");
+    return flag(run({"settle", n, std::to_string(clamp_tokens(actual))}),
+                "settle");
   }
 
   caf::expected<bool> release(const std::string& permit_id, double) override {
@@ -102,7 +105,7 @@ public:
     if (n.empty())
       return std::make_pair(false, false);
     actual = std::max<int64_t>(actual, 0);
-    auto r = run({"settle_release", n, std::to_string(actual)});
+    auto r = run({"settle_release", n, std::to_string(clamp_tokens(actual))});
     if (!r)
       return std::move(r.error());
     int64_t settled = 0, released = 0;

@@ -46,6 +46,17 @@ local function s(x)
   return string.format('%.0f', x)
 end
 
+-- A token amount clamped to [0, 2^40] (config/limits.hpp max_entry_tokens):
+-- sums stay exact doubles and HINCRBY never overflows, whatever a caller
+-- or an upstream claimed.
+local function tokens(x)
+  x = tonumber(x)
+  if x == nil or x ~= x or x < 0 then
+    return 0
+  end
+  return math.min(math.floor(x), 1099511627776)
+end
+
 local function limit(text)
   if text == '' then
     return nil
@@ -108,7 +119,7 @@ local function release(n)
 end
 
 if op == 'settle' then
-  return settle(ARGV[6], tonumber(ARGV[7]))
+  return settle(ARGV[6], tokens(ARGV[7]))
 end
 
 if op == 'release' then
@@ -116,7 +127,7 @@ if op == 'release' then
 end
 
 if op == 'settle_release' then
-  local settled = settle(ARGV[6], tonumber(ARGV[7]))
+  local settled = settle(ARGV[6], tokens(ARGV[7]))
   return {settled, release(ARGV[6])}
 end
 
@@ -175,7 +186,7 @@ local function refuse(reason, retry)
 end
 
 if op == 'acquire' then
-  local est = tonumber(ARGV[6])
+  local est = tokens(ARGV[6])
   local rpm = limit(ARGV[7])
   local tpm = limit(ARGV[8])
   local cap = limit(ARGV[9])
