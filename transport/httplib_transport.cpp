@@ -7,6 +7,7 @@
 #include "transport/classify.hpp"
 #include "transport/io_pool.hpp"
 #include "transport/retry_after.hpp"
+#include "transport/socket_bytes.hpp"
 #include "transport/sse_parser.hpp"
 
 #include <caf/send.hpp>
@@ -84,7 +85,18 @@ std::pair<std::string, std::string> split_base_url(const std::string& url) {
 /// Why the watchdog stopped a call; `drain` and `after_finish` end a stream
 /// that is already complete (or cut), not a timeout.
 enum class timeout_kind : int { none = 0, total, ttft, idle, drain,
-                                after_finish };
+                                after_finish, head };
+
+/// A pooled connection: the client and its current socket, so the header
+/// guard can see how much the upstream sent.
+struct pooled_client : httplib::Client {
+  using httplib::Client::Client;
+  std::atomic<int> fd{-1};
+};
+
+uint64_t bytes_received(int fd) {
+  return tcp_bytes_received(fd);
+}
 
 const char* reason_of(timeout_kind k) {
   switch (k) {
@@ -123,7 +135,11 @@ struct call_state {
   std::shared_ptr<owner_link> owner;
 
   std::mutex mtx;
-  std::shared_ptr<httplib::Client> client; // set while send() runs
+  std::shared_ptr<pooled_client> client; // set while send() runs
+  /// Until the status line and headers were read: the header guard's
+  /// business (bytes received before the request, on a reused socket).
+  std::atomic<bool> in_head{true};
+  std::atomic<uint64_t> head_base{0};
   std::atomic<bool> cancelled{false};      // by the caller or a timeout
   std::atomic<int> timeout{0};             // timeout_kind that fired
   std::atomic<bool> finished{false};
@@ -205,7 +221,7 @@ struct httplib_transport::impl {
 
   // -- connection pool, per source --
   std::mutex pool_mtx;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<httplib::Client>>>
+  std::unordered_map<std::string, std::vector<std::shared_ptr<pooled_client>>>
     idle_conns;
 
   // -- Retry-After warnings: once per source --
@@ -223,6 +239,8 @@ struct httplib_transport::impl {
   std::map<watch_key, std::weak_ptr<call_state>> watched;
   bool watch_stop = false;
   std::thread watch_thread;
+  std::condition_variable guard_cv; // the header guard's (same mutex)
+  std::thread guard_thread;
 
   // Declared last, so destroyed first: its destructor waits for every I/O
   // thread while everything those threads touch (the maps above) still lives.
@@ -234,6 +252,7 @@ struct httplib_transport::impl {
 
   void start_watchdog() {
     watch_thread = std::thread{[this] { watch_loop(); }};
+    guard_thread = std::thread{[this] { guard_loop(); }};
   }
 
   void stop_watchdog() {
@@ -242,8 +261,49 @@ struct httplib_transport::impl {
       watch_stop = true;
     }
     watch_cv.notify_all();
+    guard_cv.notify_all();
     if (watch_thread.joinable())
       watch_thread.join();
+    if (guard_thread.joinable())
+      guard_thread.join();
+  }
+
+  /// The header guard (SPEC §12): cpp-httplib 0.11 reads status line and
+  /// headers without bound, so every 20 ms each call still in its header
+  /// phase has its socket's received bytes (TCP_INFO) checked; beyond
+  /// 64 KiB (plus room for a TLS handshake) the call is stopped and fails
+  /// `malformed_response`. Memory stays bounded by what arrives in 20 ms.
+  void guard_loop() {
+    constexpr auto period = std::chrono::milliseconds{20};
+    constexpr uint64_t allowance = max_header_bytes + 16 * 1024;
+    std::vector<std::shared_ptr<call_state>> heads;
+    std::unique_lock<std::mutex> guard{watch_mtx};
+    while (!watch_stop) {
+      guard_cv.wait_for(guard, period);
+      if (watch_stop)
+        break;
+      guard.unlock();
+      {
+        std::lock_guard<std::mutex> live_guard{live_mtx};
+        for (auto& kv : live)
+          if (auto st = kv.second.lock(); st && st->in_head.load())
+            heads.push_back(std::move(st));
+      }
+      for (auto& st : heads) {
+        std::shared_ptr<pooled_client> cli;
+        {
+          std::lock_guard<std::mutex> st_guard{st->mtx};
+          cli = st->client;
+        }
+        if (!cli || !st->in_head.load())
+          continue;
+        auto got = bytes_received(cli->fd.load());
+        if (got > st->head_base.load() + allowance)
+          st->stop(timeout_kind::head);
+      }
+      heads.clear();
+      guard.lock();
+    }
   }
 
   /// Watches `st` for `when` (replacing its earlier entry).
@@ -299,7 +359,7 @@ struct httplib_transport::impl {
     return src.scope + "/" + src.name;
   }
 
-  std::shared_ptr<httplib::Client> acquire(const source_config& src,
+  std::shared_ptr<pooled_client> acquire(const source_config& src,
                                            const std::string& origin) {
     {
       std::lock_guard<std::mutex> guard{pool_mtx};
@@ -311,7 +371,7 @@ struct httplib_transport::impl {
         return cli;
       }
     }
-    auto cli = std::make_shared<httplib::Client>(origin);
+    auto cli = std::make_shared<pooled_client>(origin);
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
@@ -330,7 +390,7 @@ struct httplib_transport::impl {
   }
 
   void give_back(const source_config& src,
-                 std::shared_ptr<httplib::Client> cli) {
+                 std::shared_ptr<pooled_client> cli) {
     std::lock_guard<std::mutex> guard{pool_mtx};
     auto& idle = idle_conns[pool_key(src)];
     if (idle.size() < opts.max_idle_per_source)
@@ -358,7 +418,7 @@ struct httplib_transport::impl {
 };
 
 void call_state::stop(timeout_kind why) {
-  std::shared_ptr<httplib::Client> cli;
+  std::shared_ptr<pooled_client> cli;
   {
     std::lock_guard<std::mutex> guard{mtx};
     if (cancelled.load() || finished.load())
@@ -405,11 +465,17 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   // Runs under the client's socket mutex whenever a new socket is created:
   // a cancel that came before the connect shuts it down here (no race).
   std::weak_ptr<call_state> weak = st;
-  cli->set_socket_options([this, weak](int sock) {
+  st->head_base.store(bytes_received(cli->fd.load()));
+  auto raw_cli = cli.get(); // owns this function: outlives every call of it
+  cli->set_socket_options([this, weak, raw_cli](int sock) {
     int one = 1;
     ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     opened.fetch_add(1, std::memory_order_relaxed);
-    if (auto s = weak.lock(); !s || s->cancelled.load())
+    raw_cli->fd.store(sock);
+    auto s = weak.lock();
+    if (s)
+      s->head_base.store(0);
+    if (!s || s->cancelled.load())
       ::shutdown(sock, SHUT_RDWR);
   });
 
@@ -448,6 +514,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   bool error_seen = false;
 
   req.response_handler = [&](const httplib::Response& r) {
+    st->in_head.store(false);
     status = r.status;
     res.upstream_reached = true;
     size_t head_bytes = 0;
@@ -571,6 +638,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   }
 
   bool reusable = false;
+  if (fired == timeout_kind::head)
+    bad_head = "headers_too_large";
   if (!bad_head.empty()) {
     res.kind = outcome::transient;
     res.reason = "malformed_response";

@@ -401,6 +401,7 @@ TEST_CASE("BASE_URL must be http(s) with a host, one trailing slash is "
 TEST_CASE("a BASE_URL error masks user information") {
   const std::string key = "LLM__OPENAI__A__BASE_URL";
   auto msg = load_error(base({{key, "https://user:pw-SECRET@h:bad/v1"}}));
-  CHECK(contains(msg, key + "=https://***@h:bad/v1: has an invalid port"));
+  CHECK(contains(msg, key + "=https://***@h:bad/v1: must not contain "
+                            "credentials"));
   CHECK_FALSE(contains(msg, "pw-SECRET"));
 }
