@@ -77,12 +77,14 @@ struct fixture {
   config cfg;
   caf::actor_system sys{cfg};
   std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+  int sources = 0;
 
   std::shared_ptr<source_config> source(const raw_upstream& up) {
     auto src = std::make_shared<source_config>();
     src->scope = "LLM";
     src->provider = "generic";
-    src->name = "hostile";
+    // One name per upstream: pooled connections are kept per source name.
+    src->name = "hostile-" + std::to_string(++sources);
     src->base_url = up.base_url();
     src->model = "m";
     src->api_key = "sk-hostile-test-key-0001";
@@ -237,6 +239,8 @@ TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
     auto src = source(up);
     register_secrets({src->api_key});
     auto r = run(src, true);
+    CAPTURE(r.result.error_message);
+    CAPTURE(r.result.reason);
     CHECK(r.result.error_message.find("hostile-test-key") == std::string::npos);
     CHECK(r.result.error_message.find("[redacted]") != std::string::npos);
   }
@@ -258,13 +262,13 @@ TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
 }
 
 TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
-  for (const char* value : {"Fri, 31 Dec 9999 23:59:59 GMT", "1e11"}) {
-    CAPTURE(value);
-    std::string v = value;
+  for (std::string v : {"Fri, 31 Dec 9999 23:59:59 GMT", "1e11"}) {
+    CAPTURE(v);
     raw_upstream up{[v](raw_upstream& u, int fd, const std::string&) {
       u.send_all(fd, response(429, "Retry-After: " + v + "\r\n", "{}"));
     }};
     auto r = run(source(up), false);
+    CAPTURE(r.result.reason);
     CHECK(r.result.kind == outcome::rate_limited);
     REQUIRE(r.result.retry_after_s);
     CHECK(*r.result.retry_after_s == max_duration_s);
