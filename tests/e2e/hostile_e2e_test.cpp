@@ -93,7 +93,7 @@ TEST_CASE("an API key echoed by the upstream is printed and stored nowhere") {
     auto body = R"({"error":{"message":"bad key: )"
                 + raw_upstream::header(req, "authorization")
                 + R"(","code":"invalid_api_key"}})";
-    u.send_all(fd, "HTTP/1.1 500 X\r\nContent-Type: application/json\r\n"
+    u.send_all(fd, "HTTP/1.1 400 X\r\nContent-Type: application/json\r\n"
                    "Content-Length: "
                      + std::to_string(body.size()) + "\r\n\r\n" + body);
   }};
@@ -104,6 +104,8 @@ TEST_CASE("an API key echoed by the upstream is printed and stored nowhere") {
     "LLM__MAX_ATTEMPTS=2", "LLM__BACKOFF_BASE_S=0", "PGW_LOG=info",
     "PGW_TELEMETRY_DB=" + db};
   auto r = pgw_limited({"chat", "--json", "hi"}, env);
+  INFO(r.out);
+  INFO(r.err);
   CHECK(r.exit_code != 0);
   CHECK(r.out.find("[redacted]") != std::string::npos);
   CHECK(r.out.find("e2e-echo-secret") == std::string::npos);
