@@ -5,6 +5,7 @@
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -248,6 +249,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
        if (!url.empty() && url.back() == '/'
            && (url.size() < 3 || url.compare(url.size() - 3, 3, "://") != 0))
          url.pop_back();
+       url = normalise_url(url); // HTTP://Host → http://host
        return caf::error{};
      }},
     {"MODEL", field(&sc::model)},

@@ -3,6 +3,7 @@
 #include "config/limits.hpp"
 #include "config/log.hpp"
 #include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
 #include "transport/io_pool.hpp"
@@ -69,17 +70,29 @@ bool source_sets_header(const source_config& src, std::string_view name) {
   return false;
 }
 
-/// "https://host:port/v1" → {"https://host:port", "/v1"}.
-std::pair<std::string, std::string> split_base_url(const std::string& url) {
-  auto scheme_end = url.find("://");
-  auto host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
-  auto path_start = url.find('/', host_start);
-  if (path_start == std::string::npos)
-    return {url, ""};
-  auto path = url.substr(path_start);
-  while (!path.empty() && path.back() == '/')
-    path.pop_back();
-  return {url.substr(0, path_start), path};
+/// Where a source's requests go: taken apart once by the project's URL
+/// parser (config/url.hpp), so host and port reach the HTTP client as they
+/// are (IPv6 literals included) and never a URL string it parses again.
+struct upstream_target {
+  bool tls = false;
+  std::string host; ///< IPv6 without brackets
+  int port = 80;
+  std::string host_header; ///< `host[:port]`, IPv6 in brackets
+  std::string prefix;      ///< the path before /chat/completions, no '/' last
+};
+
+upstream_target target_of(const std::string& base_url) {
+  upstream_target t;
+  url_parts parts;
+  parse_url(base_url, parts); // validated before any source exists
+  t.tls = parts.scheme == "https";
+  t.host = parts.host;
+  t.port = parts.port ? *parts.port : t.tls ? 443 : 80;
+  t.host_header = parts.authority();
+  t.prefix = parts.path;
+  while (!t.prefix.empty() && t.prefix.back() == '/')
+    t.prefix.pop_back();
+  return t;
 }
 
 /// Why the watchdog stopped a call; `drain` and `after_finish` end a stream
@@ -87,12 +100,23 @@ std::pair<std::string, std::string> split_base_url(const std::string& url) {
 enum class timeout_kind : int { none = 0, total, ttft, idle, drain,
                                 after_finish, head };
 
-/// A pooled connection: the client and its current socket, so the header
-/// guard can see how much the upstream sent.
-struct pooled_client : httplib::Client {
-  using httplib::Client::Client;
+/// The socket a pooled connection uses now, so the header guard can see
+/// how much the upstream sent.
+struct fd_slot {
   std::atomic<int> fd{-1};
 };
+
+/// A client (plain or TLS) with its socket slot.
+template <class Client>
+struct slotted : Client, fd_slot {
+  using Client::Client;
+};
+
+using pooled_client = httplib::ClientImpl;
+
+fd_slot& slot_of(pooled_client& cli) {
+  return dynamic_cast<fd_slot&>(cli);
+}
 
 uint64_t bytes_received(int fd) {
   return tcp_bytes_received(fd);
@@ -297,7 +321,7 @@ struct httplib_transport::impl {
         }
         if (!cli || !st->in_head.load())
           continue;
-        auto got = bytes_received(cli->fd.load());
+        auto got = bytes_received(slot_of(*cli).fd.load());
         if (got > st->head_base.load() + allowance)
           st->stop(timeout_kind::head);
       }
@@ -360,7 +384,7 @@ struct httplib_transport::impl {
   }
 
   std::shared_ptr<pooled_client> acquire(const source_config& src,
-                                           const std::string& origin) {
+                                         const upstream_target& target) {
     {
       std::lock_guard<std::mutex> guard{pool_mtx};
       auto& idle = idle_conns[pool_key(src)];
@@ -371,7 +395,13 @@ struct httplib_transport::impl {
         return cli;
       }
     }
-    auto cli = std::make_shared<pooled_client>(origin);
+    std::shared_ptr<pooled_client> cli;
+    if (target.tls)
+      cli = std::make_shared<slotted<httplib::SSLClient>>(target.host,
+                                                          target.port);
+    else
+      cli = std::make_shared<slotted<httplib::ClientImpl>>(target.host,
+                                                           target.port);
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
@@ -451,8 +481,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   auto& src = *st->call.source;
   attempt_result res;
   res.stream = st->call.stream;
-  auto [origin, prefix] = split_base_url(src.base_url);
-  auto cli = acquire(src, origin);
+  auto target = target_of(src.base_url);
+  auto cli = acquire(src, target);
   {
     std::lock_guard<std::mutex> guard{st->mtx};
     if (st->cancelled.load()) {
@@ -465,13 +495,14 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   // Runs under the client's socket mutex whenever a new socket is created:
   // a cancel that came before the connect shuts it down here (no race).
   std::weak_ptr<call_state> weak = st;
-  st->head_base.store(bytes_received(cli->fd.load()));
-  auto raw_cli = cli.get(); // owns this function: outlives every call of it
-  cli->set_socket_options([this, weak, raw_cli](int sock) {
+  auto& slot = slot_of(*cli);
+  st->head_base.store(bytes_received(slot.fd.load()));
+  auto raw_slot = &slot; // its client owns this function: outlives its calls
+  cli->set_socket_options([this, weak, raw_slot](int sock) {
     int one = 1;
     ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
     opened.fetch_add(1, std::memory_order_relaxed);
-    raw_cli->fd.store(sock);
+    raw_slot->fd.store(sock);
     auto s = weak.lock();
     if (s)
       s->head_base.store(0);
@@ -481,7 +512,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
 
   httplib::Request req;
   req.method = "POST";
-  req.path = prefix + "/chat/completions";
+  req.path = target.prefix + "/chat/completions";
+  req.set_header("Host", target.host_header);
   req.body = st->call.body;
   req.set_header("Content-Type", "application/json");
   req.set_header("Accept",

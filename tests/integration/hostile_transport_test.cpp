@@ -274,3 +274,22 @@ TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
     CHECK(*r.result.retry_after_s == max_duration_s);
   }
 }
+
+TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
+                           "upstream") {
+  std::string host;
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+    host = raw_upstream::header(req, "host");
+    auto body = std::string(
+      R"({"choices":[{"index":0,"message":{"content":"v6"},"finish_reason":"stop"}]})");
+    u.send_all(fd, response(200, "", body));
+  }};
+  auto src = source(up);
+  // The IPv4-mapped form of 127.0.0.1: an AF_INET6 socket reaches the IPv4
+  // listener through it.
+  src->base_url = "http://[::ffff:7f00:1]:" + std::to_string(up.port()) + "/v1";
+  auto r = run(src, false);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == "v6");
+  CHECK(host == "[::ffff:7f00:1]:" + std::to_string(up.port()));
+}

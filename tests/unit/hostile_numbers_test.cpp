@@ -10,6 +10,7 @@
 #include "config/limits.hpp"
 #include "config/loader.hpp"
 #include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "messages/errors.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
@@ -324,4 +325,45 @@ TEST_CASE("stream: deltas after finish_reason are not appended") {
   acc.finish(out);
   CHECK(out.content == "done");
   CHECK(out.finish_reason == "stop");
+}
+
+// -- the one URL parser ---------------------------------------------------------------
+
+TEST_CASE("parse_url: case, IPv6, userinfo, ports") {
+  url_parts u;
+  CHECK(parse_url("HTTPS://Api.Example.COM:8443/V1", u) == "");
+  CHECK(u.scheme == "https");
+  CHECK(u.host == "api.example.com");
+  CHECK(u.port == uint16_t{8443});
+  CHECK(u.path == "/V1"); // paths keep their case
+  CHECK(parse_url("http://[::FFFF:7f00:1]:9/v1", u) == "");
+  CHECK(u.ipv6);
+  CHECK(u.host == "::ffff:7f00:1");
+  CHECK(u.authority() == "[::ffff:7f00:1]:9");
+  CHECK(parse_url("redis://:pw@[::1]:6379/2", u) == "");
+  CHECK(u.has_userinfo);
+  CHECK(u.user.empty());
+  CHECK(u.password == "pw");
+  CHECK(parse_url("http://[::g]/v1", u) == "has an invalid IPv6 address");
+  CHECK(parse_url("http://h:0/", u) == "has an invalid port (1-65535)");
+  CHECK(parse_url("http://h:65536/", u) == "has an invalid port (1-65535)");
+  CHECK(parse_url("host:80", u) == "has no scheme (scheme://host)");
+  CHECK(normalise_url("HTTP://User:PW@Host.Example:80/V1")
+        == "http://User:PW@host.example:80/V1");
+  CHECK(normalise_url("HTTP://[::ABCD]/x") == "http://[::abcd]/x");
+}
+
+TEST_CASE("validate: BASE_URL scheme and host are case-normalised; IPv6 is "
+          "checked") {
+  auto s = load_settings(
+    one_source({{"LLM__OPENAI__A__BASE_URL", "HTTP://API.Example.com/V1"}}));
+  REQUIRE(s);
+  CHECK(s->find("LLM")->sources[0].base_url == "http://api.example.com/V1");
+  CHECK(load_error(one_source({{"LLM__OPENAI__A__BASE_URL",
+                                "http://[::ffff:7f00:1]:8080/v1"}}))
+        == "");
+  CHECK(load_error(one_source(
+                     {{"LLM__OPENAI__A__BASE_URL", "http://[fe80::zz]/v1"}}))
+          .find("invalid IPv6")
+        != std::string::npos);
 }
