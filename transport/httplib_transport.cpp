@@ -383,15 +383,19 @@ struct httplib_transport::impl {
     return src.scope + "/" + src.name;
   }
 
+  /// A connection for `src`: an idle one when `reused` is given and the
+  /// pool has one (`*reused` says so), else a new one.
   std::shared_ptr<pooled_client> acquire(const source_config& src,
-                                         const upstream_target& target) {
-    {
+                                         const upstream_target& target,
+                                         bool* reused_out) {
+    if (reused_out != nullptr) {
       std::lock_guard<std::mutex> guard{pool_mtx};
       auto& idle = idle_conns[pool_key(src)];
       if (!idle.empty()) {
         auto cli = std::move(idle.back());
         idle.pop_back();
         reused.fetch_add(1, std::memory_order_relaxed);
+        *reused_out = true;
         return cli;
       }
     }
@@ -482,33 +486,41 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   attempt_result res;
   res.stream = st->call.stream;
   auto target = target_of(src.base_url);
-  auto cli = acquire(src, target);
-  {
-    std::lock_guard<std::mutex> guard{st->mtx};
-    if (st->cancelled.load()) {
-      st->finished.store(true);
-      give_back(src, std::move(cli));
-      return;
+  bool was_reused = false;
+  auto cli = acquire(src, target, &was_reused);
+  // Makes `c` the call's connection; false when the call was cancelled.
+  auto attach = [this, &st](const std::shared_ptr<pooled_client>& c) {
+    {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (st->cancelled.load())
+        return false;
+      st->client = c;
     }
-    st->client = cli;
+    // Runs under the client's socket mutex whenever a new socket is created:
+    // a cancel that came before the connect shuts it down here (no race).
+    std::weak_ptr<call_state> weak = st;
+    auto& slot = slot_of(*c);
+    st->head_base.store(bytes_received(slot.fd.load()));
+    auto raw_slot = &slot; // its client owns this function: outlives it
+    c->set_socket_options([this, weak, raw_slot](int sock) {
+      int one = 1;
+      ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      opened.fetch_add(1, std::memory_order_relaxed);
+      raw_slot->fd.store(sock);
+      auto s = weak.lock();
+      if (s)
+        s->head_base.store(0);
+      if (!s || s->cancelled.load())
+        ::shutdown(sock, SHUT_RDWR);
+    });
+    return true;
+  };
+  if (!attach(cli)) {
+    std::lock_guard<std::mutex> guard{st->mtx};
+    st->finished.store(true);
+    give_back(src, std::move(cli));
+    return;
   }
-  // Runs under the client's socket mutex whenever a new socket is created:
-  // a cancel that came before the connect shuts it down here (no race).
-  std::weak_ptr<call_state> weak = st;
-  auto& slot = slot_of(*cli);
-  st->head_base.store(bytes_received(slot.fd.load()));
-  auto raw_slot = &slot; // its client owns this function: outlives its calls
-  cli->set_socket_options([this, weak, raw_slot](int sock) {
-    int one = 1;
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    opened.fetch_add(1, std::memory_order_relaxed);
-    raw_slot->fd.store(sock);
-    auto s = weak.lock();
-    if (s)
-      s->head_base.store(0);
-    if (!s || s->cancelled.load())
-      ::shutdown(sock, SHUT_RDWR);
-  });
 
   httplib::Request req;
   req.method = "POST";
@@ -641,6 +653,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   httplib::Response resp;
   auto err = httplib::Error::Success;
   bool sent = cli->send(req, resp, err);
+  // A reused keep-alive connection the upstream closed while it was idle
+  // fails before any response byte: retried once on a fresh connection,
+  // transparently (no breaker, no retry budget).
+  if (!sent && was_reused && status == 0 && !st->cancelled.load()
+      && (err == httplib::Error::Read || err == httplib::Error::Write)) {
+    cli = acquire(src, target, nullptr);
+    if (attach(cli)) {
+      resp = httplib::Response{};
+      err = httplib::Error::Success;
+      sent = cli->send(req, resp, err);
+    }
+  }
   auto ended = steady::now();
   {
     std::lock_guard<std::mutex> guard{st->mtx};

@@ -293,3 +293,29 @@ TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
   CHECK(r.result.content == "v6");
   CHECK(host == "[::ffff:7f00:1]:" + std::to_string(up.port()));
 }
+
+TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
+                           "on a fresh one") {
+  // Answers the first request of a connection with keep-alive; closes on
+  // the next one without a byte (an upstream dropping idle connections
+  // without `Connection: close`).
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    auto body = std::string(
+      R"({"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]})");
+    if (!u.send_all(fd, response(200, "", body)))
+      return;
+    raw_upstream::read_request(fd);
+    linger hard{1, 0}; // reset, as a dropped idle connection does
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+  }};
+  auto src = source(up);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    auto r = run(src, false);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.result.content == "ok");
+  }
+  // Calls 2 and 3 each found the pooled connection stale and retried.
+  CHECK(up.connections() == 3);
+  CHECK(tp->stats().connections_reused == 2);
+}
