@@ -16,6 +16,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -26,6 +27,7 @@
 #include <queue>
 #include <set>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <thread>
 #include <unordered_map>
 
@@ -116,6 +118,18 @@ using pooled_client = httplib::ClientImpl;
 
 fd_slot& slot_of(pooled_client& cli) {
   return dynamic_cast<fd_slot&>(cli);
+}
+
+/// True when this process cannot create a socket right now (EMFILE,
+/// ENFILE, ENOBUFS, ENOMEM): a connect that failed was our failure.
+bool local_resources_exhausted() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;
+  }
+  return errno == EMFILE || errno == ENFILE || errno == ENOBUFS
+         || errno == ENOMEM;
 }
 
 uint64_t bytes_received(int fd) {
@@ -252,6 +266,7 @@ struct httplib_transport::impl {
   std::mutex warn_mtx;
   std::set<std::string> warned_non_finite;
   std::set<std::string> warned_capped;
+  std::optional<steady::time_point> last_local_warning;
 
   // -- watchdog --
   // Calls by their next deadline. A call is in it while it runs: moved when
@@ -437,6 +452,19 @@ struct httplib_transport::impl {
       log::warn("transport",
                 "source {}/{} sent a non-finite Retry-After; ignored",
                 src.scope, src.name);
+  }
+
+  /// Once per 10 s at most: local exhaustion comes in bursts.
+  void warn_local_exhaustion() {
+    auto now = steady::now();
+    std::lock_guard<std::mutex> guard{warn_mtx};
+    if (last_local_warning && now - *last_local_warning < std::chrono::seconds{10})
+      return;
+    last_local_warning = now;
+    log::warn("transport", "cannot open sockets: file descriptors or memory "
+                           "exhausted in this process (raise ulimit -n or "
+                           "lower concurrency); calls fail with "
+                           "local_resource_exhausted");
   }
 
   void warn_capped(const source_config& src, double seconds) {
@@ -726,8 +754,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     res.kind = outcome::transient;
     switch (err) {
       case httplib::Error::Connection:
-        res.reason = "connect_error";
         res.upstream_reached = false;
+        if (local_resources_exhausted()) {
+          // Our process, not the upstream: no breaker, no health sample
+          // (source_rejected feeds neither), nothing was sent (settles 0).
+          res.kind = outcome::source_rejected;
+          res.reason = "local_resource_exhausted";
+          res.error_message = "this process cannot open a socket (file "
+                              "descriptors or memory exhausted)";
+          warn_local_exhaustion();
+          break;
+        }
+        res.reason = "connect_error";
         break;
       case httplib::Error::ConnectionTimeout:
         res.reason = "connect_timeout";

@@ -18,6 +18,8 @@
 
 #include <chrono>
 
+#include <sys/resource.h>
+
 using namespace pgw;
 using namespace pgw::test;
 
@@ -318,4 +320,27 @@ TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
   // Calls 2 and 3 each found the pooled connection stale and retried.
   CHECK(up.connections() == 3);
   CHECK(tp->stats().connections_reused == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
+                           "upstream's") {
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, response(200, "", "{}"));
+  }};
+  auto src = source(up);
+  // The lowest free descriptor becomes the limit: no new one can be made.
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  int lowest = ::dup(0);
+  REQUIRE(lowest >= 0);
+  ::close(lowest);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(lowest);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  auto r = run(src, false);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  CHECK(r.result.kind == outcome::source_rejected); // no breaker, no EWMA
+  CHECK(r.result.reason == "local_resource_exhausted");
+  CHECK_FALSE(r.result.upstream_reached); // settles 0
+  CHECK(up.connections() == 0);
 }
