@@ -271,6 +271,10 @@ public:
     return ep_.describe();
   }
 
+  std::chrono::milliseconds command_timeout() const override {
+    return opts_.command_timeout;
+  }
+
   redis_client_stats stats() const override {
     std::lock_guard<std::mutex> guard{mtx_};
     auto result = stats_;

@@ -5,6 +5,7 @@
 #include "messages/errors.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <charconv>
 #include <utility>
 #include <vector>
@@ -54,10 +55,19 @@ public:
 
   caf::expected<acquire_result> try_acquire(int64_t est, double) override {
     est = clamp_tokens(est);
+    // Not after the moment this client stops waiting for the answer: a late
+    // run (Redis stalled, the command still in its socket buffer) is a no-op
+    // instead of a permit nobody settles.
+    auto not_after = std::chrono::duration_cast<std::chrono::microseconds>(
+                       (std::chrono::system_clock::now()
+                        + client_->command_timeout())
+                         .time_since_epoch())
+                       .count();
     auto r = run({"acquire", std::to_string(est), optional_text(limits_.rpm),
                   optional_text(limits_.tpm),
                   optional_text(limits_.max_concurrency),
-                  detail::to_us_text(limits_.concurrency_retry_s)});
+                  detail::to_us_text(limits_.concurrency_retry_s),
+                  std::to_string(not_after)});
     if (!r)
       return std::move(r.error());
     int64_t granted = 0;

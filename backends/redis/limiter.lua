@@ -18,7 +18,10 @@
 -- ARGV[2] permit record key prefix
 -- ARGV[3] window (us)   ARGV[4] lease (us)   ARGV[5] retention (ms)
 -- acquire: ARGV[6] est, ARGV[7] rpm, ARGV[8] tpm, ARGV[9] max concurrency
---          ('' = no limit), ARGV[10] concurrency retry hint (us)
+--          ('' = no limit), ARGV[10] concurrency retry hint (us),
+--          ARGV[11] not after (Unix time, us; '' = none): an acquire that
+--          runs later (its client gave up; it sat in a socket buffer while
+--          Redis was stalled) changes nothing and answers {0, 'late', 0}
 --          -> {1, permit number} or {0, reason, retry after (us)}
 -- settle:  ARGV[6] permit number, ARGV[7] actual -> 1 | 0
 -- release: ARGV[6] permit number -> 1 | 0
@@ -186,6 +189,12 @@ local function refuse(reason, retry)
 end
 
 if op == 'acquire' then
+  local not_after = ARGV[11]
+  if not_after and not_after ~= ''
+     and tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after) then
+    redis.call('HINCRBY', stats, 'late_acquires', 1)
+    return {0, 'late', 0}
+  end
   local est = tokens(ARGV[6])
   local rpm = limit(ARGV[7])
   local tpm = limit(ARGV[8])
