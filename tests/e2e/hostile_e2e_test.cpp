@@ -6,6 +6,7 @@
 
 #include "fixtures/process.hpp"
 #include "fixtures/raw_upstream.hpp"
+#include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"
 
 #include <boost/json.hpp>
@@ -167,4 +168,31 @@ TEST_CASE("a prompt that is not UTF-8 is invalid_request naming the offset") {
   CHECK(r.exit_code == 2);
   CHECK(r.out.find("invalid_request") != std::string::npos);
   CHECK(r.out.find("byte offset 2") != std::string::npos);
+}
+
+TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
+  redis_process redis;
+  sim_process sim{{"--seed", "5"}};
+  std::vector<std::string> env{
+    "LLM__GENERIC__A__BASE_URL=" + sim.base_url(), "LLM__GENERIC__A__MODEL=ok",
+    "LLM__GENERIC__A__RPM=100000", "PGW_LIMITER_BACKEND=redis",
+    "PGW_BREAKER_BACKEND=redis", "REDIS_URL=" + redis.url(),
+    "PGW_TELEMETRY_DB=off"};
+  auto warm = pgw_limited({"chat", "hi"}, env);
+  REQUIRE(warm.exit_code == 0);
+  redis.freeze();
+  auto t0 = std::chrono::steady_clock::now();
+  child_process proc{{PGW_ACTOR_BIN, "chat", "--json", "--deadline", "0.3",
+                      "hi"},
+                     env};
+  auto line = proc.read_line(std::chrono::seconds(10));
+  auto answered = seconds_since(t0);
+  redis.thaw();
+  proc.wait();
+  INFO(line);
+  MESSAGE("answered after " << answered << " s");
+  CHECK(line.find("call_deadline_exceeded") != std::string::npos);
+  // The answer comes at the deadline (before: after the stuck admission's
+  // 1 s command timeout); the process then gives the admission up.
+  CHECK(answered < 0.9);
 }
