@@ -7,6 +7,7 @@
 #include "config/limits.hpp"
 #include "config/scrub.hpp"
 #include "fixtures/raw_upstream.hpp"
+#include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -98,7 +99,8 @@ struct fixture {
   outcome_of_call run(std::shared_ptr<source_config> src, bool stream) {
     caf::scoped_actor self{sys};
     upstream_call call;
-    call.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+    call.body = R"({"model":")" + src->model
+                + R"(","messages":[{"role":"user","content":"hi"}]})";
     call.stream = stream;
     call.source = src;
     auto t0 = std::chrono::steady_clock::now();
@@ -343,4 +345,54 @@ TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
   CHECK(r.result.reason == "local_resource_exhausted");
   CHECK_FALSE(r.result.upstream_reached); // settles 0
   CHECK(up.connections() == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "the simulator's hostile models, through the "
+                           "transport") {
+  sim_process sim{{"--seed", "3"}};
+  auto from_sim = [&](const std::string& model) {
+    auto src = std::make_shared<source_config>();
+    src->scope = "LLM";
+    src->provider = "generic";
+    src->name = "sim-" + model;
+    src->base_url = sim.base_url();
+    src->model = model;
+    src->api_key = "sk-sim-echo-secret-7777";
+    src->timeout_s = 20;
+    src->connect_timeout_s = 2;
+    return src;
+  };
+  SUBCASE("echo-auth") {
+    register_secrets({"sk-sim-echo-secret-7777"});
+    auto r = run(from_sim("echo-auth"), false);
+    CAPTURE(r.result.reason);
+    CAPTURE(r.result.error_message);
+    CHECK(r.result.kind == outcome::source_dead);
+    CHECK(r.result.error_message.find("[redacted]") != std::string::npos);
+    CHECK(r.result.error_message.find("echo-secret") == std::string::npos);
+  }
+  SUBCASE("done-hang ends at [DONE]") {
+    auto r = run(from_sim("done-hang"), true);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.elapsed_s < 1.5);
+  }
+  SUBCASE("finish-hang ends 2 s after the finish_reason") {
+    auto r = run(from_sim("finish-hang"), true);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.elapsed_s >= 1.9);
+    CHECK(r.elapsed_s < 5);
+  }
+  SUBCASE("far-retry is capped") {
+    auto r = run(from_sim("far-retry"), false);
+    CHECK(r.result.kind == outcome::rate_limited);
+    REQUIRE(r.result.retry_after_s);
+    CHECK(*r.result.retry_after_s == max_duration_s);
+  }
+  SUBCASE("redirect") {
+    auto r = run(from_sim("redirect"), false);
+    CHECK(r.result.kind == outcome::source_rejected);
+    CHECK(r.result.reason == "redirect");
+    CHECK(r.result.error_message.find("elsewhere.invalid")
+          != std::string::npos);
+  }
 }
