@@ -100,7 +100,8 @@ struct fixture {
     caf::scoped_actor self{sys};
     upstream_call call;
     call.body = R"({"model":")" + src->model
-                + R"(","messages":[{"role":"user","content":"hi"}]})";
+                + R"(","messages":[{"role":"user","content":"hi"}],"stream":)"
+                + (stream ? "true" : "false") + "}";
     call.stream = stream;
     call.source = src;
     auto t0 = std::chrono::steady_clock::now();
