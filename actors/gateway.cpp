@@ -7,6 +7,7 @@
 #include "backends/redis/client.hpp"
 #include "backends/redis/limiter.hpp"
 #include "config/limits.hpp"
+#include "config/log.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -62,6 +63,10 @@ void on_report(self_ptr self, const attempt_report& rep) {
         auto& br = st.scope->breaker;
         auto cap = br.max_cooldown_s ? *br.max_cooldown_s
                                      : std::max(300.0, br.cooldown_s);
+        if (*rep.retry_after_s > cap)
+          log::warn("gateway", "source {} sent a Retry-After of {:.0f} s; "
+                    "capped at BREAKER__MAX_COOLDOWN_S={:.0f}",
+                    rep.source, *rep.retry_after_s, cap);
         auto until = self->clock().now()
                      + to_timespan(std::min(*rep.retry_after_s, cap));
         src.cool_until = std::max(src.cool_until, until);

@@ -284,7 +284,8 @@ void classify_stream_error(const std::string& error_json, attempt_result& out) {
     kind = outcome_for_code(f.type);
   out.kind = kind ? *kind : outcome::transient;
   const std::string& code = !f.code.empty() ? f.code : f.type;
-  out.reason = "stream_error:" + (code.empty() ? "unknown" : reason_code(code));
+  out.reason = "stream_error:"
+               + (code.empty() ? "unknown" : reason_code(scrub(code)));
 }
 
 } // namespace pgw

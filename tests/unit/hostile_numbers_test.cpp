@@ -238,6 +238,10 @@ TEST_CASE("classify: echoed secrets never reach error_message") {
   attempt_result ev;
   classify_stream_error(R"({"message":"got sk-abcdefghijkl"})", ev);
   CHECK(ev.error_message == "got [redacted]");
+  attempt_result coded;
+  classify_stream_error(R"({"code":"echoed-key-9999","message":"x"})", coded);
+  CHECK(coded.reason.find("echoed-key") == std::string::npos);
+  CHECK(coded.error_code == "[redacted]");
 }
 
 TEST_CASE("classify: a redirect is source_rejected, never transient") {
