@@ -196,3 +196,18 @@ TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
   // 1 s command timeout); the process then gives the admission up.
   CHECK(answered < 0.9);
 }
+
+TEST_CASE("soak --progress 60 ends when the soak does, not an interval "
+          "later") {
+  sim_process sim{{"--seed", "5"}};
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+                               "LLM__GENERIC__A__MODEL=ok",
+                               "PGW_TELEMETRY_DB=off"};
+  auto t0 = std::chrono::steady_clock::now();
+  auto r = pgw_limited({"soak", "--calls", "4", "--concurrency", "2",
+                        "--progress", "60"},
+                       env);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(seconds_since(t0) < 30);
+}
