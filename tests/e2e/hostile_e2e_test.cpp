@@ -27,8 +27,14 @@ namespace {
 /// The address-space limit the CLI runs under (its normal peak is ~0.5 GB
 /// of mostly reserved thread stacks and arenas). ASan reserves terabytes of
 /// shadow memory, so sanitized builds run without it.
-#if defined(__SANITIZE_ADDRESS__)
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 constexpr bool limit_address_space = false;
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+constexpr bool limit_address_space = false;
+#  else
+constexpr bool limit_address_space = true;
+#  endif
 #else
 constexpr bool limit_address_space = true;
 #endif
