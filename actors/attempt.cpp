@@ -3,6 +3,7 @@
 #include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
 #include "config/log.hpp"
+#include "config/scrub.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -57,10 +58,12 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
     row.reason = res->reason;
     row.http_status = res->http_status;
     row.error_code = res->error_code;
-    row.error_message = res->error_message;
+    row.error_message = scrub(res->error_message);
     if (res->usage_reported) {
       row.input_tokens = res->prompt_tokens;
       row.output_tokens = res->completion_tokens;
+    } else if (res->usage_rejected) {
+      row.usage_source = "rejected"; // absurd numbers (SPEC §12)
     }
     if (args.telemetry_content)
       row.content = res->content;

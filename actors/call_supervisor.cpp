@@ -3,6 +3,7 @@
 #include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
 #include "actors/selector.hpp"
+#include "config/limits.hpp"
 
 #include <caf/exit_reason.hpp>
 #include <caf/typed_event_based_actor.hpp>
@@ -24,8 +25,7 @@ using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
 
 /// Rounded up, so a wait never ends just before what it waits for.
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
+  return saturating_duration(seconds);
 }
 
 /// Shortest wait before admitting again after a refusal: a refusal that
@@ -134,23 +134,26 @@ void write_rows(self_ptr self) {
 /// Delivers the decided result once every attempt is gone, then quits.
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
-  if (!st.finishing || st.delivered)
+  if (!st.finishing)
     return;
   for (auto& leg : st.legs)
     if (!leg.down)
       return;
-  // An admission under way may still grant a permit: wait for it, so it is
-  // given back (abandoned) before this actor is gone.
+  if (!st.delivered) {
+    st.delivered = true;
+    if (st.response)
+      st.response->stats.total_latency_ms = ms_since(self, st.started_at);
+    write_rows(self);
+    if (st.response)
+      st.promise.deliver(std::move(*st.response));
+    else
+      st.promise.deliver(st.failure);
+  }
+  // An admission under way (a stalled Redis) may still grant a permit: the
+  // caller has its answer, and this actor stays until the admission
+  // returns, so the permit is given back (abandoned), never leaked.
   if (st.admitting || st.hedge_admitting)
     return;
-  st.delivered = true;
-  if (st.response)
-    st.response->stats.total_latency_ms = ms_since(self, st.started_at);
-  write_rows(self);
-  if (st.response)
-    st.promise.deliver(std::move(*st.response));
-  else
-    st.promise.deliver(st.failure);
   self->quit();
 }
 

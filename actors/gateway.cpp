@@ -7,6 +7,7 @@
 #include "actors/limiter.hpp"
 #include "config/log.hpp"
 #include "actors/ocr_start.hpp"
+#include "config/limits.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
@@ -30,8 +31,7 @@ double seconds_until(caf::actor_clock::time_point from,
 }
 
 caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
+  return saturating_duration(seconds);
 }
 
 std::string new_call_id(self_ptr self) {
@@ -66,6 +66,12 @@ void on_report(self_ptr self, const attempt_report& rep) {
       if (src.cool_until <= now || src.consecutive_429 == 0)
         ++src.consecutive_429;
       auto cap = breaker_settings_of(*st.scope, *src.config).max_cooldown_s;
+      // Capped (SPEC §12): a far-future Retry-After must not bench a
+      // source for years.
+      if (rep.retry_after_s && *rep.retry_after_s > cap)
+        log::warn("gateway", "source {} sent a Retry-After of {:.0f} s; "
+                  "capped at BREAKER__MAX_COOLDOWN_S={:.0f}",
+                  rep.source, *rep.retry_after_s, cap);
       auto cool_s = rate_limit_cooldown_s(src.consecutive_429,
                                           rep.retry_after_s, cap);
       auto until = now + to_timespan(cool_s);

@@ -1,6 +1,7 @@
 #include "actors/limiter.hpp"
 
 #include "actors/backend_call.hpp"
+#include "config/log.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 
@@ -8,12 +9,63 @@ namespace pgw {
 
 using namespace detail;
 
+namespace {
+
+using limiter_self = limiter_actor::stateful_pointer<limiter_state>;
+
+/// Quits once an exit came and nothing is pending any more.
+void quit_if_drained(limiter_self self) {
+  auto& st = self->state;
+  if (st.exit_reason && st.pending == 0)
+    self->quit(*st.exit_reason);
+}
+
+/// Runs `work(now)`, a settle or release that must happen; when it fails
+/// (backend down) it is tried again after `retry_delay` (as a local task,
+/// so the change stays pending meanwhile) until it goes through or, once
+/// the actor is exiting, until the drain limit passed.
+template <class Work>
+void change(limiter_self self, std::string what, Work work, bool first) {
+  if (first)
+    ++self->state.pending;
+  auto backend_work = [work, now = now_s(self)] { return work(now); };
+  run(self, self->state.offload, std::move(backend_work),
+      [self, what, work](auto res) {
+        auto& st = self->state;
+        auto err = failure_of(res);
+        if (err && st.exit_reason && self->clock().now() >= st.drain_until) {
+          log::warn(self->name(), "{} dropped at exit: {}", what,
+                    describe(err));
+          err = caf::error{};
+        }
+        if (!err) {
+          --st.pending;
+          quit_if_drained(self);
+          return;
+        }
+        warn_rarely(self, what + " failed, retrying: " + describe(err));
+        auto task = std::make_shared<local_task>();
+        task->run = [self, what, work] { change(self, what, work, false); };
+        self->delayed_send(self, retry_delay, atom::done_v, std::move(task));
+      });
+}
+
+} // namespace
+
 limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,
         std::shared_ptr<io_pool> offload) {
   self->state.backend = std::move(backend);
   self->state.offload = std::move(offload);
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (!msg.reason)
+      return; // a linked actor ended normally: nothing to do
+    auto& st = self->state;
+    st.exit_reason = msg.reason;
+    st.drain_until = self->clock().now() + limiter_drain_limit;
+    quit_if_drained(self);
+  });
   return {
     [self](atom::acquire, int64_t est) -> caf::result<acquire_result> {
       auto backend = self->state.backend;
@@ -23,36 +75,28 @@ limiter(limiter_actor::stateful_pointer<limiter_state> self,
     },
     [self](atom::settle, const std::string& id, int64_t actual) {
       auto backend = self->state.backend;
-      auto now = now_s(self);
-      until_done(
+      change(
         self, "settle of permit " + id,
-        [backend, id, actual, now] { return backend->settle(id, actual, now); },
-        [self, id, actual] {
-          self->delayed_send(self, retry_delay, atom::settle_v, id, actual);
-        });
+        [backend, id, actual](double now) {
+          return backend->settle(id, actual, now);
+        },
+        true);
     },
     [self](atom::release, const std::string& id) {
       auto backend = self->state.backend;
-      auto now = now_s(self);
-      until_done(
+      change(
         self, "release of permit " + id,
-        [backend, id, now] { return backend->release(id, now); },
-        [self, id] {
-          self->delayed_send(self, retry_delay, atom::release_v, id);
-        });
+        [backend, id](double now) { return backend->release(id, now); },
+        true);
     },
     [self](atom::settle, const std::string& id, int64_t actual, atom::release) {
       auto backend = self->state.backend;
-      auto now = now_s(self);
-      until_done(
+      change(
         self, "settle and release of permit " + id,
-        [backend, id, actual, now] {
+        [backend, id, actual](double now) {
           return backend->settle_and_release(id, actual, now);
         },
-        [self, id, actual] {
-          self->delayed_send(self, retry_delay, atom::settle_v, id, actual,
-                             atom::release_v);
-        });
+        true);
     },
     [self](atom::status) -> caf::result<limiter_status> {
       auto backend = self->state.backend;

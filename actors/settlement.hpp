@@ -14,7 +14,9 @@ namespace pgw {
 /// ok → reported usage (even 0), else est; request_rejected,
 /// source_rejected, source_dead, rate_limited → 0; result_invalid → reported
 /// usage, else est; transient → est when the upstream was reached, else 0
-/// (connect failure before sending).
+/// (connect failure before sending). Usage is used only when each count is
+/// ≥ 0 and their sum ≤ 10^9; the result is always in [0, max(10^9, est)].
+/// An answer cut for its size (`response_too_large`) settles est.
 int64_t settle_amount(const attempt_result& res, int64_t est);
 
 /// Tokens to settle for an attempt stopped before its outcome was known:

@@ -1,6 +1,7 @@
 // Env files and the process environment (SPEC §3).
 
 #include "config/loader.hpp"
+#include "config/file.hpp"
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <sstream>
 #include <string>
 #include <system_error>
 
@@ -124,14 +126,10 @@ std::string parse_value(const std::string& raw, std::string& out) {
 } // namespace
 
 caf::expected<env_map> read_env_file(const std::string& path) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(path, ec))
-    return make_error(error_code::invalid_config,
-                      fmt::format("env file {}: is a directory", path));
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return make_error(error_code::invalid_config,
-                      fmt::format("env file {}: cannot be read", path));
+  auto content = read_config_file(path, fmt::format("env file {}", path));
+  if (!content)
+    return std::move(content.error());
+  std::istringstream in{*content};
   env_map result;
   std::string line;
   size_t line_no = 0;
@@ -167,9 +165,6 @@ caf::expected<env_map> read_env_file(const std::string& path) {
                                     key, problem));
     result[key] = std::move(value);
   }
-  if (in.bad())
-    return make_error(error_code::invalid_config,
-                      fmt::format("env file {}: read error", path));
   return result;
 }
 

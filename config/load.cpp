@@ -4,6 +4,8 @@
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
+#include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -35,6 +37,7 @@ const std::vector<std::string> source_fields = {
   "OVERLAY",        "HEADERS",        "KIND",           "CA_FILE",
   "MAX_BATCH_INPUTS", "MAX_BATCH_TOKENS", "MAX_IMAGE_BYTES",
   "OCR_PROMPT_TEXT", "OCR_PROMPT_LAYOUT",
+  "MAX_RESPONSE_BYTES",
 };
 
 
@@ -256,6 +259,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
        if (!url.empty() && url.back() == '/'
            && (url.size() < 3 || url.compare(url.size() - 3, 3, "://") != 0))
          url.pop_back();
+       url = normalise_url(url); // HTTP://Host → http://host
        return caf::error{};
      }},
     {"MODEL", field(&sc::model)},
@@ -282,6 +286,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
     {"MAX_IMAGE_BYTES", field(&sc::max_image_bytes)},
     {"OCR_PROMPT_TEXT", field(&sc::ocr_prompt_text)},
     {"OCR_PROMPT_LAYOUT", field(&sc::ocr_prompt_layout)},
+    {"MAX_RESPONSE_BYTES", field(&sc::max_response_bytes)},
   };
   return table;
 }
@@ -518,6 +523,8 @@ caf::expected<settings> load_settings(const env_map& env) {
   }
   if (auto err = validate(result))
     return err;
+  // Upstream text is scrubbed of these from now on (config/scrub.hpp).
+  register_secrets(secrets_of(result));
   return result;
 }
 

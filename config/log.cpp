@@ -1,4 +1,5 @@
 #include "config/log.hpp"
+#include "config/scrub.hpp"
 
 #include <atomic>
 #include <cstdio>
@@ -71,7 +72,8 @@ void set_sink(std::function<void(level, const std::string&)> fn) {
 }
 
 void write(level lvl, const char* component, const std::string& text) {
-  auto line = fmt::format("[{}] {}: {}", name_of(lvl), component, text);
+  // Log lines may carry upstream text: scrubbed of secrets (config/scrub.hpp).
+  auto line = fmt::format("[{}] {}: {}", name_of(lvl), component, scrub(text));
   std::lock_guard<std::mutex> guard{sink_mutex()};
   if (sink())
     sink()(lvl, line);

@@ -2,6 +2,7 @@
 // PGW_PRICING_PATH names.
 
 #include "config/pricing.hpp"
+#include "config/file.hpp"
 
 #include "config/keys.hpp"
 #include "messages/errors.hpp"
@@ -191,15 +192,11 @@ caf::expected<price_table> price_table::load(const std::string& path) {
       return make_error(error_code::invalid_config,
                         "PGW_PRICING_PATH=: must name a price table JSON "
                         "file");
-    std::ifstream in{path, std::ios::binary};
-    if (!in || std::filesystem::is_directory(path, fs_err))
-      return make_error(error_code::invalid_config,
-                        fmt::format("PGW_PRICING_PATH={}: cannot be read "
-                                    "(price table JSON file)",
-                                    path));
-    std::ostringstream buf;
-    buf << in.rdbuf();
-    text = buf.str();
+    auto content = read_config_file(
+      path, fmt::format("PGW_PRICING_PATH={} (price table JSON file)", path));
+    if (!content)
+      return std::move(content.error());
+    text = std::move(*content);
   }
   price_table result;
   if (auto err = parse_into(origin, text, result.models_, result.sources_,

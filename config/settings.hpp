@@ -70,6 +70,10 @@ struct source_config {
   /// KIND=ocr_vision: the instruction sent with the image; empty = built-in.
   std::string ocr_prompt_text;
   std::string ocr_prompt_layout;
+  /// MAX_RESPONSE_BYTES: cap on the whole answer (content, reasoning and
+  /// tool-call arguments, after decompression); beyond it the attempt fails
+  /// with `response_too_large`.
+  int64_t max_response_bytes = 8 * 1024 * 1024;
   /// The resolved provider profile.
   provider_profile profile;
   /// Where each field's value came from: FIELD → "source" (its own key) or

@@ -8,6 +8,8 @@
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
+#include "config/limits.hpp"
+#include "config/url.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -49,16 +51,29 @@ void warn(settings& s, std::string text) {
     s.warnings.push_back(std::move(text));
 }
 
+/// Every duration key (`…_S`) is at most 30 days (SPEC §12).
+caf::error at_most_30_days(const std::string& key, double x,
+                           const char* rule) {
+  auto is_duration = key.size() > 2
+                     && key.compare(key.size() - 2, 2, "_S") == 0;
+  if (!is_duration || x <= max_duration_s)
+    return {};
+  return violation(key, format_number(x),
+                   fmt::format("must be at most {} seconds (30 days)",
+                               format_number(max_duration_s)),
+                   rule);
+}
+
 caf::error positive(const std::string& key, double x, const char* rule) {
   if (std::isfinite(x) && x > 0)
-    return {};
+    return at_most_30_days(key, x, rule);
   return violation(key, format_number(x), "must be a finite number > 0",
                    rule);
 }
 
 caf::error non_negative(const std::string& key, double x, const char* rule) {
   if (std::isfinite(x) && x >= 0)
-    return {};
+    return at_most_30_days(key, x, rule);
   return violation(key, format_number(x), "must be a finite number >= 0",
                    rule);
 }
@@ -97,72 +112,14 @@ bool is_digits(const std::string& text) {
   });
 }
 
-/// A port: 1..65535 in decimal.
-bool is_port(const std::string& text) {
-  return is_digits(text) && text.size() <= 5 && std::stol(text) >= 1
-         && std::stol(text) <= 65535;
-}
-
-/// Checks `host[:port]`; `port_required` for Redis. Returns the problem or
-/// an empty string.
-std::string check_host_port(const std::string& authority,
-                            bool port_required) {
-  std::string host;
-  std::string port;
-  bool has_port = false;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string::npos)
-      return "has an unterminated IPv6 address";
-    host = authority.substr(1, close - 1);
-    auto rest = authority.substr(close + 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':')
-        return "has text after the IPv6 address";
-      has_port = true;
-      port = rest.substr(1);
-    }
-    if (host.empty()
-        || !std::all_of(host.begin(), host.end(), [](char ch) {
-             return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':'
-                    || ch == '.';
-           }))
-      return "has an invalid IPv6 address";
-  } else {
-    auto colon = authority.find(':');
-    host = authority.substr(0, colon);
-    if (colon != std::string::npos) {
-      has_port = true;
-      port = authority.substr(colon + 1);
-    }
-    if (host.empty())
-      return "has no host";
-    if (!std::all_of(host.begin(), host.end(), [](char ch) {
-          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'
-                 || ch == '.' || ch == '_';
-        }))
-      return "has an invalid host";
-  }
-  if (has_port && !is_port(port))
-    return "has an invalid port (1-65535)";
-  if (port_required && !has_port)
-    return "has no port";
-  return {};
-}
-
-/// BASE_URL: `http(s)://[userinfo@]host[:port][/path]`. Returns the problem
-/// or an empty string.
+/// BASE_URL: `http(s)://host[:port][/path]` (config/url.hpp parses it).
+/// Returns the problem or an empty string.
 std::string check_base_url(const std::string& url) {
-  auto lower = url.substr(0, 8);
-  std::transform(lower.begin(), lower.end(), lower.begin(), [](char ch) {
-    return static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
-  });
-  size_t start = 0;
-  if (lower.rfind("http://", 0) == 0)
-    start = 7;
-  else if (lower.rfind("https://", 0) == 0)
-    start = 8;
-  else
+  url_parts parts;
+  auto problem = parse_url(url, parts);
+  if (!problem.empty() && parts.scheme.empty())
+    return "must start with http:// or https://";
+  if (parts.scheme != "http" && parts.scheme != "https")
     return "must start with http:// or https://";
   if (std::any_of(url.begin(), url.end(), [](char ch) {
         return std::isspace(static_cast<unsigned char>(ch)) != 0;
@@ -172,34 +129,27 @@ std::string check_base_url(const std::string& url) {
   if (url.find_first_of("?#") != std::string::npos)
     return "must not contain a query or fragment (request paths are "
            "appended to it)";
-  auto slash = url.find('/', start);
-  auto authority = url.substr(start, slash == std::string::npos
-                                       ? std::string::npos
-                                       : slash - start);
-  if (auto at = authority.rfind('@'); at != std::string::npos)
-    authority.erase(0, at + 1);
-  return check_host_port(authority, false);
+  if (parts.has_userinfo)
+    return "must not contain credentials (user:password@); put them in "
+           "API_KEY or HEADERS";
+  return problem;
 }
 
 /// REDIS_URL: `redis://[:password@]host:port[/db]`.
 std::string check_redis_url(const std::string& url) {
-  const std::string scheme = "redis://";
-  if (url.rfind(scheme, 0) != 0)
+  url_parts parts;
+  auto problem = parse_url(url, parts);
+  if (parts.scheme != "redis")
     return "must start with redis://";
-  auto rest = url.substr(scheme.size());
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  if (auto at = authority.rfind('@'); at != std::string::npos) {
-    auto userinfo = authority.substr(0, at);
-    if (userinfo.size() < 2 || userinfo.front() != ':')
-      return "credentials must be :password@ (no user name)";
-    authority.erase(0, at + 1);
-  }
-  if (auto problem = check_host_port(authority, true); !problem.empty())
+  if (!problem.empty())
     return problem;
-  if (slash != std::string::npos) {
-    auto db = rest.substr(slash + 1);
-    if (!is_digits(db) || db.size() > 9)
+  if (parts.has_userinfo && (!parts.user.empty() || parts.password.empty()))
+    return "credentials must be :password@ (no user name)";
+  if (!parts.port)
+    return "has no port";
+  if (!parts.path.empty()) {
+    auto db = parts.path.substr(1);
+    if (parts.path[0] != '/' || !is_digits(db) || db.size() > 9)
       return "has an invalid database number (a non-negative integer)";
   }
   return {};
@@ -311,6 +261,12 @@ caf::error check_source(const std::string& scope, const source_config& src) {
   if (auto err = positive(key("TIMEOUT_S"), src.timeout_s,
                           "total time for one attempt"))
     return err;
+  if (src.max_response_bytes < 1024 || src.max_response_bytes > (1 << 30))
+    return violation(key("MAX_RESPONSE_BYTES"),
+                     std::to_string(src.max_response_bytes),
+                     "must be an integer in [1024, 1073741824]",
+                     "cap on a whole answer: content, reasoning and tool-call "
+                     "arguments");
   if (auto err = positive(key("CONNECT_TIMEOUT_S"), src.connect_timeout_s,
                           "TCP/TLS connect timeout"))
     return err;

@@ -30,6 +30,10 @@ enum class outcome : uint8_t {
 /// The SPEC name, e.g. "rate_limited".
 const char* to_string(outcome x);
 
+/// Reasons decided on outside the transport (SPEC §12): the answer went
+/// over MAX_RESPONSE_BYTES (`source_rejected`, settles the estimate).
+constexpr const char* reason_response_too_large = "response_too_large";
+
 /// The result of one upstream call, as produced by a transport.
 struct attempt_result {
   outcome kind = outcome::transient;
@@ -52,6 +56,9 @@ struct attempt_result {
   std::string finish_reason;
   std::string model; ///< model named by the upstream answer
   bool usage_reported = false;
+  /// The upstream reported usage outside [0, 10^9] (or not integral): it is
+  /// `unavailable`, and telemetry says `rejected`.
+  bool usage_rejected = false;
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int32_t malformed_events = 0; ///< SSE events skipped as malformed
@@ -66,7 +73,8 @@ typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
   return f(caf::meta::type_name("pgw.attempt_result"), x.kind, x.reason,
            x.http_status, x.error_code, x.error_message, x.retry_after_s,
            x.upstream_reached, x.stream, x.content, x.reasoning_content,
-           x.finish_reason, x.model, x.usage_reported, x.prompt_tokens,
+           x.finish_reason, x.model, x.usage_reported, x.usage_rejected,
+           x.prompt_tokens,
            x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms,
            x.tool_calls);
 }

@@ -3,12 +3,14 @@
 #include "config/json_text.hpp"
 
 #include "messages/errors.hpp"
+#include "config/limits.hpp"
 #include "transport/classify.hpp"
 #include "transport/structured_body.hpp"
 
 #include <boost/json.hpp>
 
 #include <cmath>
+#include <optional>
 #include <string_view>
 
 namespace pgw {
@@ -60,43 +62,52 @@ std::string string_member(const json::object& obj, std::string_view key) {
   return {};
 }
 
-/// A non-negative integral member (tokens); false when absent or unusable.
-bool count_member(const json::object& obj, std::string_view key,
-                  int64_t& out) {
+/// What a token count member held.
+enum class count { absent, ok, absurd };
+
+/// A token count: an integer in [0, 10^9] (a double only when integral);
+/// anything else a member holds is absurd (SPEC §12).
+count count_member(const json::object& obj, std::string_view key,
+                   int64_t& out) {
   auto v = obj.if_contains(key);
-  if (v == nullptr)
-    return false;
-  if (v->is_int64() && v->get_int64() >= 0) {
-    out = v->get_int64();
-    return true;
-  }
-  if (v->is_uint64() && v->get_uint64() <= INT64_MAX) {
-    out = static_cast<int64_t>(v->get_uint64());
-    return true;
-  }
-  if (v->is_double() && std::isfinite(v->get_double()) && v->get_double() >= 0
-      && v->get_double() < 9.0e18) {
-    out = static_cast<int64_t>(std::llround(v->get_double()));
-    return true;
-  }
-  return false;
+  if (v == nullptr || v->is_null())
+    return count::absent;
+  double x = -1;
+  if (v->is_int64())
+    x = static_cast<double>(v->get_int64());
+  else if (v->is_uint64())
+    x = static_cast<double>(v->get_uint64());
+  else if (v->is_double())
+    x = v->get_double();
+  if (!(x >= 0 && x <= static_cast<double>(max_reported_tokens))
+      || std::floor(x) != x)
+    return count::absurd;
+  out = static_cast<int64_t>(x);
+  return count::ok;
 }
 
-/// Reads an OpenAI `usage` object; false when it has no token counts.
-bool read_usage(const json::value* usage, int64_t& prompt,
-                int64_t& completion) {
+/// What an OpenAI `usage` object said.
+enum class usage_read { none, ok, rejected };
+
+/// Reads an OpenAI `usage` object: `none` when it has no token counts,
+/// `rejected` when a count (or their sum) is outside [0, 10^9].
+usage_read read_usage(const json::value* usage, int64_t& prompt,
+                      int64_t& completion) {
   if (usage == nullptr || !usage->is_object())
-    return false;
+    return usage_read::none;
   auto& obj = usage->get_object();
   int64_t p = 0;
   int64_t c = 0;
-  bool has_p = count_member(obj, "prompt_tokens", p);
-  bool has_c = count_member(obj, "completion_tokens", c);
-  if (!has_p && !has_c)
-    return false;
+  auto has_p = count_member(obj, "prompt_tokens", p);
+  auto has_c = count_member(obj, "completion_tokens", c);
+  if (has_p == count::absurd || has_c == count::absurd
+      || p + c > max_reported_tokens)
+    return usage_read::rejected;
+  if (has_p == count::absent && has_c == count::absent)
+    return usage_read::none;
   prompt = p;
   completion = c;
-  return true;
+  return usage_read::ok;
 }
 
 /// Message or delta text: a string, or the concatenated `text` of content
@@ -178,6 +189,30 @@ const json::object* first_choice(const json::array& choices) {
       return &c.get_object();
   }
   return nullptr;
+}
+
+/// The offset of the first byte that is not part of a well-formed UTF-8
+/// sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
+std::optional<size_t> invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
+                 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size() || (len == 2 && c < 0xC2))
+      return i;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+        return i;
+    auto c1 = len > 1 ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if ((len == 3 && c == 0xE0 && c1 < 0xA0)     // overlong
+        || (len == 3 && c == 0xED && c1 >= 0xA0) // surrogate
+        || (len == 4 && c == 0xF0 && c1 < 0x90)  // overlong
+        || (len == 4 && (c > 0xF4 || (c == 0xF4 && c1 >= 0x90))))
+      return i;
+    i += len;
+  }
+  return std::nullopt;
 }
 
 caf::error invalid(std::string message) {
@@ -273,6 +308,15 @@ caf::error check_request(const chat_request& req) {
       if (m.tool_calls[j].id.empty() || m.tool_calls[j].name.empty())
         return invalid(where + ".tool_calls[" + std::to_string(j)
                        + "]: needs an id and a function name");
+    // JSON text is UTF-8: invalid bytes would make the body invalid JSON.
+    if (auto bad = invalid_utf8_at(m.content))
+      return invalid(where + ".content: not valid UTF-8 at byte offset "
+                     + std::to_string(*bad));
+    for (size_t j = 0; j < m.parts.size(); ++j)
+      if (auto bad = invalid_utf8_at(m.parts[j].text))
+        return invalid(where + ".parts[" + std::to_string(j)
+                       + "].text: not valid UTF-8 at byte offset "
+                       + std::to_string(*bad));
   }
   if (req.n && *req.n != 1)
     return invalid("n: only 1 choice per call is supported (got "
@@ -298,6 +342,8 @@ caf::error check_request(const chat_request& req) {
     return invalid("max_tokens: must be at least 1");
   if (req.deadline_s && !(std::isfinite(*req.deadline_s) && *req.deadline_s > 0))
     return invalid("deadline_s: must be a finite number of seconds > 0");
+  if (req.deadline_s && *req.deadline_s > max_duration_s)
+    return invalid("deadline_s: must be at most 2592000 seconds (30 days)");
   if (!req.reasoning_effort.empty() && !valid_effort(req.reasoning_effort))
     return invalid("reasoning_effort: must be one of none, low, medium, high");
   if (!req.extra_body.empty()) {
@@ -412,8 +458,10 @@ void decode_chat_completion(const std::string& body, attempt_result& out) {
     return;
   }
   out.model = string_member(obj, "model");
-  out.usage_reported = read_usage(obj.if_contains("usage"), out.prompt_tokens,
-                                  out.completion_tokens);
+  auto usage = read_usage(obj.if_contains("usage"), out.prompt_tokens,
+                          out.completion_tokens);
+  out.usage_reported = usage == usage_read::ok;
+  out.usage_rejected = usage == usage_read::rejected;
   auto choices = obj.if_contains("choices");
   if (choices == nullptr || !choices->is_array())
     return malformed();
@@ -476,8 +524,18 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
     return fail(json::serialize(obj));
   if (auto m = string_member(obj, "model"); !m.empty())
     model_ = std::move(m);
-  if (read_usage(obj.if_contains("usage"), prompt_tokens_, completion_tokens_))
-    usage_reported_ = true;
+  switch (read_usage(obj.if_contains("usage"), prompt_tokens_,
+                     completion_tokens_)) {
+    case usage_read::ok:
+      usage_reported_ = true;
+      break;
+    case usage_read::rejected:
+      // One absurd report spoils the usage for good: counts are unknown.
+      usage_rejected_ = true;
+      break;
+    case usage_read::none:
+      break;
+  }
   auto choices = obj.if_contains("choices");
   if (choices == nullptr || choices->is_null())
     return step::more;
@@ -497,12 +555,32 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
     auto& d = delta->get_object();
     auto content = text_member(d, "content");
     auto reasoning = reasoning_member(d);
-    bool tools = add_tool_calls(d, tool_calls_);
+    bool tools = false;
+    // Deltas after the finish_reason are not part of the answer.
+    if (!finished()) {
+      tools = add_tool_calls(d, tool_calls_);
+      content_ += content;
+      reasoning_ += reasoning;
+    }
     non_empty = !content.empty() || !reasoning.empty() || tools;
-    content_ += content;
-    reasoning_ += reasoning;
+    if (content_.size() + reasoning_.size() + tool_calls_.bytes()
+        > max_answer_bytes_) {
+      // Over MAX_RESPONSE_BYTES: the buffers go now, the source is done.
+      content_ = std::string{};
+      reasoning_ = std::string{};
+      tool_calls_ = tool_call_assembler{};
+      error_result_ = attempt_result{};
+      error_result_.kind = outcome::source_rejected;
+      error_result_.reason = reason_response_too_large;
+      error_result_.error_message
+        = "answer exceeds MAX_RESPONSE_BYTES="
+          + std::to_string(max_answer_bytes_);
+      error_ = true;
+      return step::error;
+    }
   }
-  if (auto fr = string_member(choice, "finish_reason"); !fr.empty())
+  if (auto fr = string_member(choice, "finish_reason");
+      !fr.empty() && !finished())
     finish_reason_ = std::move(fr);
   if (non_empty && !first_token_) {
     first_token_ = true;
@@ -516,7 +594,8 @@ void stream_accumulator::finish(attempt_result& out) const {
   out.reasoning_content = reasoning_;
   out.finish_reason = finish_reason_;
   out.model = model_;
-  out.usage_reported = usage_reported_;
+  out.usage_reported = usage_reported_ && !usage_rejected_;
+  out.usage_rejected = usage_rejected_;
   out.prompt_tokens = prompt_tokens_;
   out.completion_tokens = completion_tokens_;
   out.malformed_events = malformed_;

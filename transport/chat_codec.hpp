@@ -78,8 +78,18 @@ public:
   /// appended, `finish_reason` recorded, `model` and `usage` taken when
   /// present (usage may come in a final chunk with empty `choices`). The
   /// first non-empty delta (content, reasoning or tool call) is the first
-  /// token.
+  /// token. Deltas after the `finish_reason` are ignored (usage is still
+  /// taken); an answer growing beyond `max_answer_bytes` ends the stream
+  /// with `source_rejected` / `response_too_large`; usage outside
+  /// [0, 10^9] makes it `unavailable` for good (`usage_rejected`).
   step on_event(const sse_event& ev);
+
+  /// `max_answer_bytes` caps content + reasoning + tool-call deltas.
+  explicit stream_accumulator(
+    size_t max_answer_bytes = static_cast<size_t>(8) * 1024 * 1024)
+    : max_answer_bytes_(max_answer_bytes) {
+    // nop
+  }
 
   /// True once a `finish_reason` arrived.
   bool finished() const {
@@ -109,8 +119,10 @@ private:
   tool_call_assembler tool_calls_;
   std::string finish_reason_;
   std::string model_;
+  size_t max_answer_bytes_;
   bool first_token_ = false;
   bool usage_reported_ = false;
+  bool usage_rejected_ = false;
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   int32_t malformed_ = 0;

@@ -1,5 +1,7 @@
 #include "transport/classify.hpp"
 
+#include "config/scrub.hpp"
+
 #include <boost/json.hpp>
 #include <openssl/x509_vfy.h>
 
@@ -211,12 +213,16 @@ outcome outcome_for_status(int64_t status, const error_fields& f) {
     case 425:
       return outcome::transient;
     default:
+      if (status >= 300 && status <= 399) // a redirect is never followed
+        return outcome::source_rejected;
       return status >= 400 && status <= 499 ? outcome::request_rejected
                                             : outcome::transient;
   }
 }
 
 std::string reason_for_status(int64_t status, const error_fields& f) {
+  if (status >= 300 && status <= 399)
+    return "redirect";
   auto named = named_code(f);
   if (!named.empty())
     return named;
@@ -249,10 +255,11 @@ std::optional<outcome> outcome_for_code(const std::string& code) {
   return std::nullopt;
 }
 
+/// Upstream text is scrubbed of secrets before anything keeps it (SPEC §12).
 void fill_fields(const error_fields& f, attempt_result& out) {
-  out.error_code = truncate_utf8(f.code.empty() ? f.type : f.code,
+  out.error_code = truncate_utf8(scrub(f.code.empty() ? f.type : f.code),
                                  max_message_bytes);
-  out.error_message = truncate_utf8(f.message, max_message_bytes);
+  out.error_message = truncate_utf8(scrub(f.message), max_message_bytes);
 }
 
 } // namespace
@@ -285,7 +292,8 @@ void classify_stream_error(const std::string& error_json, attempt_result& out) {
     kind = outcome_for_code(f.type);
   out.kind = kind ? *kind : outcome::transient;
   const std::string& code = !f.code.empty() ? f.code : f.type;
-  out.reason = "stream_error:" + (code.empty() ? "unknown" : reason_code(code));
+  out.reason = "stream_error:"
+               + (code.empty() ? "unknown" : reason_code(scrub(code)));
 }
 
 void classify_tls_failure(bool certificate_rejected, long verify_result,

@@ -20,12 +20,14 @@ namespace pgw {
 /// - 401, 402, 403, and 429 with code or type `insufficient_quota` →
 ///   `source_dead`;
 /// - other 429 → `rate_limited`;
+/// - 3xx → `source_rejected` with reason `redirect` (never followed);
 /// - 408, 409, 425, 5xx and anything else → `transient`.
 /// `reason` is the upstream code when it has one of the named codes
 /// (`content_policy_violation`, `context_length_exceeded`,
 /// `insufficient_quota`, `model_not_found`), else `unauthorized` for 401,
 /// `forbidden` for 403, `http_<status>` for the rest.
-/// Message text is truncated to 500 bytes.
+/// Message and code are scrubbed of secrets (`scrub`), then truncated to
+/// 500 bytes.
 void classify_http_error(int status, const std::string& body,
                          attempt_result& out);
 

@@ -1,10 +1,14 @@
 #include "transport/httplib_transport.hpp"
 
+#include "config/limits.hpp"
 #include "config/log.hpp"
+#include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
 #include "transport/io_pool.hpp"
 #include "transport/retry_after.hpp"
+#include "transport/socket_bytes.hpp"
 #include "transport/sse_parser.hpp"
 
 #include <caf/send.hpp>
@@ -12,6 +16,7 @@
 #include <httplib.h>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <condition_variable>
 #include <map>
@@ -22,6 +27,7 @@
 #include <queue>
 #include <set>
 #include <sys/socket.h>
+#include <unistd.h>
 #include <thread>
 #include <unordered_map>
 
@@ -36,24 +42,99 @@ double ms_between(steady::time_point from, steady::time_point to) {
 }
 
 steady::duration seconds(double s) {
-  return std::chrono::duration_cast<steady::duration>(
-    std::chrono::duration<double>(s));
+  return saturating_duration<steady::duration>(s);
 }
 
-/// "https://host:port/v1" → {"https://host:port", "/v1"}.
-std::pair<std::string, std::string> split_base_url(const std::string& url) {
-  auto scheme_end = url.find("://");
-  auto host_start = scheme_end == std::string::npos ? 0 : scheme_end + 3;
-  auto path_start = url.find('/', host_start);
-  if (path_start == std::string::npos)
-    return {url, ""};
-  auto path = url.substr(path_start);
-  while (!path.empty() && path.back() == '/')
-    path.pop_back();
-  return {url.substr(0, path_start), path};
+/// Header phase bounds (SPEC §12): more is `malformed_response`.
+constexpr size_t max_header_lines = 100;
+constexpr size_t max_header_bytes = 64 * 1024;
+
+/// How long a stream may go on after `[DONE]` (the chunked terminator is
+/// expected at once) and after a `finish_reason` (waiting for usage).
+constexpr double drain_after_done_s = 0.05;
+constexpr double wait_after_finish_s = 2.0;
+
+/// Room for the JSON envelope around a non-streamed answer.
+constexpr size_t body_envelope_bytes = 64 * 1024;
+
+/// True when the source's HEADERS set `name` (any case).
+bool source_sets_header(const source_config& src, std::string_view name) {
+  for (auto& kv : src.headers) {
+    if (kv.first.size() != name.size())
+      continue;
+    bool same = true;
+    for (size_t i = 0; i < name.size() && same; ++i)
+      same = std::tolower(static_cast<unsigned char>(kv.first[i]))
+             == std::tolower(static_cast<unsigned char>(name[i]));
+    if (same)
+      return true;
+  }
+  return false;
 }
 
-enum class timeout_kind : int { none = 0, total, ttft, idle };
+/// Where a source's requests go: taken apart once by the project's URL
+/// parser (config/url.hpp), so host and port reach the HTTP client as they
+/// are (IPv6 literals included) and never a URL string it parses again.
+struct upstream_target {
+  bool tls = false;
+  std::string host; ///< IPv6 without brackets
+  int port = 80;
+  std::string host_header; ///< `host[:port]`, IPv6 in brackets
+  std::string prefix;      ///< the path before /chat/completions, no '/' last
+};
+
+upstream_target target_of(const std::string& base_url) {
+  upstream_target t;
+  url_parts parts;
+  parse_url(base_url, parts); // validated before any source exists
+  t.tls = parts.scheme == "https";
+  t.host = parts.host;
+  t.port = parts.port ? *parts.port : t.tls ? 443 : 80;
+  t.host_header = parts.authority();
+  t.prefix = parts.path;
+  while (!t.prefix.empty() && t.prefix.back() == '/')
+    t.prefix.pop_back();
+  return t;
+}
+
+/// Why the watchdog stopped a call; `drain` and `after_finish` end a stream
+/// that is already complete (or cut), not a timeout.
+enum class timeout_kind : int { none = 0, total, ttft, idle, drain,
+                                after_finish, head };
+
+/// The socket a pooled connection uses now, so the header guard can see
+/// how much the upstream sent.
+struct fd_slot {
+  std::atomic<int> fd{-1};
+};
+
+/// A client (plain or TLS) with its socket slot.
+template <class Client>
+struct slotted : Client, fd_slot {
+  using Client::Client;
+};
+
+using pooled_client = httplib::ClientImpl;
+
+fd_slot& slot_of(pooled_client& cli) {
+  return dynamic_cast<fd_slot&>(cli);
+}
+
+/// True when this process cannot create a socket right now (EMFILE,
+/// ENFILE, ENOBUFS, ENOMEM): a connect that failed was our failure.
+bool local_resources_exhausted() {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd >= 0) {
+    ::close(fd);
+    return false;
+  }
+  return errno == EMFILE || errno == ENFILE || errno == ENOBUFS
+         || errno == ENOMEM;
+}
+
+uint64_t bytes_received(int fd) {
+  return tcp_bytes_received(fd);
+}
 
 const char* reason_of(timeout_kind k) {
   switch (k) {
@@ -92,13 +173,20 @@ struct call_state {
   std::shared_ptr<owner_link> owner;
 
   std::mutex mtx;
-  std::shared_ptr<httplib::Client> client; // set while send() runs
+  std::shared_ptr<pooled_client> client; // set while send() runs
+  /// Until the status line and headers were read: the header guard's
+  /// business (bytes received before the request, on a reused socket).
+  std::atomic<bool> in_head{true};
+  std::atomic<uint64_t> head_base{0};
   std::atomic<bool> cancelled{false};      // by the caller or a timeout
   std::atomic<int> timeout{0};             // timeout_kind that fired
   std::atomic<bool> finished{false};
   std::atomic<bool> first_token{false};
   steady::time_point started;
   std::atomic<steady::rep> last_activity{0};
+  /// When `[DONE]` / a `finish_reason` arrived (0 = not yet).
+  std::atomic<steady::rep> done_at{0};
+  std::atomic<steady::rep> finish_at{0};
   /// Its key in the watchdog's map, if watched (guarded by the watchdog's
   /// mutex).
   std::optional<steady::time_point> watched_at;
@@ -131,6 +219,19 @@ struct call_state {
           kind = timeout_kind::idle;
         }
       }
+      auto bound = [&](const std::atomic<steady::rep>& at, double after,
+                       timeout_kind k) {
+        auto rep = at.load();
+        if (rep == 0)
+          return;
+        auto t = steady::time_point{steady::duration{rep}} + seconds(after);
+        if (t < best) {
+          best = t;
+          kind = k;
+        }
+      };
+      bound(finish_at, wait_after_finish_s, timeout_kind::after_finish);
+      bound(done_at, drain_after_done_s, timeout_kind::drain);
     }
     return {best, kind};
   }
@@ -158,12 +259,14 @@ struct httplib_transport::impl {
 
   // -- connection pool, per source --
   std::mutex pool_mtx;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<httplib::Client>>>
+  std::unordered_map<std::string, std::vector<std::shared_ptr<pooled_client>>>
     idle_conns;
 
   // -- Retry-After warnings: once per source --
   std::mutex warn_mtx;
   std::set<std::string> warned_non_finite;
+  std::set<std::string> warned_capped;
+  std::optional<steady::time_point> last_local_warning;
 
   // -- watchdog --
   // Calls by their next deadline. A call is in it while it runs: moved when
@@ -175,6 +278,8 @@ struct httplib_transport::impl {
   std::map<watch_key, std::weak_ptr<call_state>> watched;
   bool watch_stop = false;
   std::thread watch_thread;
+  std::condition_variable guard_cv; // the header guard's (same mutex)
+  std::thread guard_thread;
 
   // Declared last, so destroyed first: its destructor waits for every I/O
   // thread while everything those threads touch (the maps above) still lives.
@@ -186,6 +291,7 @@ struct httplib_transport::impl {
 
   void start_watchdog() {
     watch_thread = std::thread{[this] { watch_loop(); }};
+    guard_thread = std::thread{[this] { guard_loop(); }};
   }
 
   void stop_watchdog() {
@@ -194,8 +300,49 @@ struct httplib_transport::impl {
       watch_stop = true;
     }
     watch_cv.notify_all();
+    guard_cv.notify_all();
     if (watch_thread.joinable())
       watch_thread.join();
+    if (guard_thread.joinable())
+      guard_thread.join();
+  }
+
+  /// The header guard (SPEC §12): cpp-httplib 0.11 reads status line and
+  /// headers without bound, so every 20 ms each call still in its header
+  /// phase has its socket's received bytes (TCP_INFO) checked; beyond
+  /// 64 KiB (plus room for a TLS handshake) the call is stopped and fails
+  /// `malformed_response`. Memory stays bounded by what arrives in 20 ms.
+  void guard_loop() {
+    constexpr auto period = std::chrono::milliseconds{20};
+    constexpr uint64_t allowance = max_header_bytes + 16 * 1024;
+    std::vector<std::shared_ptr<call_state>> heads;
+    std::unique_lock<std::mutex> guard{watch_mtx};
+    while (!watch_stop) {
+      guard_cv.wait_for(guard, period);
+      if (watch_stop)
+        break;
+      guard.unlock();
+      {
+        std::lock_guard<std::mutex> live_guard{live_mtx};
+        for (auto& kv : live)
+          if (auto st = kv.second.lock(); st && st->in_head.load())
+            heads.push_back(std::move(st));
+      }
+      for (auto& st : heads) {
+        std::shared_ptr<pooled_client> cli;
+        {
+          std::lock_guard<std::mutex> st_guard{st->mtx};
+          cli = st->client;
+        }
+        if (!cli || !st->in_head.load())
+          continue;
+        auto got = bytes_received(slot_of(*cli).fd.load());
+        if (got > st->head_base.load() + allowance)
+          st->stop(timeout_kind::head);
+      }
+      heads.clear();
+      guard.lock();
+    }
   }
 
   /// Watches `st` for `when` (replacing its earlier entry).
@@ -251,22 +398,35 @@ struct httplib_transport::impl {
     return src.scope + "/" + src.name;
   }
 
-  std::shared_ptr<httplib::Client> acquire(const source_config& src,
-                                           const std::string& origin) {
-    {
+  /// A connection for `src`: an idle one when `reused` is given and the
+  /// pool has one (`*reused` says so), else a new one.
+  std::shared_ptr<pooled_client> acquire(const source_config& src,
+                                         const upstream_target& target,
+                                         bool* reused_out) {
+    if (reused_out != nullptr) {
       std::lock_guard<std::mutex> guard{pool_mtx};
       auto& idle = idle_conns[pool_key(src)];
       if (!idle.empty()) {
         auto cli = std::move(idle.back());
         idle.pop_back();
         reused.fetch_add(1, std::memory_order_relaxed);
+        *reused_out = true;
         return cli;
       }
     }
-    auto cli = std::make_shared<httplib::Client>(origin);
+    std::shared_ptr<pooled_client> cli;
+    if (target.tls)
+      cli = std::make_shared<slotted<httplib::SSLClient>>(target.host,
+                                                          target.port);
+    else
+      cli = std::make_shared<slotted<httplib::ClientImpl>>(target.host,
+                                                           target.port);
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
+    // Decompression only when the source asked for an encoding; then the
+    // answer cap bounds the decompressed bytes (they reach our receiver).
+    cli->set_decompress(source_sets_header(src, "Accept-Encoding"));
     cli->enable_server_certificate_verification(true);
     if (!src.ca_file.empty())
       cli->set_ca_cert_path(src.ca_file); // CA_FILE, else the system store
@@ -281,7 +441,7 @@ struct httplib_transport::impl {
   }
 
   void give_back(const source_config& src,
-                 std::shared_ptr<httplib::Client> cli) {
+                 std::shared_ptr<pooled_client> cli) {
     std::lock_guard<std::mutex> guard{pool_mtx};
     auto& idle = idle_conns[pool_key(src)];
     if (idle.size() < opts.max_idle_per_source)
@@ -296,11 +456,33 @@ struct httplib_transport::impl {
                 src.scope, src.name);
   }
 
+  /// Once per 10 s at most: local exhaustion comes in bursts.
+  void warn_local_exhaustion() {
+    auto now = steady::now();
+    std::lock_guard<std::mutex> guard{warn_mtx};
+    if (last_local_warning && now - *last_local_warning < std::chrono::seconds{10})
+      return;
+    last_local_warning = now;
+    log::warn("transport", "cannot open sockets: file descriptors or memory "
+                           "exhausted in this process (raise ulimit -n or "
+                           "lower concurrency); calls fail with "
+                           "local_resource_exhausted");
+  }
+
+  void warn_capped(const source_config& src, double seconds) {
+    std::lock_guard<std::mutex> guard{warn_mtx};
+    if (warned_capped.insert(pool_key(src)).second)
+      log::warn("transport",
+                "source {}/{} sent a Retry-After of {:.0f} s; capped at 30 "
+                "days (and at BREAKER__MAX_COOLDOWN_S)",
+                src.scope, src.name, seconds);
+  }
+
   void run(const std::shared_ptr<call_state>& st);
 };
 
 void call_state::stop(timeout_kind why) {
-  std::shared_ptr<httplib::Client> cli;
+  std::shared_ptr<pooled_client> cli;
   {
     std::lock_guard<std::mutex> guard{mtx};
     if (cancelled.load() || finished.load())
@@ -333,38 +515,54 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   auto& src = *st->call.source;
   attempt_result res;
   res.stream = st->call.stream;
-  auto [origin, prefix] = split_base_url(src.base_url);
-  auto cli = acquire(src, origin);
-  {
-    std::lock_guard<std::mutex> guard{st->mtx};
-    if (st->cancelled.load()) {
-      st->finished.store(true);
-      give_back(src, std::move(cli));
-      return;
+  auto target = target_of(src.base_url);
+  bool was_reused = false;
+  auto cli = acquire(src, target, &was_reused);
+  // Makes `c` the call's connection; false when the call was cancelled.
+  auto attach = [this, &st](const std::shared_ptr<pooled_client>& c) {
+    {
+      std::lock_guard<std::mutex> guard{st->mtx};
+      if (st->cancelled.load())
+        return false;
+      st->client = c;
     }
-    st->client = cli;
+    // Runs under the client's socket mutex whenever a new socket is created:
+    // a cancel that came before the connect shuts it down here (no race).
+    std::weak_ptr<call_state> weak = st;
+    auto& slot = slot_of(*c);
+    st->head_base.store(bytes_received(slot.fd.load()));
+    auto raw_slot = &slot; // its client owns this function: outlives it
+    c->set_socket_options([this, weak, raw_slot](int sock) {
+      int one = 1;
+      ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+      opened.fetch_add(1, std::memory_order_relaxed);
+      raw_slot->fd.store(sock);
+      auto s = weak.lock();
+      if (s)
+        s->head_base.store(0);
+      if (!s || s->cancelled.load())
+        ::shutdown(sock, SHUT_RDWR);
+    });
+    return true;
+  };
+  if (!attach(cli)) {
+    std::lock_guard<std::mutex> guard{st->mtx};
+    st->finished.store(true);
+    give_back(src, std::move(cli));
+    return;
   }
-  // Runs under the client's socket mutex whenever a new socket is created:
-  // a cancel that came before the connect shuts it down here (no race).
-  std::weak_ptr<call_state> weak = st;
-  cli->set_socket_options([this, weak](int sock) {
-    int one = 1;
-    ::setsockopt(sock, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-    opened.fetch_add(1, std::memory_order_relaxed);
-    if (auto s = weak.lock(); !s || s->cancelled.load())
-      ::shutdown(sock, SHUT_RDWR);
-  });
 
   httplib::Request req;
   req.method = "POST";
   auto kind = st->call.kind;
   bool embeddings = kind != upstream_kind::chat; // a raw 2xx body
-  req.path = prefix
+  req.path = target.prefix
              + (kind == upstream_kind::embeddings  ? "/embeddings"
                 : kind == upstream_kind::ocr_text  ? "/ocr/text"
                 : kind == upstream_kind::ocr_parse ? "/parse?return_type="
                                                      "content_list_json"
                                                    : "/chat/completions");
+  req.set_header("Host", target.host_header);
   req.body = st->call.body;
   req.set_header("Content-Type", st->call.content_type.empty()
                                    ? "application/json"
@@ -372,6 +570,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   req.set_header("Accept",
                  st->call.stream ? "text/event-stream" : "application/json");
   req.set_header("User-Agent", "pgw/0.1");
+  bool decompress = source_sets_header(src, "Accept-Encoding");
+  if (!decompress)
+    req.set_header("Accept-Encoding", "identity");
   if (!src.api_key.empty())
     req.set_header("Authorization", "Bearer " + src.api_key);
   for (auto& [k, v] : src.headers)
@@ -383,15 +584,36 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   bool has_retry_after = false, has_retry_after_ms = false;
   std::string body;
   bool body_too_big = false;
+  bool answer_too_big = false;
+  // Why the header phase was refused ("" = it was not).
+  std::string bad_head;
+  std::string location;
+  auto answer_cap = static_cast<size_t>(
+    std::max<int64_t>(src.max_response_bytes, 1));
   sse_parser parser;
-  stream_accumulator acc;
+  stream_accumulator acc{answer_cap};
   std::vector<sse_event> events;
   bool done_seen = false;
   bool error_seen = false;
 
   req.response_handler = [&](const httplib::Response& r) {
+    st->in_head.store(false);
     status = r.status;
     res.upstream_reached = true;
+    size_t head_bytes = 0;
+    for (auto& kv : r.headers)
+      head_bytes += kv.first.size() + kv.second.size() + 4;
+    if (r.headers.size() > max_header_lines || head_bytes > max_header_bytes) {
+      bad_head = "headers_too_large";
+      return false;
+    }
+    auto encoding = r.get_header_value("Content-Encoding");
+    if (!decompress && !encoding.empty() && encoding != "identity") {
+      bad_head = "unexpected_content_encoding";
+      return false;
+    }
+    if (status >= 300 && status < 400)
+      location = r.get_header_value("Location");
     if (r.has_header("Retry-After")) {
       has_retry_after = true;
       retry_after = r.get_header_value("Retry-After");
@@ -415,15 +637,24 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         body_too_big = true;
         return false;
       }
+      if (body.size() + n > answer_cap + body_envelope_bytes) {
+        answer_too_big = true;
+        return false;
+      }
       body.append(data, n);
       return true;
     }
+    // After [DONE] nothing more is read: bytes that follow close the
+    // connection (a well-behaved server sends only the chunked terminator).
     if (done_seen)
-      return true; // drain the rest so the connection can be reused
+      return false;
     parser.feed(data, n, events);
+    size_t handled = 0;
     for (auto& ev : events) {
       if (done_seen || error_seen)
         break;
+      ++handled;
+      bool was_finished = acc.finished();
       switch (acc.on_event(ev)) {
         case stream_accumulator::step::first_token:
           if (!st->first_token.exchange(true)) {
@@ -436,6 +667,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
           break;
         case stream_accumulator::step::done:
           done_seen = true;
+          st->done_at.store(steady::now().time_since_epoch().count());
+          watch(st, st->deadline().first);
           break;
         case stream_accumulator::step::error:
           error_seen = true;
@@ -443,9 +676,14 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         default:
           break;
       }
+      if (!was_finished && acc.finished()) {
+        st->finish_at.store(steady::now().time_since_epoch().count());
+        watch(st, st->deadline().first);
+      }
     }
+    bool trailing = done_seen && handled < events.size();
     events.clear();
-    return !(error_seen || parser.failed());
+    return !(error_seen || trailing || parser.failed());
   };
 
   st->started = steady::now();
@@ -454,6 +692,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   httplib::Response resp;
   auto err = httplib::Error::Success;
   bool sent = cli->send(req, resp, err);
+  // A reused keep-alive connection the upstream closed while it was idle
+  // fails before any response byte: retried once on a fresh connection,
+  // transparently (no breaker, no retry budget).
+  if (!sent && was_reused && status == 0 && !st->cancelled.load()
+      && (err == httplib::Error::Read || err == httplib::Error::Write)) {
+    cli = acquire(src, target, nullptr);
+    if (attach(cli)) {
+      resp = httplib::Response{};
+      err = httplib::Error::Success;
+      sent = cli->send(req, resp, err);
+    }
+  }
   auto ended = steady::now();
   {
     std::lock_guard<std::mutex> guard{st->mtx};
@@ -483,10 +733,16 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   }
 
   bool reusable = false;
-  if (fired != timeout_kind::none) {
+  if (fired == timeout_kind::head)
+    bad_head = "headers_too_large";
+  if (!bad_head.empty()) {
+    res.kind = outcome::transient;
+    res.reason = "malformed_response";
+    res.error_message = bad_head;
+  } else if (fired != timeout_kind::none) {
     // A stream that already had its finish_reason is complete (SPEC §10):
     // silence while waiting for usage or [DONE] does not spoil it.
-    if (sse_mode && acc.finished()) {
+    if (sse_mode && (acc.finished() || done_seen)) {
       acc.finish(res);
     } else {
       res.kind = outcome::transient;
@@ -509,8 +765,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     res.kind = outcome::transient;
     switch (err) {
       case httplib::Error::Connection:
-        res.reason = "connect_error";
         res.upstream_reached = false;
+        if (local_resources_exhausted()) {
+          // Our process, not the upstream: no breaker, no health sample
+          // (source_rejected feeds neither), nothing was sent (settles 0).
+          res.kind = outcome::source_rejected;
+          res.reason = "local_resource_exhausted";
+          res.error_message = "this process cannot open a socket (file "
+                              "descriptors or memory exhausted)";
+          warn_local_exhaustion();
+          break;
+        }
+        res.reason = "connect_error";
         break;
       case httplib::Error::ConnectionTimeout:
         res.reason = "connect_timeout";
@@ -537,6 +803,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   } else if (body_too_big) {
     res.kind = outcome::result_invalid;
     res.reason = "body_too_large";
+  } else if (answer_too_big) {
+    res.kind = outcome::source_rejected;
+    res.reason = reason_response_too_large;
   } else if (!sent) {
     res.kind = outcome::transient;
     res.reason = "body_cut";
@@ -547,9 +816,17 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     reusable = true;
   } else if (status >= 200 && status < 300) {
     decode_chat_completion(body, res);
+    if (res.content.size() + res.reasoning_content.size() > answer_cap) {
+      res.content.clear();
+      res.reasoning_content.clear();
+      res.kind = outcome::source_rejected;
+      res.reason = reason_response_too_large;
+    }
     reusable = true;
   } else {
     classify_http_error(status, body, res);
+    if (status >= 300 && status < 400) // never followed (SPEC §12)
+      res.error_message = scrub("redirect to " + location.substr(0, 500));
     reusable = true;
   }
   if (status != 0)
@@ -560,6 +837,12 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
                                 std::chrono::system_clock::now());
     if (ra.non_finite)
       warn_non_finite(src);
+    if (ra.seconds && *ra.seconds > max_duration_s) {
+      // Far future (year 9999, 1e11 s): capped here at 30 days, and at the
+      // scope's BREAKER__MAX_COOLDOWN_S by the gateway.
+      warn_capped(src, *ra.seconds);
+      ra.seconds = max_duration_s;
+    }
     if (ra.seconds)
       res.retry_after_s = *ra.seconds;
   }

@@ -6,88 +6,122 @@
 
 namespace pgw {
 
+struct io_pool::core {
+  std::chrono::milliseconds idle_timeout;
+  size_t stack_size;
+  mutable std::mutex mtx;
+  std::condition_variable work_cv;
+  std::condition_variable exit_cv;
+  std::deque<std::function<void()>> queue;
+  size_t threads = 0;
+  size_t idle = 0;
+  bool stopping = false;
+};
+
+namespace {
+
+/// The pool whose task this thread runs, if any.
+thread_local const void* current_core = nullptr;
+
+} // namespace
+
 io_pool::io_pool(std::chrono::milliseconds idle_timeout, size_t stack_size)
-  : idle_timeout_(idle_timeout), stack_size_(stack_size) {
-  // nop
+  : core_(std::make_shared<core>()) {
+  core_->idle_timeout = idle_timeout;
+  core_->stack_size = stack_size;
 }
 
 io_pool::~io_pool() {
-  std::unique_lock<std::mutex> guard{mtx_};
-  stopping_ = true;
-  work_cv_.notify_all();
-  exit_cv_.wait(guard, [this] { return threads_ == 0; });
+  auto& c = *core_;
+  std::unique_lock<std::mutex> guard{c.mtx};
+  c.stopping = true;
+  c.work_cv.notify_all();
+  // A task of this very pool may drop its last owner: then this thread is
+  // one of the workers and only the others are waited for (it finishes its
+  // task and exits on its own, keeping the core alive).
+  size_t self = current_core == core_.get() ? 1 : 0;
+  c.exit_cv.wait(guard, [&c, self] { return c.threads == self; });
 }
 
 void io_pool::submit(std::function<void()> task) {
-  std::unique_lock<std::mutex> guard{mtx_};
-  queue_.push_back(std::move(task));
-  if (idle_ >= queue_.size()) {
-    work_cv_.notify_one();
+  auto& c = *core_;
+  std::unique_lock<std::mutex> guard{c.mtx};
+  c.queue.push_back(std::move(task));
+  if (c.idle >= c.queue.size()) {
+    c.work_cv.notify_one();
     return;
   }
   pthread_attr_t attr;
   pthread_attr_init(&attr);
-  pthread_attr_setstacksize(&attr, stack_size_);
+  pthread_attr_setstacksize(&attr, c.stack_size);
   pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
   pthread_t tid;
-  if (pthread_create(&tid, &attr, &io_pool::run, this) == 0) {
-    ++threads_;
-  } else if (threads_ == 0) {
+  auto arg = new std::shared_ptr<core>(core_);
+  if (pthread_create(&tid, &attr, &io_pool::run, arg) == 0) {
+    ++c.threads;
+  } else if (c.threads == 0) {
+    delete arg;
     // Cannot start any thread: run inline rather than lose the task.
     pthread_attr_destroy(&attr);
-    auto fn = std::move(queue_.back());
-    queue_.pop_back();
+    auto fn = std::move(c.queue.back());
+    c.queue.pop_back();
     guard.unlock();
     log::error("io_pool", "pthread_create failed with no worker alive; "
                           "running a task inline");
     fn();
     return;
   } else {
+    delete arg;
     log::warn("io_pool", "pthread_create failed; task waits for a worker");
   }
   pthread_attr_destroy(&attr);
 }
 
-void* io_pool::run(void* self) {
-  static_cast<io_pool*>(self)->work();
+void* io_pool::run(void* arg) {
+  auto owned = static_cast<std::shared_ptr<core>*>(arg);
+  std::shared_ptr<core> c = std::move(*owned);
+  delete owned;
+  current_core = c.get();
+  work(c);
+  current_core = nullptr;
   return nullptr;
 }
 
-void io_pool::work() {
-  std::unique_lock<std::mutex> guard{mtx_};
+void io_pool::work(const std::shared_ptr<core>& cp) {
+  auto& c = *cp;
+  std::unique_lock<std::mutex> guard{c.mtx};
   for (;;) {
-    if (!queue_.empty()) {
-      auto task = std::move(queue_.front());
-      queue_.pop_front();
+    if (!c.queue.empty()) {
+      auto task = std::move(c.queue.front());
+      c.queue.pop_front();
       guard.unlock();
       task();
       task = nullptr; // release captures outside the lock
       guard.lock();
       continue;
     }
-    if (stopping_)
+    if (c.stopping)
       break;
-    ++idle_;
-    auto woke = work_cv_.wait_for(guard, idle_timeout_, [this] {
-      return !queue_.empty() || stopping_;
+    ++c.idle;
+    auto woke = c.work_cv.wait_for(guard, c.idle_timeout, [&c] {
+      return !c.queue.empty() || c.stopping;
     });
-    --idle_;
+    --c.idle;
     if (!woke)
       break; // idle for too long
   }
-  --threads_;
-  if (threads_ == 0)
-    exit_cv_.notify_all();
+  --c.threads;
+  c.exit_cv.notify_all();
 }
 
 size_t io_pool::threads() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return threads_;
+  std::lock_guard<std::mutex> guard{core_->mtx};
+  return core_->threads;
 }
 
 size_t io_pool::idle() const {
-  std::lock_guard<std::mutex> guard{mtx_};
-  return idle_;
+  std::lock_guard<std::mutex> guard{core_->mtx};
+  return core_->idle;
 }
 
 } // namespace pgw

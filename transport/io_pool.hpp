@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <memory>
 #include <mutex>
 
 namespace pgw {
@@ -21,7 +22,8 @@ public:
                    = std::chrono::seconds(30),
                    size_t stack_size = 256 * 1024);
 
-  /// Waits until every submitted task has finished and every thread exited.
+  /// Waits until every submitted task has finished and every thread exited
+  /// (but the calling thread, when a task of this pool destroys it).
   /// Callers cancel blocking work first.
   ~io_pool();
 
@@ -38,18 +40,15 @@ public:
   size_t idle() const;
 
 private:
-  static void* run(void* self);
-  void work();
+  struct core;
 
-  std::chrono::milliseconds idle_timeout_;
-  size_t stack_size_;
-  mutable std::mutex mtx_;
-  std::condition_variable work_cv_;
-  std::condition_variable exit_cv_;
-  std::deque<std::function<void()>> queue_;
-  size_t threads_ = 0;
-  size_t idle_ = 0;
-  bool stopping_ = false;
+  static void* run(void* arg);
+  static void work(const std::shared_ptr<core>& c);
+
+  /// Shared with the worker threads: a pool destroyed by one of its own
+  /// tasks (the task released the pool's last owner) must not pull the
+  /// ground from under the thread running it.
+  std::shared_ptr<core> core_;
 };
 
 } // namespace pgw

@@ -4,6 +4,7 @@
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
+#include "config/limits.hpp"
 
 #include <caf/actor_system.hpp>
 
@@ -94,6 +95,9 @@ int chat_main(const std::vector<std::string>& args) {
         if (!x || *x <= 0)
           return usage_error("--deadline " + *v
                              + ": must be a finite number of seconds > 0");
+        if (*x > max_duration_s)
+          return usage_error("--deadline " + *v
+                             + ": must be at most 2592000 seconds (30 days)");
         req.deadline_s = *x;
       } else if (a == "--effort") {
         if (*v != "none" && *v != "low" && *v != "medium" && *v != "high")

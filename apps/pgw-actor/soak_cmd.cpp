@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <fstream>
 #include <map>
@@ -69,6 +70,7 @@ one is broken, 2 usage/config.
 /// What the callers saw.
 struct tally {
   std::mutex mtx;
+  std::condition_variable answered; ///< signalled on every answer
   std::vector<double> latency_ms;
   std::map<std::string, int64_t> errors; ///< by error code
   int64_t ok = 0;
@@ -175,6 +177,7 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
         rec.ok = static_cast<bool>(res);
         std::lock_guard<std::mutex> guard{t.mtx};
         ++t.answers;
+        t.answered.notify_all();
         t.latency_ms.push_back(ms);
         if (res) {
           ++t.ok;
@@ -199,12 +202,15 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
   }
   // Progress: one updating line on a terminal, a plain line per second else.
   bool tty = ::isatty(STDOUT_FILENO) != 0;
+  auto interval = std::chrono::duration<double>(
+    params.progress_s ? *params.progress_s : tty ? 0.2 : 1.0);
   for (;;) {
-    std::this_thread::sleep_for(std::chrono::duration<double>(
-      params.progress_s ? *params.progress_s : tty ? 0.2 : 1.0));
     int64_t done, ok;
     {
-      std::lock_guard<std::mutex> guard{t.mtx};
+      // Wakes at the interval, or at once when the last call answers.
+      std::unique_lock<std::mutex> guard{t.mtx};
+      t.answered.wait_for(guard, interval,
+                          [&] { return t.answers >= calls; });
       done = t.answers;
       ok = t.ok;
     }

@@ -98,6 +98,7 @@ std::string parse_request_head(std::string_view head, request_head& out) {
     } else if (iequals(name, "expect")) {
       out.expect_continue = iequals(value, "100-continue");
     } else if (iequals(name, "authorization")) {
+      out.authorization = std::string(value);
       auto scheme_end = value.find(' ');
       if (scheme_end != std::string_view::npos
           && iequals(value.substr(0, scheme_end), "bearer")

@@ -18,7 +18,10 @@ struct request_head {
   int minor_version = 1;
   bool keep_alive = true;       ///< HTTP/1.1 default or "Connection: keep-alive"
   bool expect_continue = false; ///< "Expect: 100-continue"
-  bool has_bearer = false;      ///< "Authorization: Bearer <non-empty>"; the token is not kept
+  bool has_bearer = false;      ///< "Authorization: Bearer <non-empty>"
+  /// The Authorization header's value, kept only for models that echo it
+  /// (`echo_auth`, a hostile upstream's behaviour); never logged.
+  std::string authorization;
   bool has_transfer_encoding = false;
   std::optional<size_t> content_length;
 };

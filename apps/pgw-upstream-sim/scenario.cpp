@@ -31,7 +31,13 @@ const char* const builtin_scenario_json = R"json({"models": {
   "unauth":    {"faults": [{"p": 1.0, "status": 401}]},
   "reset":     {"script": [{"reset": true}, {}]},
   "flap":      {"outage": {"first_ms": 60000, "status": 503}},
-  "nousage":   {"usage": false}
+  "nousage":   {"usage": false},
+  "echo-auth": {"faults": [{"p": 1.0, "status": 401, "echo_auth": true}]},
+  "done-hang": {"stream": {"hang_after_done": true}},
+  "finish-hang": {"stream": {"hang_after_finish": true}},
+  "far-retry": {"faults": [{"p": 1.0, "status": 429,
+                            "retry_after": "Fri, 31 Dec 9999 23:59:59 GMT"}]},
+  "redirect":  {"faults": [{"p": 1.0, "status": 302}]}
 }})json";
 
 namespace {
@@ -101,8 +107,8 @@ std::string as_string(const json::value& v, const std::string& path) {
 }
 
 int as_status(const json::value& v, const std::string& path) {
-  if (!v.is_int64() || v.get_int64() < 400 || v.get_int64() > 599)
-    fail(path, "must be an HTTP status in [400, 599]");
+  if (!v.is_int64() || v.get_int64() < 300 || v.get_int64() > 599)
+    fail(path, "must be an HTTP status in [300, 599]");
   return static_cast<int>(v.get_int64());
 }
 
@@ -171,7 +177,7 @@ stream_spec parse_stream(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"cut_after", "stall_after", "stall_ms", "malformed_at",
-               "omit_done"});
+               "omit_done", "hang_after_done", "hang_after_finish"});
   stream_spec out;
   if (auto* x = obj.if_contains("cut_after"))
     out.cut_after = as_count(*x, path + ".cut_after");
@@ -187,6 +193,10 @@ stream_spec parse_stream(const json::value& v, const std::string& path) {
     out.malformed_at = as_count(*x, path + ".malformed_at");
   if (auto* x = obj.if_contains("omit_done"))
     out.omit_done = as_bool(*x, path + ".omit_done");
+  if (auto* x = obj.if_contains("hang_after_done"))
+    out.hang_after_done = as_bool(*x, path + ".hang_after_done");
+  if (auto* x = obj.if_contains("hang_after_finish"))
+    out.hang_after_finish = as_bool(*x, path + ".hang_after_finish");
   return out;
 }
 
@@ -208,13 +218,16 @@ fault_spec parse_fault_fields(const json::object& obj, const std::string& path,
     f.hang_ms = as_ms(*x, path + ".hang_ms");
   if (auto* x = obj.if_contains("reset"))
     f.reset = as_bool(*x, path + ".reset");
+  if (auto* x = obj.if_contains("echo_auth"))
+    f.echo_auth = as_bool(*x, path + ".echo_auth");
   int actions = (f.status != 0) + f.hang_ms.has_value() + f.reset;
   if (actions > 1)
     fail(path, "status, hang_ms and reset exclude each other");
   if (actions == 0 && require_action)
     fail(path, "needs one of status, hang_ms, reset");
   if (f.status == 0)
-    for (auto* key : {"code", "message", "retry_after", "retry_after_ms"})
+    for (auto* key :
+         {"code", "message", "retry_after", "retry_after_ms", "echo_auth"})
       if (obj.contains(key))
         fail(path + "." + key, "only allowed with status");
   return f;
@@ -224,7 +237,8 @@ fault_spec parse_fault(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
               {"p", "status", "code", "message", "retry_after",
-               "retry_after_ms", "hang_ms", "reset", "content"});
+               "retry_after_ms", "hang_ms", "reset", "content",
+               "echo_auth"});
   auto* content = obj.if_contains("content");
   auto f = parse_fault_fields(obj, path, content == nullptr);
   if (content != nullptr) {
@@ -248,7 +262,8 @@ script_entry parse_script_entry(const json::value& v, const std::string& path) {
   only_fields(obj, path,
               {"tokens", "ttft_ms", "token_ms", "latency", "usage", "stream",
                "status", "code", "message", "retry_after", "retry_after_ms",
-               "hang_ms", "reset", "content", "json_content"});
+               "hang_ms", "reset", "content", "json_content",
+               "echo_auth"});
   script_entry e;
   if (auto* x = obj.if_contains("content"))
     e.content = as_string(*x, path + ".content");

@@ -27,6 +27,11 @@ struct stream_spec {
   double stall_ms = 0;
   std::optional<int> malformed_at;
   bool omit_done = false;
+  /// Hostile endings (SPEC 12): after `[DONE]` the connection stays open
+  /// without the chunked terminator; after the `finish_reason` chunk nothing
+  /// more comes (no usage, no `[DONE]`) and the connection stays open.
+  bool hang_after_done = false;
+  bool hang_after_finish = false;
 };
 
 /// A fault (`faults[i]`) or the fault part of a script entry (p unused).
@@ -45,6 +50,9 @@ struct fault_spec {
   std::optional<std::string> content;
   /// The error body's `param` (set by the simulator, not by scenarios).
   std::optional<std::string> param;
+  /// The error message repeats the request's Authorization header, as some
+  /// proxies do (a leak the gateway must scrub).
+  bool echo_auth = false;
 
   /// True when the fault does something (status, hang or reset).
   bool active() const {

@@ -870,8 +870,12 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
       extra += "Retry-After: " + *f.retry_after + "\r\n";
     if (f.retry_after_ms)
       extra += "retry-after-ms: " + *f.retry_after_ms + "\r\n";
+    if (f.status < 400) // a redirect (a misconfigured proxy or provider)
+      extra += "Location: http://elsewhere.invalid/v1/chat/completions\r\n";
     auto message = f.message ? *f.message
                              : fmt::format("simulated {}", f.status);
+    if (f.echo_auth)
+      message += " (you sent Authorization: " + head.authorization + ")";
     auto content = error_body(f.status, message, f.code, f.param);
     auto reply = response_head(f.status, "application/json", content.size(),
                                !keep, extra)
@@ -1039,10 +1043,22 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   out.clear();
   event(out, fmt::format(R"([{{"index":0,"delta":{{}},"finish_reason":"{}"}}])",
                          finish_reason));
+  // Hostile endings: the answer is complete, the connection is held open
+  // until the client leaves.
+  auto hold_open = [&] {
+    if (!send_all(fd, out))
+      return left(waited::client_left, 200, sent);
+    return left(wait_until(fd, after_ms(clock_type::now(), 600000 * scale)),
+                200, sent);
+  };
+  if (p.b.stream.hang_after_finish)
+    return hold_open();
   if (req.include_usage && !usage.empty())
     event(out, "[]," + usage);
   if (!sp.omit_done)
     append_chunk(out, "data: [DONE]\n\n");
+  if (p.b.stream.hang_after_done)
+    return hold_open();
   out += "0\r\n\r\n";
   if (!deliver(out, 200, sent, 200))
     return end_conn(false);

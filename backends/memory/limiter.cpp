@@ -1,5 +1,7 @@
 #include "backends/memory/limiter.hpp"
 
+#include "config/limits.hpp"
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
@@ -37,7 +39,7 @@ void memory_limiter::advance_to(double now_s) {
   // Then the window: an entry leaves it `window_s` after its acquisition.
   while (!window_.empty() && window_.front().at + limits_.window_s <= now_) {
     auto n = window_.front().n;
-    window_tokens_ -= window_.front().tokens;
+    window_tokens_ = saturating_sub(window_tokens_, window_.front().tokens);
     window_.pop_front();
     forget_if_done(n);
   }
@@ -83,7 +85,7 @@ acquire_result memory_limiter::refuse(const char* reason,
 caf::expected<acquire_result> memory_limiter::try_acquire(int64_t est,
                                                           double now_s) {
   advance_to(now_s);
-  est = std::max<int64_t>(est, 0);
+  est = clamp_tokens(est);
   auto window_end = [this](const entry& e) {
     return e.at + limits_.window_s - now_;
   };
@@ -108,13 +110,13 @@ caf::expected<acquire_result> memory_limiter::try_acquire(int64_t est,
       ++refused_tpm_;
       return refuse("tpm", limits_.window_s);
     }
-    if (window_tokens_ + est > tpm) {
+    if (saturating_add(window_tokens_, est) > tpm) {
       // The earliest time enough tokens have aged out for `est` to fit.
-      auto excess = window_tokens_ + est - tpm;
+      auto excess = saturating_sub(saturating_add(window_tokens_, est), tpm);
       int64_t freed = 0;
       double retry = limits_.window_s;
       for (const auto& e : window_) {
-        freed += e.tokens;
+        freed = saturating_add(freed, e.tokens);
         if (freed >= excess) {
           retry = window_end(e);
           break;
@@ -136,7 +138,7 @@ caf::expected<acquire_result> memory_limiter::try_acquire(int64_t est,
   }
   auto n = next_n_++;
   window_.push_back(entry{n, now_, est});
-  window_tokens_ += est;
+  window_tokens_ = saturating_add(window_tokens_, est);
   auto lease_until = now_ + limits_.lease_s;
   leases_.emplace(lease_until, n);
   permits_.emplace(n, record{lease_until});
@@ -163,8 +165,9 @@ caf::expected<bool> memory_limiter::settle(const std::string& permit_id,
   if (in_window(*n)) {
     // May exceed what the estimate reserved (see the class comment).
     auto& e = window_[static_cast<size_t>(*n - window_.front().n)];
-    actual = std::max<int64_t>(actual, 0);
-    window_tokens_ += actual - e.tokens;
+    actual = clamp_tokens(actual);
+    window_tokens_ = saturating_add(window_tokens_,
+                                    saturating_sub(actual, e.tokens));
     e.tokens = actual;
   }
   forget_if_done(*n);

@@ -1,5 +1,7 @@
 #include "backends/redis/client.hpp"
 
+#include "config/url.hpp"
+
 #include "config/keys.hpp"
 #include "config/log.hpp"
 #include "messages/errors.hpp"
@@ -38,65 +40,26 @@ bool all_digits(const std::string& s) {
   });
 }
 
-/// The problem with `url`, or "" when `out` was filled.
+/// The problem with `url`, or "" when `out` was filled. The URL itself is
+/// taken apart by the project's one parser (config/url.hpp).
 std::string parse_url(const std::string& url, redis_endpoint& out) {
-  const std::string scheme = "redis://";
-  if (url.rfind(scheme, 0) != 0)
+  url_parts parts;
+  auto problem = pgw::parse_url(url, parts);
+  if (parts.scheme != "redis")
     return "must start with redis://";
-  auto rest = url.substr(scheme.size());
-  auto slash = rest.find('/');
-  auto authority = rest.substr(0, slash);
-  if (auto at = authority.rfind('@'); at != std::string::npos) {
-    auto userinfo = authority.substr(0, at);
-    if (userinfo.size() < 2 || userinfo.front() != ':')
+  if (!problem.empty())
+    return problem;
+  if (parts.has_userinfo) {
+    if (!parts.user.empty() || parts.password.empty())
       return "credentials must be :password@ (no user name)";
-    out.password = userinfo.substr(1);
-    authority.erase(0, at + 1);
+    out.password = parts.password;
   }
-  std::string port;
-  bool has_port = false;
-  if (!authority.empty() && authority.front() == '[') {
-    auto close = authority.find(']');
-    if (close == std::string::npos)
-      return "has an unterminated IPv6 address";
-    out.host = authority.substr(1, close - 1);
-    auto tail = authority.substr(close + 1);
-    if (!tail.empty()) {
-      if (tail.front() != ':')
-        return "has text after the IPv6 address";
-      has_port = true;
-      port = tail.substr(1);
-    }
-    if (out.host.empty()
-        || !std::all_of(out.host.begin(), out.host.end(), [](char ch) {
-             return std::isxdigit(static_cast<unsigned char>(ch)) || ch == ':'
-                    || ch == '.';
-           }))
-      return "has an invalid IPv6 address";
-  } else {
-    auto colon = authority.find(':');
-    out.host = authority.substr(0, colon);
-    if (colon != std::string::npos) {
-      has_port = true;
-      port = authority.substr(colon + 1);
-    }
-    if (out.host.empty())
-      return "has no host";
-    if (!std::all_of(out.host.begin(), out.host.end(), [](char ch) {
-          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'
-                 || ch == '.' || ch == '_';
-        }))
-      return "has an invalid host";
-  }
-  if (has_port) {
-    if (!all_digits(port) || port.size() > 5 || std::stol(port) < 1
-        || std::stol(port) > 65535)
-      return "has an invalid port (1-65535)";
-    out.port = static_cast<uint16_t>(std::stol(port));
-  }
-  if (slash != std::string::npos) {
-    auto db = rest.substr(slash + 1);
-    if (!all_digits(db) || db.size() > 9)
+  out.host = parts.host;
+  if (parts.port)
+    out.port = *parts.port;
+  if (!parts.path.empty()) {
+    auto db = parts.path.substr(1);
+    if (parts.path[0] != '/' || !all_digits(db) || db.size() > 9)
       return "has an invalid database number (a non-negative integer)";
     out.db = std::stoll(db);
   }
@@ -306,6 +269,10 @@ public:
 
   std::string endpoint() const override {
     return ep_.describe();
+  }
+
+  std::chrono::milliseconds command_timeout() const override {
+    return opts_.command_timeout;
   }
 
   redis_client_stats stats() const override {

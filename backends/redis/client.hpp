@@ -141,6 +141,9 @@ public:
   virtual std::string endpoint() const = 0;
 
   virtual redis_client_stats stats() const = 0;
+
+  /// How long a command may take before the caller gives up on it.
+  virtual std::chrono::milliseconds command_timeout() const = 0;
 };
 
 using redis_client_ptr = std::shared_ptr<redis_client>;

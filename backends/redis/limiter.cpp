@@ -1,8 +1,11 @@
 #include "backends/redis/limiter.hpp"
 
+#include "config/limits.hpp"
+
 #include "messages/errors.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <charconv>
 #include <utility>
 #include <vector>
@@ -51,11 +54,20 @@ public:
   }
 
   caf::expected<acquire_result> try_acquire(int64_t est, double) override {
-    est = std::max<int64_t>(est, 0);
+    est = clamp_tokens(est);
+    // Not after the moment this client stops waiting for the answer: a late
+    // run (Redis stalled, the command still in its socket buffer) is a no-op
+    // instead of a permit nobody settles.
+    auto not_after = std::chrono::duration_cast<std::chrono::microseconds>(
+                       (std::chrono::system_clock::now()
+                        + client_->command_timeout())
+                         .time_since_epoch())
+                       .count();
     auto r = run({"acquire", std::to_string(est), optional_text(limits_.rpm),
                   optional_text(limits_.tpm),
                   optional_text(limits_.max_concurrency),
-                  detail::to_us_text(limits_.concurrency_retry_s)});
+                  detail::to_us_text(limits_.concurrency_retry_s),
+                  std::to_string(not_after)});
     if (!r)
       return std::move(r.error());
     int64_t granted = 0;
@@ -85,7 +97,8 @@ public:
     if (n.empty())
       return false; // not issued under this prefix: nothing to change
     actual = std::max<int64_t>(actual, 0);
-    return flag(run({"settle", n, std::to_string(actual)}), "settle");
+    return flag(run({"settle", n, std::to_string(clamp_tokens(actual))}),
+                "settle");
   }
 
   caf::expected<bool> release(const std::string& permit_id, double) override {
@@ -102,7 +115,7 @@ public:
     if (n.empty())
       return std::make_pair(false, false);
     actual = std::max<int64_t>(actual, 0);
-    auto r = run({"settle_release", n, std::to_string(actual)});
+    auto r = run({"settle_release", n, std::to_string(clamp_tokens(actual))});
     if (!r)
       return std::move(r.error());
     int64_t settled = 0, released = 0;

@@ -18,7 +18,10 @@
 -- ARGV[2] permit record key prefix
 -- ARGV[3] window (us)   ARGV[4] lease (us)   ARGV[5] retention (ms)
 -- acquire: ARGV[6] est, ARGV[7] rpm, ARGV[8] tpm, ARGV[9] max concurrency
---          ('' = no limit), ARGV[10] concurrency retry hint (us)
+--          ('' = no limit), ARGV[10] concurrency retry hint (us),
+--          ARGV[11] not after (Unix time, us; '' = none): an acquire that
+--          runs later (its client gave up; it sat in a socket buffer while
+--          Redis was stalled) changes nothing and answers {0, 'late', 0}
 --          -> {1, permit number} or {0, reason, retry after (us)}
 -- settle:  ARGV[6] permit number, ARGV[7] actual -> 1 | 0
 -- release: ARGV[6] permit number -> 1 | 0
@@ -44,6 +47,17 @@ end
 -- Numbers as exact decimal text (tostring would round to 14 digits).
 local function s(x)
   return string.format('%.0f', x)
+end
+
+-- A token amount clamped to [0, 2^40] (config/limits.hpp max_entry_tokens):
+-- sums stay exact doubles and HINCRBY never overflows, whatever a caller
+-- or an upstream claimed.
+local function tokens(x)
+  x = tonumber(x)
+  if x == nil or x ~= x or x < 0 then
+    return 0
+  end
+  return math.min(math.floor(x), 1099511627776)
 end
 
 local function limit(text)
@@ -108,7 +122,7 @@ local function release(n)
 end
 
 if op == 'settle' then
-  return settle(ARGV[6], tonumber(ARGV[7]))
+  return settle(ARGV[6], tokens(ARGV[7]))
 end
 
 if op == 'release' then
@@ -116,7 +130,7 @@ if op == 'release' then
 end
 
 if op == 'settle_release' then
-  local settled = settle(ARGV[6], tonumber(ARGV[7]))
+  local settled = settle(ARGV[6], tokens(ARGV[7]))
   return {settled, release(ARGV[6])}
 end
 
@@ -175,7 +189,13 @@ local function refuse(reason, retry)
 end
 
 if op == 'acquire' then
-  local est = tonumber(ARGV[6])
+  local not_after = ARGV[11]
+  if not_after and not_after ~= ''
+     and tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after) then
+    redis.call('HINCRBY', stats, 'late_acquires', 1)
+    return {0, 'late', 0}
+  end
+  local est = tokens(ARGV[6])
   local rpm = limit(ARGV[7])
   local tpm = limit(ARGV[8])
   local cap = limit(ARGV[9])

@@ -170,6 +170,32 @@ TEST_CASE_TEMPLATE("limiter: a settle above the estimate may exceed TPM "
   lim.grant(100);
 }
 
+TEST_CASE_TEMPLATE("limiter: absurd amounts saturate and never wrap TPM "
+                   "(SPEC 12)",
+                   B, PGW_CONTRACT_BACKENDS) {
+  B fx;
+  CAPTURE(B::name);
+  auto l = limits_1s();
+  l.tpm = 100;
+  auto lim = make_limiter(fx, l);
+  // Two settlements of 5e18 each would wrap int64 to a negative sum and
+  // admit everything; saturated, the window stays full.
+  auto p1 = lim.grant(10);
+  auto p2 = lim.grant(10);
+  CHECK(lim.settle(p1, INT64_C(5000000000000000000)));
+  CHECK(lim.settle(p2, INT64_C(5000000000000000000)));
+  CHECK(lim.status().tpm_used > 100);
+  auto r = lim.acquire(1);
+  CHECK_FALSE(r.granted);
+  CHECK(r.reason == "tpm");
+  // A negative amount is 0, never a credit.
+  fx.advance(1.05);
+  auto p3 = lim.grant(10);
+  CHECK(lim.settle(p3, -1000));
+  CHECK(lim.status().tpm_used == 0);
+  lim.grant(100);
+}
+
 TEST_CASE_TEMPLATE("limiter: settle happens exactly once per permit",
                    B, PGW_CONTRACT_BACKENDS) {
   B fx;

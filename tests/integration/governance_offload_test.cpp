@@ -120,3 +120,69 @@ TEST_CASE("an offloaded limiter answers from its own threads and retries settlem
   CHECK(st.in_flight == 0);
   caf::anon_send_exit(lim, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("a limiter told to exit drains its pending settlements first, for "
+          "at most 2 s") {
+  config cfg;
+  caf::actor_system sys{cfg};
+  limiter_limits limits;
+  limits.source = "a";
+  limits.tpm = 10000;
+  auto pool = std::make_shared<io_pool>();
+  caf::scoped_actor self{sys};
+  auto grant = [&](const caf::actor& lim) {
+    permit p;
+    self->request(lim, caf::infinite, atom::acquire_v, int64_t{100})
+      .receive([&](acquire_result& r) { p = r.granted_permit; },
+               [](caf::error& err) { FAIL(to_string(err)); });
+    return p;
+  };
+  auto wait_down = [&](const caf::actor& lim, std::chrono::seconds limit) {
+    auto t0 = std::chrono::steady_clock::now();
+    bool down = false;
+    self->receive([&](caf::down_msg& msg) { down = msg.source == lim; },
+                  caf::after(limit) >> [] {});
+    CHECK(down);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                         - t0)
+      .count();
+  };
+  SUBCASE("the backend comes back: the settlement lands, then it exits") {
+    auto backend = std::make_shared<switchable_limiter>(limits);
+    auto lim = caf::actor_cast<caf::actor>(
+      sys.spawn(limiter, std::shared_ptr<limiter_backend>{backend}, pool));
+    self->monitor(lim);
+    auto p = grant(lim);
+    backend->down = true;
+    self->send(lim, atom::settle_v, p.id, int64_t{42}, atom::release_v);
+    self->send_exit(lim, caf::exit_reason::user_shutdown);
+    // Still there while the settlement is pending.
+    bool early = false;
+    self->receive([&](caf::down_msg&) { early = true; },
+                  caf::after(std::chrono::milliseconds(300)) >> [] {});
+    CHECK_FALSE(early);
+    backend->down = false;
+    CHECK(wait_down(lim, std::chrono::seconds(3)) < 1.5);
+    auto st = backend->status(0);
+    REQUIRE(st);
+    CHECK(st->settled == 1);
+    CHECK(st->released == 1);
+  }
+  SUBCASE("the backend stays down: it gives up after the drain limit") {
+    auto backend = std::make_shared<switchable_limiter>(limits);
+    auto lim = caf::actor_cast<caf::actor>(
+      sys.spawn(limiter, std::shared_ptr<limiter_backend>{backend}, pool));
+    self->monitor(lim);
+    auto p = grant(lim);
+    backend->down = true;
+    self->send(lim, atom::settle_v, p.id, int64_t{42});
+    auto t0 = std::chrono::steady_clock::now();
+    self->send_exit(lim, caf::exit_reason::user_shutdown);
+    wait_down(lim, std::chrono::seconds(5));
+    auto took = std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                              - t0)
+                  .count();
+    CHECK(took >= 1.9);
+    CHECK(took < 4.0);
+  }
+}

@@ -393,3 +393,33 @@ TEST_CASE("redis: window keys and permit records go away on their own") {
 }
 
 TEST_SUITE_END();
+
+TEST_CASE("redis limiter: an acquire that runs after its client gave up is "
+          "a no-op (SPEC 12)") {
+  redis_process server;
+  redis_endpoint ep;
+  ep.host = "127.0.0.1";
+  ep.port = static_cast<uint16_t>(server.port());
+  redis_client_options opts;
+  opts.command_timeout = 200ms;
+  opts.max_backoff = 100ms;
+  auto client = make_redis_client(ep, opts);
+  auto l = limits_1s();
+  l.window_s = 60;
+  l.max_concurrency = 5;
+  auto lim = make_redis_limiter(client, unique_prefix("late"), l);
+  grant(*lim, 1); // loads the script
+  server.freeze();
+  auto late = lim->try_acquire(1, 0);
+  CHECK_FALSE(late); // timed out on the client
+  // The command sits in Redis' socket buffer; it runs once Redis thaws.
+  // Frozen a while longer, Redis runs it well after its not-after instant
+  // (a wall-clock protocol: real time has to pass).
+  std::this_thread::sleep_for(300ms);
+  server.thaw();
+  // Later commands run after the buffered one.
+  status(*lim);
+  auto st = status(*lim);
+  CHECK(st.acquired == 1);
+  CHECK(st.in_flight == 1);
+}

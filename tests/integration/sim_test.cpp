@@ -997,7 +997,8 @@ TEST_CASE("sim: /v1/models lists every scenario model") {
         == std::set<std::string>{"ok", "slow", "flaky", "down", "hang",
                                  "bimodal", "ra2", "throttled", "cut", "stall",
                                  "malformed", "nodone", "reject", "ctx", "dead",
-                                 "unauth", "reset", "flap", "nousage", "mine"});
+                                 "unauth", "reset", "flap", "nousage", "echo-auth", "done-hang", "finish-hang",
+                  "far-retry", "redirect", "mine"});
 }
 
 // -- the log --------------------------------------------------------------------------

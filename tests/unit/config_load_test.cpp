@@ -376,7 +376,7 @@ TEST_CASE("BASE_URL must be http(s) with a host, one trailing slash is "
   CHECK(url_of("https://api.example.com/v1/") == "https://api.example.com/v1");
   CHECK(url_of("http://127.0.0.1:8080") == "http://127.0.0.1:8080");
   CHECK(url_of("http://h:8080/") == "http://h:8080");
-  CHECK(url_of("HTTPS://h/a/b") == "HTTPS://h/a/b");
+  CHECK(url_of("HTTPS://H/a/b") == "https://h/a/b"); // scheme, host: lower
   CHECK(url_of("http://[::1]:9000/v1") == "http://[::1]:9000/v1");
   CHECK(load_error(base({{key, "ftp://h/v1"}}))
         == key + "=ftp://h/v1: must start with http:// or https:// "
@@ -401,6 +401,7 @@ TEST_CASE("BASE_URL must be http(s) with a host, one trailing slash is "
 TEST_CASE("a BASE_URL error masks user information") {
   const std::string key = "LLM__OPENAI__A__BASE_URL";
   auto msg = load_error(base({{key, "https://user:pw-SECRET@h:bad/v1"}}));
-  CHECK(contains(msg, key + "=https://***@h:bad/v1: has an invalid port"));
+  CHECK(contains(msg, key + "=https://***@h:bad/v1: must not contain "
+                            "credentials"));
   CHECK_FALSE(contains(msg, "pw-SECRET"));
 }

@@ -120,16 +120,15 @@ TEST_CASE("show_settings: an explicit MAX_COOLDOWN_S, or max(300, cooldown)") {
 TEST_CASE("show_settings masks header values and URL credentials") {
   auto s = load_settings(two({
     {"LLM__OPENAI__A__HEADERS", R"({"X-Org": "org-HDRSECRET"})"},
-    {"LLM__GENERIC__B__BASE_URL", "http://user:pw-URLSECRET@h:9000/v1"},
     {"REDIS_URL", "redis://:pw-REDISSECRET@h:6379/2"},
   }));
   REQUIRE(s);
   auto text = show_settings(*s);
   CHECK(has_line(text, "LLM__OPENAI__A__HEADERS={\"X-Org\":\"***\"}"));
-  CHECK(has_line(text, "LLM__GENERIC__B__BASE_URL=http://***@h:9000/v1"));
   CHECK(has_line(text, "REDIS_URL=redis://***@h:6379/2"));
   auto doc = show_settings_json(*s);
-  for (auto secret : {"HDRSECRET", "URLSECRET", "REDISSECRET"}) {
+  // (BASE_URL credentials are refused by validation: config_load_test.)
+  for (auto secret : {"HDRSECRET", "REDISSECRET"}) {
     CAPTURE(secret);
     CHECK_FALSE(contains(text, secret));
     CHECK_FALSE(contains(doc, secret));

@@ -37,7 +37,8 @@ TEST_CASE("sim scenario: every built-in model of SPEC 11.1 parses") {
         == std::set<std::string>{"ok", "slow", "flaky", "down", "hang",
                                  "bimodal", "ra2", "throttled", "cut", "stall",
                                  "malformed", "nodone", "reject", "ctx", "dead",
-                                 "unauth", "reset", "flap", "nousage"});
+                                 "unauth", "reset", "flap", "nousage", "echo-auth", "done-hang", "finish-hang",
+                  "far-retry", "redirect"});
   CHECK(s["ok"].base.tokens == 20);
   CHECK(s["ok"].base.usage);
   CHECK(s["ok"].faults.empty());
@@ -129,7 +130,7 @@ TEST_CASE("sim scenario: invalid scenarios are rejected with the JSON path") {
     {model("m", R"({"faults": [{"p": "1", "status": 500}]})"),
      "models.m.faults[0].p: must be a number in [0, 1]"},
     {model("m", R"({"faults": [{"p": 1, "status": "503"}]})"),
-     "models.m.faults[0].status: must be an HTTP status in [400, 599]"},
+     "models.m.faults[0].status: must be an HTTP status in [300, 599]"},
     {model("m", R"({"faults": [{"p": 1, "status": 503, "code": 7}]})"),
      "models.m.faults[0].code: must be a string"},
     {model("m", R"({"faults": [{"p": 1, "reset": 1}]})"),
@@ -143,7 +144,7 @@ TEST_CASE("sim scenario: invalid scenarios are rejected with the JSON path") {
      "models.flaky.faults[0].p: must be a number in [0, 1]"},
     {model("m", R"({"faults": [{"status": 503}]})"), "models.m.faults[0].p: required"},
     {model("m", R"({"faults": [{"p": 1, "status": 200}]})"),
-     "models.m.faults[0].status: must be an HTTP status in [400, 599]"},
+     "models.m.faults[0].status: must be an HTTP status in [300, 599]"},
     {model("m", R"({"tokens": -1})"), "models.m.tokens: must be an integer in [0, "},
     {model("m", R"({"stream": {"cut_after": -2}})"),
      "models.m.stream.cut_after: must be an integer in [0, "},

@@ -181,3 +181,19 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: prompts and answers are stored 
   CHECK(sink->attempts[0].content == "the answer");
   CHECK(sink->calls[0].prompt == "the question");
 }
+
+TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: absurd usage from an upstream is counted as rejected and the estimate settled (SPEC 12)") {
+  auto step = fake_step::ok("hi", 0, 0);
+  step.result.usage_reported = false;
+  step.result.usage_rejected = true;
+  fake->script("a", {step});
+  auto sc = test_scope({"a"});
+  sc.sources[0].est_tokens = 700;
+  auto gw = spawn_gateway(sc, 42, options());
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  sched.run();
+  REQUIRE(sink->attempts.size() == 1);
+  CHECK(sink->attempts[0].usage_source == "rejected");
+  CHECK(sink->attempts[0].settled_tokens == 700);
+}

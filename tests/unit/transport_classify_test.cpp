@@ -82,7 +82,7 @@ TEST_CASE("classify: HTTP statuses and bodies") {
     {504, "", outcome::transient, "http_504"},
     {529, R"({"type":"error","error":{"type":"overloaded_error","message":"Overloaded"}})",
      outcome::transient, "http_529"},
-    {302, "", outcome::transient, "http_302"},
+    {302, "", outcome::source_rejected, "redirect"},
   };
   for (auto& r : rows) {
     CAPTURE(r.status);

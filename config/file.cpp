@@ -1,0 +1,61 @@
+#include "config/file.hpp"
+
+#include "messages/errors.hpp"
+
+#include <fmt/format.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace pgw {
+
+caf::expected<std::string> read_config_file(const std::string& path,
+                                            const std::string& what,
+                                            size_t max_bytes) {
+  auto fail = [&](const std::string& problem) {
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: {}", what, problem));
+  };
+  // O_NONBLOCK: opening a FIFO with no writer must not hang.
+  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0)
+    return fail(fmt::format("cannot be read ({})", std::strerror(errno)));
+  struct closer {
+    int fd;
+    ~closer() {
+      ::close(fd);
+    }
+  } close_on_exit{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0)
+    return fail(fmt::format("cannot be read ({})", std::strerror(errno)));
+  if (S_ISDIR(st.st_mode))
+    return fail("is a directory");
+  if (!S_ISREG(st.st_mode))
+    return fail("is not a regular file (a FIFO, device or socket)");
+  if (static_cast<uint64_t>(st.st_size) > max_bytes)
+    return fail(fmt::format("is larger than {} bytes", max_bytes));
+  std::string out;
+  out.resize(max_bytes + 1);
+  size_t got = 0;
+  // The size may change while reading: never more than max_bytes.
+  while (got < out.size()) {
+    auto n = ::read(fd, out.data() + got, out.size() - got);
+    if (n < 0 && errno == EINTR)
+      continue;
+    if (n < 0)
+      return fail(fmt::format("read error ({})", std::strerror(errno)));
+    if (n == 0)
+      break;
+    got += static_cast<size_t>(n);
+  }
+  if (got > max_bytes)
+    return fail(fmt::format("is larger than {} bytes", max_bytes));
+  out.resize(got);
+  return out;
+}
+
+} // namespace pgw

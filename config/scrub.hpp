@@ -1,0 +1,35 @@
+#pragma once
+
+/// The secret scrubber: every piece of text that came from an upstream (error
+/// messages, stream error events, Location headers, log lines, telemetry
+/// columns) passes `scrub` before it is printed, logged or stored. The
+/// answer content itself is the caller's data and is never scrubbed.
+
+#include "config/settings.hpp"
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace pgw {
+
+/// What replaces a secret.
+constexpr const char* redacted = "[redacted]";
+
+/// `text` with every registered secret, every `Bearer <token>` (any case)
+/// and every `sk-<token>` replaced by `[redacted]`. Thread-safe.
+std::string scrub(std::string_view text);
+
+/// Adds secrets to the process-wide list `scrub` removes. Values shorter
+/// than 4 bytes are ignored (they would redact ordinary words).
+void register_secrets(const std::vector<std::string>& secrets);
+
+/// The secrets a configuration holds: every API_KEY, every HEADERS value,
+/// the password of every URL (BASE_URL, REDIS_URL).
+std::vector<std::string> secrets_of(const settings& s);
+
+/// The password of `url`'s userinfo (`scheme://user:password@host`), or
+/// empty when there is none.
+std::string url_password(std::string_view url);
+
+} // namespace pgw

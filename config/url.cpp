@@ -1,0 +1,120 @@
+#include "config/url.hpp"
+
+#include <arpa/inet.h>
+
+#include <algorithm>
+#include <cctype>
+
+namespace pgw {
+
+namespace {
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (auto& c : out)
+    c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+bool digits(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
+    return ch >= '0' && ch <= '9';
+  });
+}
+
+} // namespace
+
+std::string url_parts::authority() const {
+  auto h = ipv6 ? "[" + host + "]" : host;
+  return port ? h + ":" + std::to_string(*port) : h;
+}
+
+std::string parse_url(std::string_view text, url_parts& out) {
+  out = url_parts{};
+  auto sep = text.find("://");
+  if (sep == std::string_view::npos || sep == 0)
+    return "has no scheme (scheme://host)";
+  auto scheme = text.substr(0, sep);
+  if (!std::all_of(scheme.begin(), scheme.end(), [](char ch) {
+        return std::isalpha(static_cast<unsigned char>(ch)) != 0;
+      }))
+    return "has an invalid scheme";
+  out.scheme = lower(scheme);
+  auto rest = text.substr(sep + 3);
+  auto path_at = rest.find_first_of("/?#");
+  auto authority = rest.substr(0, path_at);
+  if (path_at != std::string_view::npos)
+    out.path = std::string(rest.substr(path_at));
+  if (auto at = authority.rfind('@'); at != std::string_view::npos) {
+    out.has_userinfo = true;
+    auto userinfo = authority.substr(0, at);
+    auto colon = userinfo.find(':');
+    out.user = std::string(userinfo.substr(0, colon));
+    if (colon != std::string_view::npos)
+      out.password = std::string(userinfo.substr(colon + 1));
+    authority.remove_prefix(at + 1);
+  }
+  std::string_view port;
+  bool has_port = false;
+  if (!authority.empty() && authority.front() == '[') {
+    auto close = authority.find(']');
+    if (close == std::string_view::npos)
+      return "has an unterminated IPv6 address";
+    auto host = std::string(authority.substr(1, close - 1));
+    in6_addr addr{};
+    if (host.empty() || ::inet_pton(AF_INET6, host.c_str(), &addr) != 1)
+      return "has an invalid IPv6 address";
+    out.host = lower(host);
+    out.ipv6 = true;
+    auto tail = authority.substr(close + 1);
+    if (!tail.empty()) {
+      if (tail.front() != ':')
+        return "has text after the IPv6 address";
+      has_port = true;
+      port = tail.substr(1);
+    }
+  } else {
+    auto colon = authority.find(':');
+    auto host = authority.substr(0, colon);
+    if (colon != std::string_view::npos) {
+      has_port = true;
+      port = authority.substr(colon + 1);
+    }
+    if (host.empty())
+      return "has no host";
+    if (!std::all_of(host.begin(), host.end(), [](char ch) {
+          return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-'
+                 || ch == '.' || ch == '_';
+        }))
+      return "has an invalid host";
+    out.host = lower(host);
+  }
+  if (has_port) {
+    if (!digits(port) || port.size() > 5)
+      return "has an invalid port (1-65535)";
+    auto n = std::stol(std::string(port));
+    if (n < 1 || n > 65535)
+      return "has an invalid port (1-65535)";
+    out.port = static_cast<uint16_t>(n);
+  }
+  return {};
+}
+
+std::string normalise_url(const std::string& url) {
+  url_parts parts;
+  if (!parse_url(url, parts).empty())
+    return url;
+  // Rebuilt from the original text: only scheme and host change case.
+  auto sep = url.find("://");
+  auto out = parts.scheme + url.substr(sep);
+  auto host_at = sep + 3;
+  if (parts.has_userinfo)
+    host_at = url.rfind('@', url.find_first_of("/?#", host_at)) + 1;
+  if (parts.ipv6)
+    ++host_at;
+  for (size_t i = 0; i < parts.host.size(); ++i)
+    out[host_at + i] = parts.host[i];
+  return out;
+}
+
+} // namespace pgw

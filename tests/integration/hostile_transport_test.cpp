@@ -1,0 +1,399 @@
+// The cpp-httplib transport against hostile upstreams written outside the
+// project (raw sockets, SPEC 12): endless answers and headers are cut at
+// their caps, encodings nobody asked for are refused, [DONE] and
+// finish_reason end a stream at once, echoed secrets are scrubbed,
+// redirects are not followed, far-future Retry-After is capped.
+
+#include "config/limits.hpp"
+#include "config/scrub.hpp"
+#include "fixtures/raw_upstream.hpp"
+#include "fixtures/sim_process.hpp"
+#include "messages/registry.hpp"
+#include "transport/httplib_transport.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+
+#include <sys/resource.h>
+
+using namespace pgw;
+using namespace pgw::test;
+
+namespace {
+
+struct config : caf::actor_system_config {
+  config() {
+    pgw::add_message_types(*this);
+    set("logger.file-verbosity", caf::atom("quiet"));
+  }
+};
+
+struct outcome_of_call {
+  attempt_result result;
+  double elapsed_s = 0;
+};
+
+const std::string sse_head = "HTTP/1.1 200 OK\r\nContent-Type: "
+                             "text/event-stream\r\nTransfer-Encoding: "
+                             "chunked\r\n\r\n";
+
+/// One chunk of a chunked body.
+std::string chunk(const std::string& bytes) {
+  char size[32];
+  std::snprintf(size, sizeof(size), "%zx\r\n", bytes.size());
+  return size + bytes + "\r\n";
+}
+
+std::string event(const std::string& json) {
+  return chunk("data: " + json + "\n\n");
+}
+
+std::string delta(const std::string& content,
+                  const std::string& finish = "null") {
+  return R"({"choices":[{"index":0,"delta":{"content":")" + content
+         + R"("},"finish_reason":)" + finish + "}]}";
+}
+
+std::string response(int status, const std::string& head_extra,
+                     const std::string& body) {
+  return "HTTP/1.1 " + std::to_string(status) + " X\r\nContent-Type: "
+         "application/json\r\nContent-Length: "
+         + std::to_string(body.size()) + "\r\n" + head_extra + "\r\n" + body;
+}
+
+/// Blocks until the peer closes or we stop (a hanging upstream).
+void hang(raw_upstream& up, int fd) {
+  char buf[256];
+  while (!up.stopping()) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 50) > 0 && ::recv(fd, buf, sizeof(buf), 0) <= 0)
+      return;
+  }
+}
+
+struct fixture {
+  config cfg;
+  caf::actor_system sys{cfg};
+  std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+  int sources = 0;
+
+  std::shared_ptr<source_config> source(const raw_upstream& up) {
+    auto src = std::make_shared<source_config>();
+    src->scope = "LLM";
+    src->provider = "generic";
+    // One name per upstream: pooled connections are kept per source name.
+    src->name = "hostile-" + std::to_string(++sources);
+    src->base_url = up.base_url();
+    src->model = "m";
+    src->api_key = "sk-hostile-test-key-0001";
+    src->timeout_s = 20;
+    src->connect_timeout_s = 2;
+    return src;
+  }
+
+  outcome_of_call run(std::shared_ptr<source_config> src, bool stream) {
+    caf::scoped_actor self{sys};
+    upstream_call call;
+    call.body = R"({"model":")" + src->model
+                + R"(","messages":[{"role":"user","content":"hi"}],"stream":)"
+                + (stream ? "true" : "false") + "}";
+    call.stream = stream;
+    call.source = src;
+    auto t0 = std::chrono::steady_clock::now();
+    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 1);
+    outcome_of_call out;
+    bool done = false;
+    while (!done)
+      self->receive([](atom::first_token, uint64_t) {},
+                    [&](atom::done, uint64_t, attempt_result& r) {
+                      done = true;
+                      out.result = std::move(r);
+                    },
+                    caf::after(std::chrono::seconds(30)) >> [&] {
+                      FAIL("no answer from the transport within 30 s");
+                    });
+    out.elapsed_s = std::chrono::duration<double>(
+                      std::chrono::steady_clock::now() - t0)
+                      .count();
+    return out;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
+                           "MAX_RESPONSE_BYTES") {
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    auto ev = event(delta(std::string(1 << 20, 'x')));
+    if (!u.send_all(fd, sse_head))
+      return;
+    while (u.send_all(fd, ev)) {
+    }
+  }};
+  auto src = source(up);
+  auto r = run(src, true);
+  CHECK(r.result.kind == outcome::source_rejected);
+  CHECK(r.result.reason == "response_too_large");
+  CHECK(r.result.content.empty());
+  CHECK(r.elapsed_s < 10);
+  // A non-streamed body is held to the same cap.
+  raw_upstream body{[](raw_upstream& u, int fd, const std::string&) {
+    if (!u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json"
+                        "\r\nTransfer-Encoding: chunked\r\n\r\n"))
+      return;
+    auto c = chunk(std::string(1 << 20, ' '));
+    while (u.send_all(fd, c)) {
+    }
+  }};
+  src = source(body);
+  src->max_response_bytes = 2 * 1024 * 1024;
+  r = run(src, false);
+  CHECK(r.result.kind == outcome::source_rejected);
+  CHECK(r.result.reason == "response_too_large");
+}
+
+TEST_CASE_FIXTURE(fixture, "identity is asked for; an encoded answer is "
+                           "refused") {
+  std::string accept;
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+    accept = raw_upstream::header(req, "accept-encoding");
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   "Content-Encoding: gzip\r\nContent-Length: 4\r\n\r\n"
+                   "\x1f\x8b\x08\x00");
+  }};
+  auto r = run(source(up), true);
+  CHECK(accept == "identity");
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "malformed_response");
+  CHECK(r.result.error_message == "unexpected_content_encoding");
+}
+
+TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
+                           "malformed_response") {
+  raw_upstream endless{[](raw_upstream& u, int fd, const std::string&) {
+    if (!u.send_all(fd, "HTTP/1.1 200 OK\r\n"))
+      return;
+    std::string lines;
+    for (int i = 0; i < 1000; ++i)
+      lines += "X-Filler-" + std::to_string(i) + ": yes\r\n";
+    while (u.send_all(fd, lines)) {
+    }
+  }};
+  auto r = run(source(endless), true);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "malformed_response");
+  CHECK(r.result.error_message == "headers_too_large");
+  CHECK(r.elapsed_s < 5);
+  raw_upstream many{[](raw_upstream& u, int fd, const std::string&) {
+    std::string head = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n";
+    for (int i = 0; i < 150; ++i)
+      head += "X-" + std::to_string(i) + ": y\r\n";
+    u.send_all(fd, head + "\r\n{}");
+  }};
+  r = run(source(many), false);
+  CHECK(r.result.reason == "malformed_response");
+  CHECK(r.result.error_message == "headers_too_large");
+}
+
+TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once; finish_reason "
+                           "waits at most 2 s for usage") {
+  raw_upstream done_then_hang{[](raw_upstream& u, int fd, const std::string&) {
+    if (u.send_all(fd, sse_head + event(delta("hi", "\"stop\""))
+                         + event(R"({"choices":[],"usage":{"prompt_tokens":3,"completion_tokens":1}})")
+                         + chunk("data: [DONE]\n\n")))
+      hang(u, fd);
+  }};
+  auto r = run(source(done_then_hang), true);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == "hi");
+  CHECK(r.result.usage_reported);
+  CHECK(r.elapsed_s < 1.5); // STREAM_IDLE_TIMEOUT_S is 30, TIMEOUT_S 20
+  raw_upstream finish_then_hang{
+    [](raw_upstream& u, int fd, const std::string&) {
+      if (u.send_all(fd, sse_head + event(delta("yo", "\"stop\""))
+                           + event(delta(" more", "null"))))
+        hang(u, fd);
+    }};
+  r = run(source(finish_then_hang), true);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == "yo"); // nothing after the finish_reason
+  CHECK_FALSE(r.result.usage_reported);
+  CHECK(r.elapsed_s >= 1.9);
+  CHECK(r.elapsed_s < 5);
+}
+
+TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
+                           "leaks nothing") {
+  for (int status : {401, 400, 500, 200}) {
+    CAPTURE(status);
+    raw_upstream up{[status](raw_upstream& u, int fd, const std::string& req) {
+      auto auth = raw_upstream::header(req, "authorization");
+      auto body = R"({"error":{"message":"you sent )" + auth
+                  + R"(","code":"echo"}})";
+      if (status == 200)
+        u.send_all(fd, sse_head + chunk("event: error\ndata: " + body + "\n\n")
+                         + chunk(""));
+      else
+        u.send_all(fd, response(status, "", body));
+    }};
+    auto src = source(up);
+    register_secrets({src->api_key});
+    auto r = run(src, true);
+    CAPTURE(r.result.error_message);
+    CAPTURE(r.result.reason);
+    CHECK(r.result.error_message.find("hostile-test-key") == std::string::npos);
+    CHECK(r.result.error_message.find("[redacted]") != std::string::npos);
+  }
+}
+
+TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, response(302,
+                            "Location: http://evil.example/?t=Bearer "
+                            "abcdef123456\r\n",
+                            ""));
+  }};
+  auto r = run(source(up), false);
+  CHECK(r.result.kind == outcome::source_rejected);
+  CHECK(r.result.reason == "redirect");
+  CHECK(r.result.error_message
+        == "redirect to http://evil.example/?t=Bearer [redacted]");
+  CHECK(up.connections() == 1);
+}
+
+TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
+  for (std::string v : {"Fri, 31 Dec 9999 23:59:59 GMT", "1e11"}) {
+    CAPTURE(v);
+    raw_upstream up{[v](raw_upstream& u, int fd, const std::string&) {
+      u.send_all(fd, response(429, "Retry-After: " + v + "\r\n", "{}"));
+    }};
+    auto r = run(source(up), false);
+    CAPTURE(r.result.reason);
+    CHECK(r.result.kind == outcome::rate_limited);
+    REQUIRE(r.result.retry_after_s);
+    CHECK(*r.result.retry_after_s == max_duration_s);
+  }
+}
+
+TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
+                           "upstream") {
+  std::string host;
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+    host = raw_upstream::header(req, "host");
+    auto body = std::string(
+      R"({"choices":[{"index":0,"message":{"content":"v6"},"finish_reason":"stop"}]})");
+    u.send_all(fd, response(200, "", body));
+  }};
+  auto src = source(up);
+  // The IPv4-mapped form of 127.0.0.1: an AF_INET6 socket reaches the IPv4
+  // listener through it.
+  src->base_url = "http://[::ffff:7f00:1]:" + std::to_string(up.port()) + "/v1";
+  auto r = run(src, false);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == "v6");
+  CHECK(host == "[::ffff:7f00:1]:" + std::to_string(up.port()));
+}
+
+TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
+                           "on a fresh one") {
+  // Answers the first request of a connection with keep-alive; closes on
+  // the next one without a byte (an upstream dropping idle connections
+  // without `Connection: close`).
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    auto body = std::string(
+      R"({"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]})");
+    if (!u.send_all(fd, response(200, "", body)))
+      return;
+    raw_upstream::read_request(fd);
+    linger hard{1, 0}; // reset, as a dropped idle connection does
+    ::setsockopt(fd, SOL_SOCKET, SO_LINGER, &hard, sizeof(hard));
+  }};
+  auto src = source(up);
+  for (int i = 0; i < 3; ++i) {
+    CAPTURE(i);
+    auto r = run(src, false);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.result.content == "ok");
+  }
+  // Calls 2 and 3 each found the pooled connection stale and retried.
+  CHECK(up.connections() == 3);
+  CHECK(tp->stats().connections_reused == 2);
+}
+
+TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
+                           "upstream's") {
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, response(200, "", "{}"));
+  }};
+  auto src = source(up);
+  // The lowest free descriptor becomes the limit: no new one can be made.
+  rlimit saved{};
+  REQUIRE(::getrlimit(RLIMIT_NOFILE, &saved) == 0);
+  int lowest = ::dup(0);
+  REQUIRE(lowest >= 0);
+  ::close(lowest);
+  rlimit tight = saved;
+  tight.rlim_cur = static_cast<rlim_t>(lowest);
+  REQUIRE(::setrlimit(RLIMIT_NOFILE, &tight) == 0);
+  auto r = run(src, false);
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  CHECK(r.result.kind == outcome::source_rejected); // no breaker, no EWMA
+  CHECK(r.result.reason == "local_resource_exhausted");
+  CHECK_FALSE(r.result.upstream_reached); // settles 0
+  CHECK(up.connections() == 0);
+}
+
+TEST_CASE_FIXTURE(fixture, "the simulator's hostile models, through the "
+                           "transport") {
+  sim_process sim{{"--seed", "3"}};
+  auto from_sim = [&](const std::string& model) {
+    auto src = std::make_shared<source_config>();
+    src->scope = "LLM";
+    src->provider = "generic";
+    src->name = "sim-" + model;
+    src->base_url = sim.base_url();
+    src->model = model;
+    src->api_key = "sk-sim-echo-secret-7777";
+    src->timeout_s = 20;
+    src->connect_timeout_s = 2;
+    return src;
+  };
+  SUBCASE("echo-auth") {
+    register_secrets({"sk-sim-echo-secret-7777"});
+    auto r = run(from_sim("echo-auth"), false);
+    CAPTURE(r.result.reason);
+    CAPTURE(r.result.error_message);
+    CHECK(r.result.kind == outcome::source_dead);
+    CHECK(r.result.error_message.find("[redacted]") != std::string::npos);
+    CHECK(r.result.error_message.find("echo-secret") == std::string::npos);
+  }
+  SUBCASE("done-hang ends at [DONE]") {
+    auto r = run(from_sim("done-hang"), true);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.elapsed_s < 1.5);
+  }
+  SUBCASE("finish-hang ends 2 s after the finish_reason") {
+    auto r = run(from_sim("finish-hang"), true);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.elapsed_s >= 1.9);
+    CHECK(r.elapsed_s < 5);
+  }
+  SUBCASE("far-retry is capped") {
+    auto r = run(from_sim("far-retry"), false);
+    CHECK(r.result.kind == outcome::rate_limited);
+    REQUIRE(r.result.retry_after_s);
+    CHECK(*r.result.retry_after_s == max_duration_s);
+  }
+  SUBCASE("redirect") {
+    auto r = run(from_sim("redirect"), false);
+    CHECK(r.result.kind == outcome::source_rejected);
+    CHECK(r.result.reason == "redirect");
+    CHECK(r.result.error_message.find("elsewhere.invalid")
+          != std::string::npos);
+  }
+}

@@ -1,0 +1,46 @@
+// The gateway against absurd numbers from an upstream (SPEC 12): a
+// far-future Retry-After cools a source for at most BREAKER__MAX_COOLDOWN_S
+// (it used to overflow into the past, so every call hammered that source),
+// and a deadline of 30 days still works.
+
+#include "config/limits.hpp"
+#include "fixtures/actor_fixture.hpp"
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+TEST_CASE_FIXTURE(actor_fixture, "a far-future Retry-After is capped at the "
+                                 "scope's max cooldown; the fallback serves") {
+  fake->script("a", {fake_step::rate_limited(1e11), fake_step::ok()});
+  fake->script("b", {fake_step::ok()});
+  auto sc = test_scope({"a", "b"}, "priority");
+  sc.breaker.max_cooldown_s = 120;
+  auto gw = spawn_gateway(sc);
+  for (int i = 0; i < 3; ++i) {
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "b");
+  }
+  CHECK(fake->count("a") == 1); // not hammered while cooling
+  auto cooling = source(status(gw), "a").cooling_s;
+  CHECK(cooling > 100);
+  CHECK(cooling <= 120);
+  advance(121s);
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a 30-day deadline is a deadline, not an "
+                                 "overflow") {
+  fake->script("a", {fake_step::ok()});
+  auto gw = spawn_gateway(test_scope({"a"}));
+  auto req = hello();
+  req.deadline_s = max_duration_s;
+  auto out = call(gw, req);
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+}

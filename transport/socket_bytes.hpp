@@ -1,0 +1,12 @@
+#pragma once
+
+#include <cstdint>
+
+namespace pgw {
+
+/// Bytes received on TCP socket `fd` so far (the kernel's TCP_INFO
+/// `tcpi_bytes_received`), or 0 when unknown. Its own file: glibc's
+/// <netinet/tcp.h> (which cpp-httplib includes) lacks the field.
+uint64_t tcp_bytes_received(int fd);
+
+} // namespace pgw
