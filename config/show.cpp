@@ -111,6 +111,7 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("HEADERS"), to_text(masked_headers(src))},
     {key("KIND"), src.kind},
     {key("CA_FILE"), src.ca_file.empty() ? unset : src.ca_file},
+    {key("MAX_RESPONSE_BYTES"), text(src.max_response_bytes)},
     {key("MAX_BATCH_INPUTS"), text(src.max_batch_inputs)},
     {key("MAX_BATCH_TOKENS"), text(src.max_batch_tokens)},
     {key("MAX_IMAGE_BYTES"), text(src.max_image_bytes)},
@@ -263,6 +264,7 @@ std::string show_settings_json(const settings& s) {
         {"ca_file", src.ca_file.empty() ? json::value{}
                                         : json::value(src.ca_file)},
         {"origin", origin_json(src)},
+        {"max_response_bytes", src.max_response_bytes},
         {"max_batch_inputs", src.max_batch_inputs},
         {"max_batch_tokens", src.max_batch_tokens},
         {"max_image_bytes", src.max_image_bytes},

@@ -786,8 +786,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
       case httplib::Error::SSLLoadingCerts:
       case httplib::Error::SSLServerVerification:
         // Which failure it was: handshake, unknown CA, host name, expiry.
-        classify_tls_failure(err == httplib::Error::SSLServerVerification,
-                             cli->get_openssl_verify_result(), res);
+        if (auto* tls = dynamic_cast<httplib::SSLClient*>(cli.get()))
+          classify_tls_failure(err == httplib::Error::SSLServerVerification,
+                               tls->get_openssl_verify_result(), res);
+        else
+          classify_tls_failure(false, 0, res);
         break;
       case httplib::Error::Write:
         res.reason = "write_error";

@@ -93,7 +93,9 @@ TEST_CASE("config show says where each value came from") {
                        "defaults: RPM, TPM, MAX_CONCURRENCY, EST_TOKENS, "
                        "CONNECT_TIMEOUT_S, TTFT_TIMEOUT_S, "
                        "STREAM_IDLE_TIMEOUT_S, PRIORITY, OVERLAY, HEADERS, "
-                       "KIND, CA_FILE\nLLM__OPENAI__A__BASE_URL="));
+                       "KIND, CA_FILE, MAX_RESPONSE_BYTES, MAX_BATCH_INPUTS, "
+                       "MAX_BATCH_TOKENS, MAX_IMAGE_BYTES, OCR_PROMPT_TEXT, "
+                       "OCR_PROMPT_LAYOUT\nLLM__OPENAI__A__BASE_URL="));
   CHECK(contains(text, "\nLLM__OPENAI__A__TIMEOUT_S=30\n"));
   CHECK(contains(text, "\nLLM__GENERIC__B__TIMEOUT_S=60\n"));
   auto json = show_settings_json(*s);
