@@ -90,6 +90,12 @@ struct chat_request {
   caf::optional<int64_t> n;
   /// Pins the call to this source of the scope (empty = any source).
   std::string source;
+  // -- response cache (issue 14) -------------------------------------------
+  /// `on` (or empty), `off` (neither read nor write; never waits on an
+  /// identical call), `read_only`, `write_only`.
+  std::string cache;
+  /// Reads accept only answers stored at most this many seconds ago.
+  caf::optional<double> max_age_s;
 };
 
 template <class Inspector>
@@ -98,7 +104,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
            x.reasoning_effort, x.call_id, x.tools, x.tool_choice,
            x.response_format, x.parallel_tool_calls, x.seed, x.user, x.n,
-           x.source);
+           x.source, x.cache, x.max_age_s);
 }
 
 /// Statistics of one logical call (SPEC §9 names).
@@ -116,6 +122,8 @@ struct call_stats {
   int64_t completion_tokens = 0;
   std::string usage_source; ///< "reported" or "unavailable"
   caf::optional<double> cost_usd;
+  /// A cache hit: what the stored answer cost when it was made.
+  caf::optional<double> cost_saved_usd;
 };
 
 template <class Inspector>
@@ -123,7 +131,7 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
   return f(caf::meta::type_name("pgw.call_stats"), x.attempts,
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
-           x.completion_tokens, x.usage_source, x.cost_usd);
+           x.completion_tokens, x.usage_source, x.cost_usd, x.cost_saved_usd);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

@@ -1,5 +1,6 @@
 #include "messages/registry.hpp"
 
+#include "messages/cache.hpp"
 #include "messages/chat.hpp"
 #include "messages/errors.hpp"
 #include "messages/gateway.hpp"

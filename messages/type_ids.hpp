@@ -28,6 +28,9 @@ struct acquire_result;
 struct limiter_status;
 struct breaker_entry;
 struct breaker_status;
+struct cache_lookup;
+struct cache_verdict;
+struct cache_status;
 
 } // namespace pgw
 
@@ -51,6 +54,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::limiter_status))
   CAF_ADD_TYPE_ID(pgw, (pgw::breaker_entry))
   CAF_ADD_TYPE_ID(pgw, (pgw::breaker_status))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_lookup))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_verdict))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_status))
 
   // Atom texts are at most 10 characters of [A-Za-z0-9_ ].
   CAF_ADD_ATOM(pgw, pgw::atom, chat, "chat")
@@ -71,5 +77,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, record, "record")
   CAF_ADD_ATOM(pgw, pgw::atom, abandon, "abandon")
   CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
+  CAF_ADD_ATOM(pgw, pgw::atom, cache_get, "cache_get")
+  CAF_ADD_ATOM(pgw, pgw::atom, cache_put, "cache_put")
 
 CAF_END_TYPE_ID_BLOCK(pgw)
