@@ -3,6 +3,7 @@
 #include "actors/admission.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/governance.hpp"
+#include "backends/cache_key.hpp"
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/client.hpp"
 #include "backends/redis/limiter.hpp"
@@ -311,6 +312,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       args.prices = st.opts.prices;
       args.wall_offset_ms = st.opts.wall_offset_ms;
       args.telemetry_content = st.opts.telemetry_content;
+      if (st.opts.cache) {
+        args.cache = st.opts.cache;
+        args.cache_key = cache_key(st.scope->name, st.opts.cache_tenant, req);
+      }
       args.request = std::make_shared<const chat_request>(std::move(req));
       auto id = args.call_id;
       auto sup = self->spawn(call_supervisor, std::move(args));

@@ -79,6 +79,10 @@ struct gateway_options {
   std::string default_telemetry_db;
   /// The gateway made `telemetry` for itself: it is linked and ends with it.
   bool own_telemetry = false;
+  /// The process's response cache (issue 14); invalid = calls are not
+  /// cached. Keys are per scope and `cache_tenant`.
+  cache_actor cache;
+  std::string cache_tenant;
 };
 
 struct gateway_state {
