@@ -1,7 +1,9 @@
 #include "actors/cache.hpp"
 
 #include "backends/cache_value.hpp"
+#include "backends/redis/cache.hpp"
 #include "config/log.hpp"
+#include "config/settings.hpp"
 #include "transport/io_pool.hpp"
 
 #include <caf/all.hpp>
@@ -314,6 +316,25 @@ cache(cache_actor::stateful_pointer<cache_state> self,
     },
     [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
   };
+}
+
+caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
+                                       const global_config& g) {
+  if (g.cache_backend != "memory" && g.cache_backend != "redis")
+    return cache_actor{};
+  cache_limits limits;
+  limits.ttl_s = g.cache_ttl_s;
+  if (g.cache_backend == "memory")
+    return sys.spawn(cache,
+                     std::shared_ptr<cache_backend>(make_memory_cache(limits)),
+                     "memory", nullptr, nullptr);
+  auto client = make_redis_client(g.redis_url, 4);
+  if (!client)
+    return client.error();
+  auto backend = std::shared_ptr<cache_backend>(
+    make_redis_cache(*client, g.cache_namespace + ":cache", limits));
+  return sys.spawn(cache, std::move(backend), "redis",
+                   std::make_shared<io_pool>(), nullptr);
 }
 
 } // namespace pgw

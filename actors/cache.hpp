@@ -31,6 +31,7 @@
 namespace pgw {
 
 class io_pool;
+struct global_config;
 
 struct cache_state {
   static inline const char* name = "cache";
@@ -69,5 +70,12 @@ cache(cache_actor::stateful_pointer<cache_state> self,
       std::shared_ptr<cache_backend> backend, std::string backend_name,
       std::shared_ptr<io_pool> offload,
       std::function<double()> wall_clock = nullptr);
+
+/// The response cache the settings ask for (PGW_CACHE_BACKEND memory or
+/// redis, entries for PGW_CACHE_TTL_S; Redis keys under
+/// `<PGW_CACHE_NAMESPACE>:cache:`), or an invalid handle for `none`. Fails
+/// only for a malformed REDIS_URL.
+caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
+                                       const global_config& g);
 
 } // namespace pgw

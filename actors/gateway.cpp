@@ -1,6 +1,7 @@
 #include "actors/gateway.hpp"
 
 #include "actors/admission.hpp"
+#include "actors/cache.hpp"
 #include "actors/call_supervisor.hpp"
 #include "actors/governance.hpp"
 #include "backends/cache_key.hpp"
@@ -444,6 +445,12 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   }
   opts.telemetry_content = opts.telemetry_content
                            || cfg.global.telemetry_content;
+  if (!opts.cache) {
+    auto cache = spawn_cache(sys, cfg.global);
+    if (!cache)
+      return cache.error();
+    opts.cache = *cache;
+  }
   // Redis governance: one client and one pool of I/O threads for both.
   auto& g = cfg.global;
   if ((g.limiter_backend == "redis" && !opts.make_limiter)

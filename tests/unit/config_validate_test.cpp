@@ -346,18 +346,14 @@ TEST_CASE("REDIS_URL warns as ineffective only while no backend is redis") {
           .empty());
 }
 
-TEST_CASE("PGW_CACHE_BACKEND: none only, in this build") {
+TEST_CASE("PGW_CACHE_BACKEND: none, memory or redis") {
   CHECK(load_error(base({{"PGW_CACHE_BACKEND", "lru"}}))
         == "PGW_CACHE_BACKEND=lru: must be one of none, memory, redis "
            "(response cache)");
-  for (auto backend : {"memory", "redis"}) {
+  for (auto backend : {"none", "memory", "redis"}) {
     CAPTURE(backend);
-    CHECK(load_error(base({{"PGW_CACHE_BACKEND", backend}}))
-          == std::string{"PGW_CACHE_BACKEND="} + backend
-               + ": not available in this build yet (none is the only "
-                 "cache backend so far)");
+    CHECK(loads(base({{"PGW_CACHE_BACKEND", backend}})));
   }
-  CHECK(loads(base({{"PGW_CACHE_BACKEND", "none"}})));
 }
 
 TEST_CASE("PGW_CACHE_TTL_S > 0") {
@@ -509,11 +505,10 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
   expect("LLM__GENERIC__B__KIND=embedding",
          "only chat sources are served so far");
   expect("LLM__STRUCTURED__MAX_REASKS", "structured output not built");
-  expect("PGW_CACHE_TTL_S", "cache not built");
-  expect("PGW_CACHE_NAMESPACE",
-         "cache not built; with Redis governance it prefixes the keys");
-  expect("REDIS_URL",
-         "neither PGW_LIMITER_BACKEND nor PGW_BREAKER_BACKEND is redis");
+  expect("PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none");
+  expect("PGW_CACHE_NAMESPACE", "no Redis cache, limiter or breaker uses it");
+  expect("REDIS_URL", "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, "
+                      "PGW_CACHE_BACKEND is redis");
   // Limiter and breaker keys are in effect now: no warning for them.
   for (auto& x : w) {
     CHECK_FALSE(contains(x, "RPM"));
