@@ -104,6 +104,7 @@ void write_rows(self_ptr self) {
     row.input_tokens = s.prompt_tokens;
     row.output_tokens = s.completion_tokens;
     row.cost_usd = s.cost_usd;
+    row.cost_saved_usd = s.cost_saved_usd;
     self->send(st.args.telemetry, atom::record_v, std::move(row));
     return;
   }

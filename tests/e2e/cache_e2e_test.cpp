@@ -1,6 +1,7 @@
 // The response cache as a user runs it (issue 14): `pgw-actor chat`
 // processes sharing a Redis cache, against the simulator.
 
+#include "backends/sqlite/db.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"
@@ -8,6 +9,8 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 #include <httplib.h>
+
+#include <cstdio>
 
 #include <unistd.h>
 
@@ -53,6 +56,9 @@ std::string fresh_ns() {
 TEST_CASE_FIXTURE(cache_e2e, "cache: a second chat process hits the shared "
                              "Redis cache; the simulator saw one request") {
   auto e = env("ok", fresh_ns());
+  auto db = "/tmp/pgw-cache-e2e-" + std::to_string(::getpid()) + ".sqlite";
+  std::remove(db.c_str());
+  e.push_back("PGW_TELEMETRY_DB=" + db);
   auto first = chat({"--json", "what is the cache?"}, e);
   INFO(first.err);
   REQUIRE(first.exit_code == 0);
@@ -70,6 +76,24 @@ TEST_CASE_FIXTURE(cache_e2e, "cache: a second chat process hits the shared "
         == a.at("usage").at("completion_tokens"));
   CHECK(b.at("source") == a.at("source"));
   CHECK(sim_requests() == 1);
+  {
+    // Telemetry: the hit is a call row with cache_hit, no attempt, and the
+    // cost-saved column (NULL here: the simulator's model has no price).
+    auto conn = pgw::sqlite::connection::open(db, pgw::sqlite::open_mode::read_only);
+    REQUIRE(conn);
+    auto rows = conn->prepare("SELECT pgw_cache_hit, pgw_attempts, "
+                              "pgw_cost_saved_usd FROM call ORDER BY "
+                              "pgw_started_at_ms");
+    REQUIRE(rows);
+    REQUIRE(*rows->step());
+    CHECK(rows->column_int64(0) == 0);
+    CHECK(rows->column_int64(1) == 1);
+    REQUIRE(*rows->step());
+    CHECK(rows->column_int64(0) == 1);
+    CHECK(rows->column_int64(1) == 0);
+    CHECK_FALSE(*rows->step());
+  }
+  std::remove(db.c_str());
   // Another prompt, or `--temperature`, is another key.
   auto third = chat({"--json", "something else"}, e);
   REQUIRE(third.exit_code == 0);
