@@ -313,9 +313,9 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       args.prices = st.opts.prices;
       args.wall_offset_ms = st.opts.wall_offset_ms;
       args.telemetry_content = st.opts.telemetry_content;
-      if (st.opts.cache) {
+      if (st.opts.cache && st.scope->cache.enabled) {
         args.cache = st.opts.cache;
-        args.cache_key = cache_key(st.scope->name, st.opts.cache_tenant, req);
+        args.cache_key = cache_key(st.scope->name, req);
       }
       args.request = std::make_shared<const chat_request>(std::move(req));
       auto id = args.call_id;

@@ -79,10 +79,9 @@ struct gateway_options {
   std::string default_telemetry_db;
   /// The gateway made `telemetry` for itself: it is linked and ends with it.
   bool own_telemetry = false;
-  /// The process's response cache (issue 14); invalid = calls are not
-  /// cached. Keys are per scope and `cache_tenant`.
+  /// The process's response cache (issue 14), used when the scope's
+  /// CACHE__ENABLED is true; invalid = calls are not cached.
   cache_actor cache;
-  std::string cache_tenant;
 };
 
 struct gateway_state {

@@ -171,7 +171,6 @@ std::string canonical_json_text(const std::string& text) {
 }
 
 std::string cache_key_material(const std::string& scope,
-                               const std::string& tenant,
                                const chat_request& req) {
   json::array messages;
   for (const auto& m : req.messages)
@@ -182,7 +181,7 @@ std::string cache_key_material(const std::string& scope,
   json::object body{
     {"version", cache_key_version},
     {"scope", scope},
-    {"tenant", tenant},
+    {"tenant", req.tenant},
     {"messages", std::move(messages)},
     {"source", req.source},
     {"temperature", opt(req.temperature)},
@@ -203,9 +202,8 @@ std::string cache_key_material(const std::string& scope,
   return out;
 }
 
-std::string cache_key(const std::string& scope, const std::string& tenant,
-                      const chat_request& req) {
-  return sha256_hex(cache_key_material(scope, tenant, req));
+std::string cache_key(const std::string& scope, const chat_request& req) {
+  return sha256_hex(cache_key_material(scope, req));
 }
 
 std::vector<const void*> cache_key_excluded_fields(const chat_request& req) {

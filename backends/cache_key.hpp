@@ -27,12 +27,11 @@ inline constexpr const char* cache_key_version = "pgw-cache-key/1";
 /// The canonical JSON the key hashes (exposed for tests and debugging; it
 /// contains the prompt, so never log it).
 std::string cache_key_material(const std::string& scope,
-                               const std::string& tenant,
                                const chat_request& req);
 
-/// Lower-case hex SHA-256 of `cache_key_material(scope, tenant, req)`.
-std::string cache_key(const std::string& scope, const std::string& tenant,
-                      const chat_request& req);
+/// Lower-case hex SHA-256 of `cache_key_material(scope, req)`; the tenant is
+/// `req.tenant`.
+std::string cache_key(const std::string& scope, const chat_request& req);
 
 /// The fields of `req` the key leaves out on purpose, by address (they do
 /// not change the answer: delivery mode, bounds, ids and the cache's own

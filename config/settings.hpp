@@ -86,6 +86,13 @@ struct scope_config {
   std::string on_quota_full = "wait";
   std::string on_circuit_open = "fail";
   int64_t structured_max_reasks = 2;
+  /// Response cache (issue 14): calls of this scope read and write the
+  /// process's cache (PGW_CACHE_BACKEND) when true.
+  struct cache_keys {
+    bool enabled = false;
+    /// Across a fleet through a Redis lease: accepted, not built yet.
+    bool fleet_single_flight = false;
+  } cache;
 
   /// The source with this name, or nullptr.
   const source_config* find(const std::string& source_name) const;

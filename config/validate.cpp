@@ -540,6 +540,13 @@ const no_effect_row no_effect_table[] = {
   {level::source, "KIND", "only chat sources are served so far",
    [](const target& t) { return t.source->kind != "chat"; },
    [](const target& t) { return t.source->kind; }},
+  {level::scope, "CACHE__ENABLED", "PGW_CACHE_BACKEND is none",
+   [](const target& t) {
+     return t.scope->cache.enabled && t.global->cache_backend == "none";
+   }},
+  {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
+   "single-flight is per process; across a fleet not built",
+   [](const target& t) { return t.scope->cache.fleet_single_flight; }},
   {level::scope, "STRUCTURED__MAX_REASKS", "structured output not built",
    [](const target& t) {
      return t.scope->structured_max_reasks

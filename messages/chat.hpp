@@ -96,6 +96,9 @@ struct chat_request {
   std::string cache;
   /// Reads accept only answers stored at most this many seconds ago.
   caf::optional<double> max_age_s;
+  /// Whose cache entries the call may read and write (serve: the digest of
+  /// the caller's key when auth is on); empty = the process's own.
+  std::string tenant;
 };
 
 template <class Inspector>
@@ -104,7 +107,7 @@ typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
            x.reasoning_effort, x.call_id, x.tools, x.tool_choice,
            x.response_format, x.parallel_tool_calls, x.seed, x.user, x.n,
-           x.source, x.cache, x.max_age_s);
+           x.source, x.cache, x.max_age_s, x.tenant);
 }
 
 /// Statistics of one logical call (SPEC §9 names).

@@ -4,6 +4,7 @@
 #include "serve_openai.hpp"
 
 #include "actors/client.hpp"
+#include "backends/cache_key.hpp"
 
 #include <httplib.h>
 
@@ -157,6 +158,10 @@ void handle_chat(context& ctx, const httplib::Request& req,
                                           in.req))
     return send_error(res, 400, *problem, "invalid_request_error",
                       "invalid_request");
+  // With auth on, each key has its own cache entries (the key's digest; the
+  // key itself is never stored).
+  if (!ctx.keys.empty())
+    in.req.tenant = sha256_hex(req.get_header_value("Authorization"));
   res.set_header("x-pgw-scope", scope->config->name);
   in.req.source = source;
   in.req.call_id = ctx.call_prefix + std::to_string(++ctx.next_call);

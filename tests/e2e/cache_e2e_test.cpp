@@ -27,6 +27,7 @@ struct cache_e2e {
     return {"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
             "LLM__GENERIC__A__MODEL=" + model,
             "PGW_CACHE_BACKEND=redis",
+            "LLM__CACHE__ENABLED=true",
             "REDIS_URL=" + shared_redis().url(),
             "PGW_CACHE_NAMESPACE=" + ns};
   }

@@ -342,7 +342,7 @@ TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
 
 TEST_CASE("serve: 50 identical concurrent calls make one upstream request; "
           "cache controls and a streamed hit") {
-  serve_fixture fx({"PGW_CACHE_BACKEND=memory"});
+  serve_fixture fx({"PGW_CACHE_BACKEND=memory", "SHORT__CACHE__ENABLED=true"});
   auto upstream_count = [&fx](const std::string& model) {
     httplib::Client s{"127.0.0.1", fx.sim->port()};
     auto log = s.Get("/_sim/log");

@@ -26,7 +26,9 @@ struct cached_gateway : actor_fixture {
                           "memory", nullptr, nullptr);
     gateway_options opts;
     opts.cache = cache_ref;
-    gw = spawn_gateway(test_scope({"a"}), 42, opts);
+    auto sc = test_scope({"a"});
+    sc.cache.enabled = true;
+    gw = spawn_gateway(sc, 42, opts);
   }
 
   ~cached_gateway() {
@@ -167,4 +169,34 @@ TEST_CASE_FIXTURE(cached_gateway,
   CHECK(fake->count("a") == 4);
   CHECK(cache_counters().stores == 0);
   CHECK(cache_counters().not_stored == 4);
+}
+
+TEST_CASE_FIXTURE(actor_fixture,
+                  "cache: a scope without CACHE__ENABLED never asks the cache") {
+  auto cache_ref = sys.spawn(pgw::cache, std::shared_ptr<cache_backend>(
+                                           make_memory_cache({})),
+                             "memory", nullptr, nullptr);
+  gateway_options opts;
+  opts.cache = cache_ref;
+  auto gw = spawn_gateway(test_scope({"a"}), 42, opts);
+  fake->script("a", {fake_step::ok()});
+  for (int i = 0; i < 2; ++i) {
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK_FALSE(out->response->stats.cache_hit);
+  }
+  CHECK(fake->count("a") == 2);
+  caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(cached_gateway, "cache: tenants never share entries") {
+  fake->script("a", {fake_step::ok()});
+  auto t1 = hello();
+  t1.tenant = "t1";
+  auto t2 = hello();
+  t2.tenant = "t2";
+  check_answer(*call(gw, t1), false);
+  check_answer(*call(gw, t2), false);
+  check_answer(*call(gw, t1), true);
+  CHECK(fake->count("a") == 2);
 }

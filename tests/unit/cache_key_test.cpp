@@ -22,7 +22,7 @@ chat_request base_request() {
 }
 
 std::string key_of(const chat_request& r) {
-  return cache_key("default", "", r);
+  return cache_key("default", r);
 }
 
 // -- field enumeration ----------------------------------------------------------
@@ -162,12 +162,16 @@ TEST_CASE("cache key: every field of a message, part and tool call counts") {
 
 TEST_CASE("cache key: scope, tenant and version separate keys") {
   auto req = base_request();
-  CHECK(cache_key("a", "", req) != cache_key("b", "", req));
-  CHECK(cache_key("a", "t1", req) != cache_key("a", "t2", req));
-  CHECK(cache_key_material("a", "", req).find(cache_key_version)
+  CHECK(cache_key("a", req) != cache_key("b", req));
+  auto t1 = req;
+  t1.tenant = "t1";
+  auto t2 = req;
+  t2.tenant = "t2";
+  CHECK(cache_key("a", t1) != cache_key("a", t2));
+  CHECK(cache_key_material("a", req).find(cache_key_version)
         != std::string::npos);
   // Deterministic: the same request, the same key.
-  CHECK(cache_key("a", "t1", req) == cache_key("a", "t1", base_request()));
+  CHECK(cache_key("a", req) == cache_key("a", base_request()));
   CHECK(key_of(req).size() == 64);
 }
 
@@ -206,7 +210,7 @@ TEST_CASE("cache key: numbers are normalised") {
   b = a;
   b.extra_body = R"({"top_k": 40.0})";
   CHECK(key_of(a) == key_of(b));
-  CHECK(cache_key_material("s", "", a).find("\"temperature\":0.2")
+  CHECK(cache_key_material("s", a).find("\"temperature\":0.2")
         != std::string::npos);
 }
 

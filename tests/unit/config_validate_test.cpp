@@ -491,6 +491,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     {"LLM__ON_QUOTA_FULL", "fail"},
     {"LLM__ON_CIRCUIT_OPEN", "wait"},
     {"LLM__STRUCTURED__MAX_REASKS", "1"},
+    {"LLM__CACHE__ENABLED", "true"},
+    {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"},
     {"PGW_PRICING_PATH", "/etc/prices.json"},
     {"PGW_TELEMETRY_DB", "off"},
     {"PGW_CACHE_TTL_S", "60"},
@@ -506,6 +508,9 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
          "only chat sources are served so far");
   expect("LLM__STRUCTURED__MAX_REASKS", "structured output not built");
   expect("PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none");
+  expect("LLM__CACHE__ENABLED", "PGW_CACHE_BACKEND is none");
+  expect("LLM__CACHE__FLEET_SINGLE_FLIGHT",
+         "single-flight is per process; across a fleet not built");
   expect("PGW_CACHE_NAMESPACE", "no Redis cache, limiter or breaker uses it");
   expect("REDIS_URL", "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, "
                       "PGW_CACHE_BACKEND is redis");
