@@ -45,14 +45,17 @@ void run(self_ptr self, Work work, Done done) {
     done(work());
     return;
   }
-  auto me = caf::actor_cast<caf::actor>(self);
+  // A weak handle: a pool thread must never hold the last reference (the
+  // actor's state owns the pool, whose destructor waits for its threads).
+  auto me = caf::actor_cast<caf::actor_addr>(self);
   st.offload->submit([me, work = std::move(work), done = std::move(done)]() {
     auto res = work();
     auto task = std::make_shared<local_task>();
     task->run = [done, res = std::move(res)]() mutable {
       done(std::move(res));
     };
-    caf::anon_send(me, atom::done_v, std::move(task));
+    if (auto strong = caf::actor_cast<caf::actor>(me))
+      caf::anon_send(strong, atom::done_v, std::move(task));
   });
 }
 
