@@ -171,6 +171,8 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("ON_QUOTA_FULL"), sc.on_quota_full},
     {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
     {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
+    {key("CACHE__ENABLED"), text(sc.cache.enabled)},
+    {key("CACHE__FLEET_SINGLE_FLIGHT"), text(sc.cache.fleet_single_flight)},
   };
 }
 
@@ -277,6 +279,9 @@ std::string show_settings_json(const settings& s) {
       {"on_quota_full", sc.on_quota_full},
       {"on_circuit_open", sc.on_circuit_open},
       {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
+      {"cache",
+       json::object{{"enabled", sc.cache.enabled},
+                    {"fleet_single_flight", sc.cache.fleet_single_flight}}},
       {"sources", std::move(sources)},
     };
   }
