@@ -104,6 +104,7 @@ void write_rows(self_ptr self) {
     row.input_tokens = s.prompt_tokens;
     row.output_tokens = s.completion_tokens;
     row.cost_usd = s.cost_usd;
+    row.cost_saved_usd = s.cost_saved_usd;
     self->send(st.args.telemetry, atom::record_v, std::move(row));
     return;
   }
@@ -131,6 +132,8 @@ void write_rows(self_ptr self) {
   self->send(st.args.telemetry, atom::record_v, std::move(fail_row));
 }
 
+void settle_cache(self_ptr self);
+
 /// Delivers the decided result once every attempt is gone, then quits.
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
@@ -144,6 +147,7 @@ void maybe_deliver(self_ptr self) {
     if (st.response)
       st.response->stats.total_latency_ms = ms_since(self, st.started_at);
     write_rows(self);
+    settle_cache(self);
     if (st.response)
       st.promise.deliver(std::move(*st.response));
     else
@@ -797,6 +801,63 @@ void on_down(self_ptr self, caf::down_msg& msg) {
   maybe_deliver(self);
 }
 
+// -- response cache (issue 14) -------------------------------------------------
+
+/// Asks the cache before the first admission. Returns false when the call
+/// has no cache (admit at once); else the verdict decides: a hit answers
+/// the call, lead or pass admit, an error (a wait that outlived the
+/// deadline, a bad `cache` value) fails it.
+bool consult_cache(self_ptr self) {
+  auto& st = self->state;
+  if (!st.args.cache || st.args.cache_key.empty())
+    return false;
+  const auto& req = *st.args.request;
+  cache_lookup q{st.args.cache_key, req.cache, req.max_age_s,
+                 st.args.deadline_s, st.args.call_id};
+  st.admitting = true; // like an admission: nothing is delivered before it ends
+  self->request(st.args.cache, caf::infinite, atom::cache_get_v, std::move(q))
+    .then(
+      [self](cache_verdict& v) {
+        auto& st = self->state;
+        st.admitting = false;
+        if (v.kind == cache_verdict_kind::lead)
+          st.cache_lease = v.lease;
+        if (st.finishing) {
+          maybe_deliver(self);
+        } else if (v.kind != cache_verdict_kind::hit) {
+          admit(self);
+        } else {
+          st.cache_hit = true;
+          st.response = std::move(v.response);
+          finish(self);
+        }
+      },
+      [self](caf::error& err) {
+        self->state.admitting = false;
+        auto code = code_of(err);
+        auto* detail = detail_of(err);
+        fail(self, code ? *code : error_code::internal,
+             detail ? detail->message : describe(err));
+        maybe_deliver(self);
+      });
+  return true;
+}
+
+/// At the end of the call: offers a success to the cache (it stores it when
+/// complete and valid, and serves the calls waiting on this one), or hands
+/// the lead to the next waiter.
+void settle_cache(self_ptr self) {
+  auto& st = self->state;
+  if (!st.args.cache || st.cache_hit)
+    return;
+  if (st.response)
+    self->send(st.args.cache, atom::cache_put_v, st.args.cache_key,
+               st.cache_lease, st.args.request->cache, *st.response);
+  else if (st.cache_lease != 0)
+    self->send(st.args.cache, atom::abandon_v, st.args.cache_key,
+               st.cache_lease);
+}
+
 } // namespace
 
 call_supervisor_actor::behavior_type
@@ -838,7 +899,8 @@ call_supervisor(self_ptr self, call_args args) {
       if (st.args.deadline_s)
         self->send(st.args.gateway, atom::timer_v, deadline_timer,
                    to_timespan(*st.args.deadline_s));
-      admit(self);
+      if (!consult_cache(self))
+        admit(self);
       return st.promise;
     },
     [self](atom::first_token, uint64_t id) {

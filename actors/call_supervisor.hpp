@@ -47,6 +47,9 @@ struct call_args {
   bool telemetry_content = false;
   /// Structured output: the gateway's ladder (rungs learned per source).
   std::shared_ptr<structured_ladder> ladder;
+  /// The response cache and this call's key (issue 14); invalid = none.
+  cache_actor cache;
+  std::string cache_key;
 };
 
 /// One attempt of the call.
@@ -81,6 +84,10 @@ struct call_supervisor_state {
   bool delivered = false;
   caf::optional<chat_response> response;
   caf::error failure;
+  /// The cache's single-flight lease while this call leads (0: none);
+  /// `cache_hit`: the response came from the cache.
+  uint64_t cache_lease = 0;
+  bool cache_hit = false;
 
   caf::actor_clock::time_point started_at;
   caf::actor_clock::time_point last_progress;

@@ -8,6 +8,8 @@
 #include "config/log.hpp"
 #include "actors/ocr_start.hpp"
 #include "config/limits.hpp"
+#include "actors/cache.hpp"
+#include "backends/cache_key.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
@@ -341,6 +343,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       args.wall_offset_ms = st.opts.wall_offset_ms;
       args.telemetry_content = st.opts.telemetry_content;
       args.ladder = st.ladder;
+      if (st.opts.cache && st.scope->cache.enabled) {
+        args.cache = st.opts.cache;
+        args.cache_key = cache_key(st.scope->name, req);
+      }
       args.request = std::make_shared<const chat_request>(std::move(req));
       auto id = args.call_id;
       auto sup = self->spawn(call_supervisor, std::move(args));

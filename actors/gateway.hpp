@@ -81,6 +81,9 @@ struct gateway_options {
   bool telemetry_content = false;
   /// The gateway made `telemetry` for itself: it is linked and ends with it.
   bool own_telemetry = false;
+  /// The process's response cache (issue 14), used when the scope's
+  /// CACHE__ENABLED is true; invalid = calls are not cached.
+  cache_actor cache;
 };
 
 struct gateway_state {

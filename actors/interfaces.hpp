@@ -2,6 +2,7 @@
 
 /// Every typed actor interface of the runtime, in one place.
 
+#include "pgw/messages/cache.hpp"
 #include "pgw/messages/chat.hpp"
 #include "pgw/messages/embed.hpp"
 #include "pgw/messages/ocr.hpp"
@@ -133,5 +134,26 @@ using attempt_actor = caf::typed_actor<
   caf::reacts_to<atom::cancel, std::string>,
   caf::reacts_to<atom::first_token, uint64_t>,
   caf::reacts_to<atom::done, uint64_t, attempt_result>>;
+
+/// One per process: the response cache (issue 14). Owns the backend and
+/// the single-flight table: identical cacheable calls in flight at once
+/// make one upstream call.
+using cache_actor = caf::typed_actor<
+  /// Before admission: a hit, or lead (call upstream; identical calls wait
+  /// for this one), or pass. A call that waits gets its leader's answer as
+  /// a hit, becomes the leader when its leader fails or leaves, or gets
+  /// `call_deadline_exceeded` when `wait_s` passes first.
+  caf::replies_to<atom::cache_get, cache_lookup>::with<cache_verdict>,
+  /// After a complete success: stores the answer when it is cacheable and
+  /// the mode writes; serves the lease's waiters (key, lease, mode, answer).
+  caf::reacts_to<atom::cache_put, std::string, uint64_t, std::string,
+                 chat_response>,
+  /// The leader's call failed: the next waiter leads (key, lease).
+  caf::reacts_to<atom::abandon, std::string, uint64_t>,
+  caf::replies_to<atom::status>::with<cache_status>,
+  /// Internal: a waiter's wait ended (waiter id).
+  caf::reacts_to<atom::timer, uint64_t>,
+  /// Internal: a backend call finished on an I/O thread.
+  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
 
 } // namespace pgw

@@ -114,6 +114,13 @@ struct scope_config {
   int64_t structured_max_reasks = 2;
   /// Embedding scopes: sub-batches of one call in flight at once.
   int64_t batch_concurrency = 4;
+  /// Response cache (issue 14): calls of this scope read and write the
+  /// process's cache (PGW_CACHE_BACKEND) when true.
+  struct cache_keys {
+    bool enabled = false;
+    /// Across a fleet through a Redis lease: accepted, not built yet.
+    bool fleet_single_flight = false;
+  } cache;
 
   /// The source with this name, or nullptr.
   const source_config* find(const std::string& source_name) const;

@@ -166,6 +166,8 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
     {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
     {key("BATCH_CONCURRENCY"), text(sc.batch_concurrency)},
+    {key("CACHE__ENABLED"), text(sc.cache.enabled)},
+    {key("CACHE__FLEET_SINGLE_FLIGHT"), text(sc.cache.fleet_single_flight)},
   };
 }
 
@@ -295,6 +297,9 @@ std::string show_settings_json(const settings& s) {
       {"on_circuit_open", sc.on_circuit_open},
       {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
       {"batch_concurrency", sc.batch_concurrency},
+      {"cache",
+       json::object{{"enabled", sc.cache.enabled},
+                    {"fleet_single_flight", sc.cache.fleet_single_flight}}},
       {"sources", std::move(sources)},
     };
   }

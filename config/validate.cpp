@@ -193,10 +193,6 @@ caf::error check_global(const global_config& g) {
   if (auto err = one_of("PGW_CACHE_BACKEND", g.cache_backend,
                         {"none", "memory", "redis"}, "response cache"))
     return err;
-  if (g.cache_backend != "none")
-    return violation("PGW_CACHE_BACKEND", g.cache_backend,
-                     "not available in this build yet",
-                     "none is the only cache backend so far");
   if (auto err = positive("PGW_CACHE_TTL_S", g.cache_ttl_s,
                           "cache entry lifetime"))
     return err;
@@ -578,23 +574,34 @@ const source_config default_source{};
 const global_config default_global{};
 
 const no_effect_row no_effect_table[] = {
-  {level::global, "PGW_CACHE_TTL_S", "cache not built",
+  {level::scope, "CACHE__ENABLED", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
-     return t.global->cache_ttl_s != default_global.cache_ttl_s;
+     return t.scope->cache.enabled && t.global->cache_backend == "none";
+   }},
+  {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
+   "single-flight is per process; across a fleet not built",
+   [](const target& t) { return t.scope->cache.fleet_single_flight; }},
+  {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
+   [](const target& t) {
+     return t.global->cache_ttl_s != default_global.cache_ttl_s
+            && t.global->cache_backend == "none";
    }},
   {level::global, "PGW_CACHE_NAMESPACE",
-   "cache not built; with Redis governance it prefixes the keys",
+   "no Redis cache, limiter or breaker uses it",
    [](const target& t) {
      return t.global->cache_namespace != default_global.cache_namespace
+            && t.global->cache_backend != "redis"
             && t.global->limiter_backend != "redis"
             && t.global->breaker_backend != "redis";
    }},
   {level::global, "REDIS_URL",
-   "neither PGW_LIMITER_BACKEND nor PGW_BREAKER_BACKEND is redis",
+   "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, PGW_CACHE_BACKEND is "
+   "redis",
    [](const target& t) {
      return t.global->redis_url != default_global.redis_url
             && t.global->limiter_backend != "redis"
-            && t.global->breaker_backend != "redis";
+            && t.global->breaker_backend != "redis"
+            && t.global->cache_backend != "redis";
    }},
 };
 

@@ -97,6 +97,15 @@ struct chat_request {
   /// Structured output: `auto` walks the source's ladder; another value
   /// forces that rung on every source (never downgraded).
   schema_strategy strategy = schema_strategy::auto_select;
+  // -- response cache (issue 14) -------------------------------------------
+  /// `on` (or empty), `off` (neither read nor write; never waits on an
+  /// identical call), `read_only`, `write_only`.
+  std::string cache;
+  /// Reads accept only answers stored at most this many seconds ago.
+  caf::optional<double> max_age_s;
+  /// Whose cache entries the call may read and write (serve: the digest of
+  /// the caller's key when auth is on); empty = the process's own.
+  std::string tenant;
 };
 
 template <class Inspector>
@@ -105,7 +114,8 @@ typename Inspector::result_type inspect(Inspector& f, chat_request& x) {
            x.top_p, x.max_tokens, x.stop, x.extra_body, x.stream, x.deadline_s,
            x.reasoning_effort, x.call_id, x.tools, x.tool_choice,
            x.response_format, x.parallel_tool_calls, x.seed, x.user, x.n,
-           x.source, x.schema, x.strategy);
+           x.source, x.schema, x.strategy,
+           x.cache, x.max_age_s, x.tenant);
 }
 
 /// Statistics of one logical call (SPEC §9 names).
@@ -128,6 +138,8 @@ struct call_stats {
   bool repaired = false;
   /// Structured output: rounds re-asked after a schema mismatch.
   int32_t reasks = 0;
+  /// A cache hit: what the stored answer cost when it was made.
+  caf::optional<double> cost_saved_usd;
 };
 
 template <class Inspector>
@@ -136,7 +148,7 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
            x.completion_tokens, x.usage_source, x.cost_usd, x.repaired,
-           x.reasks);
+           x.reasks, x.cost_saved_usd);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

@@ -1,5 +1,6 @@
 #include "messages/registry.hpp"
 
+#include "messages/cache.hpp"
 #include "messages/chat.hpp"
 #include "messages/embed.hpp"
 #include "messages/ocr.hpp"

@@ -76,6 +76,8 @@ struct call_row {
   double losers_cost_usd = 0;      ///< attempts that did not win
   /// The prompt (last user message), only when PGW_TELEMETRY_CONTENT=on.
   std::string prompt;
+  /// A cache hit: the cost of the stored answer when it was made.
+  caf::optional<double> cost_saved_usd;
 };
 
 template <class Inspector>
@@ -84,7 +86,7 @@ typename Inspector::result_type inspect(Inspector& f, call_row& x) {
            x.started_at_ms, x.outcome, x.attempts, x.hedges, x.hedge_won,
            x.cache_hit, x.latency_ms, x.generation_ms, x.source, x.model,
            x.input_tokens, x.output_tokens, x.cost_usd, x.losers_cost_usd,
-           x.prompt);
+           x.prompt, x.cost_saved_usd);
 }
 
 /// Exactly one per failed call.

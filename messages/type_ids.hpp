@@ -32,6 +32,9 @@ struct embed_request;
 struct embed_response;
 struct ocr_request;
 struct ocr_response;
+struct cache_lookup;
+struct cache_verdict;
+struct cache_status;
 
 } // namespace pgw
 
@@ -55,6 +58,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::limiter_status))
   CAF_ADD_TYPE_ID(pgw, (pgw::breaker_entry))
   CAF_ADD_TYPE_ID(pgw, (pgw::breaker_status))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_lookup))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_verdict))
+  CAF_ADD_TYPE_ID(pgw, (pgw::cache_status))
 
   // Atom texts are at most 10 characters of [A-Za-z0-9_ ].
   CAF_ADD_ATOM(pgw, pgw::atom, chat, "chat")
@@ -75,6 +81,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, record, "record")
   CAF_ADD_ATOM(pgw, pgw::atom, abandon, "abandon")
   CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
+  CAF_ADD_ATOM(pgw, pgw::atom, cache_get, "cache_get")
+  CAF_ADD_ATOM(pgw, pgw::atom, cache_put, "cache_put")
 
   // Embeddings (issue 16).
   CAF_ADD_TYPE_ID(pgw, (pgw::embed_request))

@@ -1,8 +1,10 @@
 #include "apps/node/node_builder.hpp"
 
+#include "actors/cache.hpp"
 #include "actors/gateway.hpp"
 #include "actors/telemetry.hpp"
 #include "backends/redis/breaker.hpp"
+#include "backends/redis/cache.hpp"
 #include "backends/redis/client.hpp"
 #include "backends/redis/limiter.hpp"
 #include "transport/httplib_transport.hpp"
@@ -42,6 +44,25 @@ caf::error wire_redis_governance(const global_config& g, gateway_options& opts) 
 
 } // namespace
 
+caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
+                                       const global_config& g) {
+  if (g.cache_backend != "memory" && g.cache_backend != "redis")
+    return cache_actor{};
+  cache_limits limits;
+  limits.ttl_s = g.cache_ttl_s;
+  if (g.cache_backend == "memory")
+    return sys.spawn(cache,
+                     std::shared_ptr<cache_backend>(make_memory_cache(limits)),
+                     "memory", nullptr, nullptr);
+  auto client = make_redis_client(g.redis_url, 4);
+  if (!client)
+    return client.error();
+  auto backend = std::shared_ptr<cache_backend>(
+    make_redis_cache(*client, g.cache_namespace + ":cache", limits));
+  return sys.spawn(cache, std::move(backend), "redis",
+                   std::make_shared<io_pool>(), nullptr);
+}
+
 caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
                                            const settings& cfg,
                                            const std::string& scope_name,
@@ -69,6 +90,13 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   opts.telemetry_content = cfg.global.telemetry_content;
   if (auto err = wire_redis_governance(cfg.global, opts))
     return err;
+  opts.cache = node.cache;
+  if (!opts.cache) {
+    auto cache = spawn_cache(sys, cfg.global);
+    if (!cache)
+      return cache.error();
+    opts.cache = *cache;
+  }
   opts.wall_offset_ms = wall_offset_ms(sys);
   auto db = cfg.global.telemetry_db ? *cfg.global.telemetry_db
                                     : node.default_telemetry_db;

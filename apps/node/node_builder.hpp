@@ -27,7 +27,17 @@ struct node_options {
   /// The telemetry database when PGW_TELEMETRY_DB is unset ("" = none).
   /// Programs that keep a record by default pass ./pgw-telemetry.sqlite.
   std::string default_telemetry_db;
+  /// The response cache to use (serve shares one between its scopes);
+  /// invalid = one of the gateway's own from PGW_CACHE_BACKEND.
+  cache_actor cache;
 };
+
+/// The response cache the settings ask for (PGW_CACHE_BACKEND memory or
+/// redis, entries for PGW_CACHE_TTL_S; Redis keys under
+/// `<PGW_CACHE_NAMESPACE>:cache:`), or an invalid handle for `none`. Fails
+/// only for a malformed REDIS_URL.
+caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
+                                       const global_config& g);
 
 /// Spawns the gateway of `scope_name` from validated settings: the
 /// cpp-httplib transport; memory or Redis limiters and breakers as

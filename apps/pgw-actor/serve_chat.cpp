@@ -4,6 +4,7 @@
 #include "serve_openai.hpp"
 
 #include "actors/client.hpp"
+#include "backends/cache_key.hpp"
 
 #include <httplib.h>
 
@@ -152,6 +153,15 @@ void handle_chat(context& ctx, const httplib::Request& req,
                         + "' is not a scope of this gateway (GET /v1/models "
                           "lists them; SCOPE/source pins a source)",
                       "invalid_request_error", "model_not_found");
+  if (auto problem = apply_cache_controls(req.get_header_value("Cache-Control"),
+                                          req.get_header_value("x-pgw-cache"),
+                                          in.req))
+    return send_error(res, 400, *problem, "invalid_request_error",
+                      "invalid_request");
+  // With auth on, each key has its own cache entries (the key's digest; the
+  // key itself is never stored).
+  if (!ctx.keys.empty())
+    in.req.tenant = sha256_hex(req.get_header_value("Authorization"));
   res.set_header("x-pgw-scope", scope->config->name);
   in.req.source = source;
   in.req.call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
@@ -193,6 +203,7 @@ void handle_chat(context& ctx, const httplib::Request& req,
   }
   ctx.stats.record_call(scope_name, result->source, "ok", total_s, &*result);
   res.set_header("x-pgw-source", result->source);
+  res.set_header("x-pgw-cache", result->stats.cache_hit ? "hit" : "miss");
   if (in.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_content(completion_sse(*result, in.model, created,

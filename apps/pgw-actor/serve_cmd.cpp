@@ -312,6 +312,14 @@ int serve_main(const std::vector<std::string>& args) {
   } release{ctx};
   node_options opts;
   opts.default_telemetry_db = default_telemetry_db;
+  // One response cache for the process; its keys carry the scope.
+  auto process_cache = spawn_cache(sys, cfg->global);
+  if (!process_cache) {
+    std::fprintf(stderr, "pgw-actor: %s\n",
+                 describe(process_cache.error()).c_str());
+    return exit_usage;
+  }
+  opts.cache = *process_cache;
   for (auto& [name, scope] : cfg->scopes) {
     auto gw = spawn_gateway(sys, *cfg, name, opts);
     if (!gw) {

@@ -1,8 +1,11 @@
 #include "config/json_text.hpp"
 #include "serve_openai.hpp"
 
+#include "backends/cache_value.hpp"
+
 #include <boost/json.hpp>
 
+#include <cctype>
 #include <cmath>
 
 namespace pgw::serve {
@@ -256,6 +259,15 @@ std::optional<std::string> parse_request(const std::string& body,
       if (!val.is_string())
         return bad(key, "must be a string");
       req.user = std::string(val.get_string());
+    } else if (key == "cache") {
+      if (!val.is_string() || !parse_cache_mode(std::string(val.get_string())))
+        return bad(key, "must be one of on, off, read_only, write_only");
+      req.cache = std::string(val.get_string());
+    } else if (key == "max_age_s") {
+      double d = 0;
+      if (!number_of(val, d) || !(d >= 0))
+        return bad(key, "must be a number of seconds >= 0");
+      req.max_age_s = d;
     } else if (key == "reasoning_effort") {
       if (!val.is_string())
         return bad(key, "must be a string");
@@ -269,6 +281,32 @@ std::optional<std::string> parse_request(const std::string& body,
   if (!extra.empty())
     req.extra_body = json_text(extra);
   req.stream = caf::none; // the scope's STREAM decides how upstreams answer
+  return {};
+}
+
+std::optional<std::string> apply_cache_controls(const std::string& cache_control,
+                                                const std::string& x_pgw_cache,
+                                                chat_request& req) {
+  if (!x_pgw_cache.empty()) {
+    if (!parse_cache_mode(x_pgw_cache))
+      return std::string{"header x-pgw-cache: must be one of on, off, "
+                         "read_only, write_only"};
+    req.cache = x_pgw_cache;
+  }
+  auto mode = parse_cache_mode(req.cache);
+  bool reads = mode && cache_reads(*mode);
+  bool writes = mode && cache_writes(*mode);
+  auto lower = cache_control;
+  for (auto& ch : lower)
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+  if (lower.find("no-cache") != std::string::npos)
+    reads = false;
+  if (lower.find("no-store") != std::string::npos)
+    writes = false;
+  req.cache = reads && writes ? "on"
+              : reads         ? "read_only"
+              : writes        ? "write_only"
+                              : "off";
   return {};
 }
 

@@ -29,6 +29,15 @@ struct openai_request {
 std::optional<std::string> parse_request(const std::string& body,
                                          openai_request& out);
 
+/// The response cache's controls of one request (issue 14): the body's
+/// `cache` (on, off, read_only, write_only; already in `req.cache`), the
+/// `x-pgw-cache` header (same values; wins over the body), then
+/// Cache-Control `no-cache` (do not read) and `no-store` (do not write).
+/// Sets `req.cache`; returns a message on a bad value.
+std::optional<std::string> apply_cache_controls(const std::string& cache_control,
+                                                const std::string& x_pgw_cache,
+                                                chat_request& req);
+
 /// The `chat.completion` object of an answer.
 std::string completion_json(const chat_response& resp, const std::string& model,
                             long long created);

@@ -85,6 +85,11 @@ ALTER TABLE attempt ADD COLUMN pgw_content TEXT;
 ALTER TABLE call ADD COLUMN pgw_prompt TEXT;
 )sql";
 
+// Version 3: what a response-cache hit saved (issue 14); NULL for misses.
+constexpr const char* v3_sql = R"sql(
+ALTER TABLE call ADD COLUMN pgw_cost_saved_usd REAL;
+)sql";
+
 double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(system_clock::now().time_since_epoch())
@@ -99,6 +104,7 @@ const std::vector<migration>& migrations() {
      v1_sql},
     {2, "opt-in content columns attempt.pgw_content and call.pgw_prompt",
      v2_sql},
+    {3, "call.pgw_cost_saved_usd of response-cache hits", v3_sql},
   };
   return steps;
 }

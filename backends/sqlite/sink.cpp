@@ -51,9 +51,10 @@ INSERT INTO call (
   pgw_call_id, pgw_scope, pgw_started_at_ms, pgw_outcome, pgw_attempts,
   pgw_hedges, pgw_hedge_won, pgw_cache_hit, pgw_latency_ms, pgw_generation_ms,
   pgw_source, gen_ai_response_model, gen_ai_usage_input_tokens,
-  gen_ai_usage_output_tokens, pgw_cost_usd, pgw_losers_cost_usd, pgw_prompt)
+  gen_ai_usage_output_tokens, pgw_cost_usd, pgw_losers_cost_usd, pgw_prompt,
+  pgw_cost_saved_usd)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-        ?17)
+        ?17, ?18)
 )sql";
 
 constexpr const char* insert_terminal_failure_sql = R"sql(
@@ -129,6 +130,7 @@ void bind_row(sqlite::statement& s, const call_row& r) {
   s.bind(15, r.cost_usd);
   s.bind(16, r.losers_cost_usd);
   s.bind_text_or_null(17, r.prompt);
+  s.bind(18, r.cost_saved_usd);
 }
 
 void bind_row(sqlite::statement& s, const terminal_failure_row& r) {

@@ -16,6 +16,7 @@
 ///   static constexpr const char* name;
 ///   limiter_backend_ptr make_limiter(limiter_limits);
 ///   breaker_backend_ptr make_breaker(breaker_settings);
+///   cache_backend_ptr make_cache(cache_limits);
 ///   double now();               // the clock the cases pass as `now_s`
 ///   void advance(double s);     // lets `s` seconds pass
 /// Time comes from `virtual_clock` (a number the case advances: the memory
@@ -40,8 +41,10 @@
 /// suite as a real-time backend sees it (about 17 s of sleeps).
 
 #include "backends/breaker.hpp"
+#include "backends/cache.hpp"
 #include "backends/limiter.hpp"
 #include "backends/redis/breaker.hpp"
+#include "backends/redis/cache.hpp"
 #include "backends/redis/limiter.hpp"
 #include "fixtures/redis_process.hpp"
 #include "messages/errors.hpp"
@@ -106,6 +109,10 @@ struct memory_backend : virtual_clock {
   breaker_backend_ptr make_breaker(breaker_settings settings) {
     return make_memory_breaker(std::move(settings));
   }
+
+  cache_backend_ptr make_cache(cache_limits limits) {
+    return make_memory_cache(limits);
+  }
 };
 
 /// The in-process backends on the real clock: the cases as a real-time
@@ -119,6 +126,10 @@ struct memory_real_time_backend : real_clock {
 
   breaker_backend_ptr make_breaker(breaker_settings settings) {
     return make_memory_breaker(std::move(settings));
+  }
+
+  cache_backend_ptr make_cache(cache_limits limits) {
+    return make_memory_cache(limits);
   }
 };
 
@@ -135,6 +146,10 @@ struct redis_backend : real_clock {
 
   breaker_backend_ptr make_breaker(breaker_settings settings) {
     return make_redis_breaker(client(), fresh_prefix(), std::move(settings));
+  }
+
+  cache_backend_ptr make_cache(cache_limits limits) {
+    return make_redis_cache(client(), fresh_prefix(), limits);
   }
 
   static redis_client_ptr client() {

@@ -337,3 +337,80 @@ TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
 }
 
 } // TEST_SUITE
+
+// -- response cache (issue 14) ------------------------------------------------
+
+TEST_CASE("serve: 50 identical concurrent calls make one upstream request; "
+          "cache controls and a streamed hit") {
+  serve_fixture fx({"PGW_CACHE_BACKEND=memory", "SHORT__CACHE__ENABLED=true"});
+  auto upstream_count = [&fx](const std::string& model) {
+    httplib::Client s{"127.0.0.1", fx.sim->port()};
+    auto log = s.Get("/_sim/log");
+    REQUIRE(log);
+    size_t n = 0;
+    auto parsed = json::parse(log->body);
+    for (auto& e : parsed.at("requests").as_array())
+      if (json::serialize(e).find("\"" + model + "\"") != std::string::npos)
+        ++n;
+    return n;
+  };
+  std::vector<std::future<std::pair<int, std::string>>> calls;
+  for (int i = 0; i < 50; ++i)
+    calls.push_back(fx.chat_async("SHORT"));
+  std::string first_content;
+  for (auto& c : calls) {
+    auto [status, body] = c.get();
+    INFO(body);
+    REQUIRE(status == 200);
+    auto obj = json::parse(body).as_object();
+    auto content = json::serialize(
+      obj.at("choices").at(0).at("message").at("content"));
+    if (first_content.empty())
+      first_content = content;
+    CHECK(content == first_content);
+    CHECK(obj.at("usage").at("completion_tokens").as_int64() > 0);
+  }
+  CHECK(upstream_count("slow_short") == 1);
+
+  auto post = [&fx](const std::string& body, httplib::Headers extra) {
+    auto headers = fx.auth();
+    headers.insert(extra.begin(), extra.end());
+    auto c = fx.http();
+    auto res = c.Post("/v1/chat/completions", headers, body, "application/json");
+    REQUIRE(res);
+    return res;
+  };
+  const std::string plain
+    = R"({"model":"SHORT","messages":[{"role":"user","content":"hi"}]})";
+  // A streamed hit: several SSE chunks, the usage chunk, [DONE].
+  auto streamed = post(
+    R"({"model":"SHORT","stream":true,"stream_options":{"include_usage":true},)"
+    R"("messages":[{"role":"user","content":"hi"}]})",
+    {});
+  CHECK(streamed->status == 200);
+  CHECK(streamed->get_header_value("x-pgw-cache") == "hit");
+  size_t chunks = 0;
+  for (size_t p = 0; (p = streamed->body.find("data: {", p)) != std::string::npos;
+       ++p)
+    ++chunks;
+  CHECK(chunks >= 3);
+  CHECK(streamed->body.find("\"usage\"") != std::string::npos);
+  CHECK(streamed->body.find("data: [DONE]") != std::string::npos);
+  CHECK(upstream_count("slow_short") == 1);
+  // Cache-Control: no-cache does not read (and stores the fresh answer).
+  auto fresh = post(plain, {{"Cache-Control", "no-cache"}});
+  CHECK(fresh->status == 200);
+  CHECK(fresh->get_header_value("x-pgw-cache") == "miss");
+  CHECK(upstream_count("slow_short") == 2);
+  // x-pgw-cache: off and the body's `cache` field.
+  CHECK(post(plain, {{"x-pgw-cache", "off"}})->get_header_value("x-pgw-cache")
+        == "miss");
+  CHECK(upstream_count("slow_short") == 3);
+  CHECK(post(plain, {})->get_header_value("x-pgw-cache") == "hit");
+  auto bad = post(
+    R"({"model":"SHORT","cache":"sometimes","messages":[{"role":"user","content":"hi"}]})",
+    {});
+  CHECK(bad->status == 400);
+  CHECK(bad->body.find("cache") != std::string::npos);
+  CHECK(upstream_count("slow_short") == 3);
+}

@@ -80,6 +80,8 @@ TEST_CASE("show_settings: every effective key, defaults included") {
          "LLM__ON_QUOTA_FULL=wait",
          "LLM__ON_CIRCUIT_OPEN=fail",
          "LLM__STRUCTURED__MAX_REASKS=2",
+         "LLM__CACHE__ENABLED=false",
+         "LLM__CACHE__FLEET_SINGLE_FLIGHT=false",
          "LLM__OPENAI__A__BASE_URL=https://api.example.com/v1",
          "LLM__OPENAI__A__MODEL=gpt-test",
          "LLM__OPENAI__A__API_KEY=***",

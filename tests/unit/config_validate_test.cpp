@@ -346,18 +346,14 @@ TEST_CASE("REDIS_URL warns as ineffective only while no backend is redis") {
           .empty());
 }
 
-TEST_CASE("PGW_CACHE_BACKEND: none only, in this build") {
+TEST_CASE("PGW_CACHE_BACKEND: none, memory or redis") {
   CHECK(load_error(base({{"PGW_CACHE_BACKEND", "lru"}}))
         == "PGW_CACHE_BACKEND=lru: must be one of none, memory, redis "
            "(response cache)");
-  for (auto backend : {"memory", "redis"}) {
+  for (auto backend : {"none", "memory", "redis"}) {
     CAPTURE(backend);
-    CHECK(load_error(base({{"PGW_CACHE_BACKEND", backend}}))
-          == std::string{"PGW_CACHE_BACKEND="} + backend
-               + ": not available in this build yet (none is the only "
-                 "cache backend so far)");
+    CHECK(loads(base({{"PGW_CACHE_BACKEND", backend}})));
   }
-  CHECK(loads(base({{"PGW_CACHE_BACKEND", "none"}})));
 }
 
 TEST_CASE("PGW_CACHE_TTL_S > 0") {
@@ -494,6 +490,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     {"LLM__ON_QUOTA_FULL", "fail"},
     {"LLM__ON_CIRCUIT_OPEN", "wait"},
     {"LLM__STRUCTURED__MAX_REASKS", "1"},
+    {"LLM__CACHE__ENABLED", "true"},
+    {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"},
     {"PGW_PRICING_PATH", "/etc/prices.json"},
     {"PGW_TELEMETRY_DB", "off"},
     {"PGW_CACHE_TTL_S", "60"},
@@ -505,14 +503,18 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK(has(w, key + " is accepted but has no effect yet (" + feature
                    + ")"));
   };
-  // Structured output is built: its key is in effect.
-  for (auto& x : w)
+  // Structured output, embeddings and OCR are built: no warning for them.
+  for (auto& x : w) {
     CHECK_FALSE(contains(x, "STRUCTURED__MAX_REASKS"));
-  expect("PGW_CACHE_TTL_S", "cache not built");
-  expect("PGW_CACHE_NAMESPACE",
-         "cache not built; with Redis governance it prefixes the keys");
-  expect("REDIS_URL",
-         "neither PGW_LIMITER_BACKEND nor PGW_BREAKER_BACKEND is redis");
+    CHECK_FALSE(contains(x, "KIND"));
+  }
+  expect("PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none");
+  expect("LLM__CACHE__ENABLED", "PGW_CACHE_BACKEND is none");
+  expect("LLM__CACHE__FLEET_SINGLE_FLIGHT",
+         "single-flight is per process; across a fleet not built");
+  expect("PGW_CACHE_NAMESPACE", "no Redis cache, limiter or breaker uses it");
+  expect("REDIS_URL", "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, "
+                      "PGW_CACHE_BACKEND is redis");
   // Limiter and breaker keys are in effect now: no warning for them.
   for (auto& x : w) {
     CHECK_FALSE(contains(x, "RPM"));
@@ -521,8 +523,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key: 3 keys plus MAX_EXTRA's own warning.
-  CHECK(w.size() == 4);
+  // Exactly one warning per key: 5 keys plus MAX_EXTRA's own warning.
+  CHECK(w.size() == 6);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
 }

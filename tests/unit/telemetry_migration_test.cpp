@@ -97,9 +97,10 @@ TEST_CASE("migration: a version 1 database gains the version 2 columns and "
   }
   auto db = sqlite::connection::open(path, sqlite::open_mode::read_only);
   REQUIRE(db);
-  CHECK(versions(*db) == std::vector<int64_t>{1, 2});
+  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3});
   CHECK(*db->has_column("attempt", "pgw_content"));
   CHECK(*db->has_column("call", "pgw_prompt"));
+  CHECK(*db->has_column("call", "pgw_cost_saved_usd"));
   auto rows = db->prepare("SELECT pgw_call_id, pgw_content, "
                           "gen_ai_usage_output_tokens FROM attempt "
                           "ORDER BY pgw_call_id");
@@ -131,7 +132,7 @@ TEST_CASE("migration: opening an up-to-date database applies nothing") {
   }
   auto db = sqlite::connection::open(path, sqlite::open_mode::read_only);
   REQUIRE(db);
-  CHECK(versions(*db) == std::vector<int64_t>{1, 2});
+  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3});
   auto n = db->query_text("SELECT count(*) FROM attempt");
   REQUIRE(n);
   CHECK(*n == "3");

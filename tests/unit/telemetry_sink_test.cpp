@@ -107,6 +107,7 @@ call_row full_call() {
   r.cost_usd = 0.0045;
   r.losers_cost_usd = 0.0025;
   r.prompt = "hello?";
+  r.cost_saved_usd = 0.0125;
   return r;
 }
 
@@ -230,10 +231,11 @@ TEST_CASE("sink: every call field lands in its column and unset ones are "
   CHECK(s.column_double(col(s, "pgw_cost_usd")) == 0.0045);
   CHECK(s.column_double(col(s, "pgw_losers_cost_usd")) == 0.0025);
   CHECK(s.column_text(col(s, "pgw_prompt")) == "hello?");
-  CHECK(s.column_count() == 17);
+  CHECK(s.column_double(col(s, "pgw_cost_saved_usd")) == 0.0125);
+  CHECK(s.column_count() == 18);
   auto b = one_row(db, "SELECT * FROM call WHERE pgw_call_id = 'call-2'");
   for (auto name : {"pgw_source", "gen_ai_response_model", "pgw_cost_usd",
-                    "pgw_prompt"}) {
+                    "pgw_prompt", "pgw_cost_saved_usd"}) {
     CAPTURE(name);
     CHECK(b.is_null(col(b, name)));
   }
@@ -293,13 +295,13 @@ TEST_CASE("sink: a new database has the current schema, its version rows, "
   auto version = sqlite::schema_version_of(db);
   REQUIRE(version);
   CHECK(*version == sqlite::current_schema_version());
-  CHECK(sqlite::current_schema_version() == 2);
+  CHECK(sqlite::current_schema_version() == 3);
   auto versions = db.prepare("SELECT version FROM schema_version ORDER BY 1");
   REQUIRE(versions);
   std::vector<int64_t> seen;
   while (*versions->step())
     seen.push_back(versions->column_int64(0));
-  CHECK(seen == std::vector<int64_t>{1, 2});
+  CHECK(seen == std::vector<int64_t>{1, 2, 3});
   auto idx = db.prepare("SELECT name, tbl_name FROM sqlite_master "
                         "WHERE type = 'index' AND sql IS NOT NULL ORDER BY 1");
   REQUIRE(idx);
@@ -467,5 +469,5 @@ TEST_CASE("sink: two sinks on one file (two processes) both write") {
   auto db = open_db(path);
   CHECK(count(db, "attempt") == 200);
   CHECK(count(db, "call") == 200);
-  CHECK(count(db, "schema_version") == 2);
+  CHECK(count(db, "schema_version") == 3);
 }

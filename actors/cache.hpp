@@ -1,0 +1,74 @@
+#pragma once
+
+/// The response cache actor (issue 14): one per process, owns the cache
+/// backend and the single-flight table.
+///
+/// Single-flight: the first cacheable call of a key that misses leads (it
+/// calls upstream under a lease); identical calls arriving meanwhile wait
+/// for it, each bounded by its own `wait_s`. The leader's `cache_put`
+/// serves every waiter with the answer (as a hit: attempts 0); its
+/// `abandon`, or its end without either (the cache monitors leaders),
+/// makes the oldest waiter the next leader. A waiter whose wait ends gets
+/// `call_deadline_exceeded`; the leader goes on. Calls with `cache: off`
+/// or `write_only` never wait and never lead.
+///
+/// Backend errors and corrupt values are counted and logged (at most every
+/// 10 s); the call then proceeds uncached, as a leader (identical calls
+/// still coalesce on it).
+
+#include "actors/interfaces.hpp"
+#include "backends/cache.hpp"
+
+#include <caf/stateful_actor.hpp>
+
+#include <chrono>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+
+namespace pgw {
+
+class io_pool;
+struct global_config;
+
+struct cache_state {
+  static inline const char* name = "cache";
+
+  struct waiter {
+    std::string key;
+    std::string call_id;
+    caf::actor_addr who;
+    caf::typed_response_promise<cache_verdict> promise;
+  };
+
+  /// A key with a call in flight.
+  struct flight {
+    uint64_t lease = 0;
+    caf::actor_addr leader;
+    std::deque<uint64_t> waiters;
+  };
+
+  std::shared_ptr<cache_backend> backend;
+  std::string backend_name;
+  std::shared_ptr<io_pool> offload;
+  /// Seconds since the epoch (stored_at of entries, max_age_s checks).
+  std::function<double()> wall_clock;
+  std::unordered_map<std::string, flight> flights;
+  std::unordered_map<uint64_t, waiter> waiters;
+  uint64_t next_id = 0;
+  cache_status counters;
+  caf::optional<caf::actor_clock::time_point> last_warning;
+};
+
+/// The cache actor over `backend` (named `backend_name` in its status).
+/// A blocking backend's calls run on `offload` (required then). `wall_clock`
+/// defaults to the system clock (tests pass their own).
+cache_actor::behavior_type
+cache(cache_actor::stateful_pointer<cache_state> self,
+      std::shared_ptr<cache_backend> backend, std::string backend_name,
+      std::shared_ptr<io_pool> offload,
+      std::function<double()> wall_clock = nullptr);
+
+} // namespace pgw

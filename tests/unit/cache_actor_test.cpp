@@ -1,0 +1,332 @@
+/// The cache actor (actors/cache.hpp): hits, single-flight and error
+/// handling, on the test coordinator with callers that stand in for call
+/// supervisors.
+
+#include "actors/cache.hpp"
+
+#include "backends/cache_value.hpp"
+#include "fixtures/actor_fixture.hpp"
+
+#include <caf/all.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+using namespace pgw::test;
+
+namespace {
+
+/// What a caller received from the cache.
+struct caller_log {
+  int answers = 0;
+  caf::optional<cache_verdict> verdict;
+  caf::error error;
+
+  bool is(cache_verdict_kind k) const {
+    return answers == 1 && verdict && verdict->kind == k;
+  }
+
+  uint64_t lease() const {
+    REQUIRE(is(cache_verdict_kind::lead));
+    return verdict->lease;
+  }
+};
+
+chat_response answer(const std::string& text = "the answer") {
+  chat_response r;
+  r.content = text;
+  r.finish_reason = "stop";
+  r.source = "a";
+  r.model = "model-a";
+  r.usage = {10, 5, 15};
+  r.stats.attempts = 2;
+  r.stats.generation_ms = 120;
+  r.stats.usage_source = "reported";
+  r.stats.cost_usd = 0.25;
+  return r;
+}
+
+/// A backend whose every call fails, or answers `value`.
+class scripted_backend : public cache_backend {
+public:
+  caf::optional<std::string> value;
+  bool fail = false;
+
+  caf::expected<caf::optional<std::string>> get(const std::string&,
+                                                double) override {
+    if (fail)
+      return make_error(error_code::governance_unavailable, "redis down");
+    return value;
+  }
+  caf::expected<bool> put(const std::string&, const std::string&,
+                          double) override {
+    if (fail)
+      return make_error(error_code::governance_unavailable, "redis down");
+    return true;
+  }
+  cache_backend_stats stats() const override {
+    return {};
+  }
+  bool blocking() const override {
+    return false;
+  }
+};
+
+struct cache_fixture : actor_fixture {
+  double wall = 1.7e9;
+  cache_actor cache_ref;
+
+  std::vector<caf::actor> callers;
+
+  ~cache_fixture() {
+    for (auto& c : callers)
+      caf::anon_send(c, atom::cancel_v);
+    caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+    sched.run();
+  }
+
+  explicit cache_fixture(std::shared_ptr<cache_backend> backend = nullptr) {
+    if (!backend)
+      backend = make_memory_cache({});
+    cache_ref = sys.spawn(pgw::cache, std::move(backend), "memory", nullptr,
+                          [this] { return wall; });
+    sched.run();
+  }
+
+  /// A caller that asks the cache and then lives until told to cancel
+  /// (a supervisor whose call goes on upstream).
+  std::pair<caf::actor, std::shared_ptr<caller_log>>
+  ask(const std::string& key, const std::string& mode = "on",
+      caf::optional<double> wait_s = caf::none,
+      const std::string& call_id = "c",
+      caf::optional<double> max_age_s = caf::none) {
+    auto log = std::make_shared<caller_log>();
+    cache_lookup req{key, mode, max_age_s, wait_s, call_id};
+    auto c = cache_ref;
+    auto a = sys.spawn([c, req, log](caf::event_based_actor* self) {
+      self->request(c, caf::infinite, atom::cache_get_v, req)
+        .then(
+          [log](cache_verdict& v) {
+            ++log->answers;
+            log->verdict = std::move(v);
+          },
+          [log](caf::error& err) {
+            ++log->answers;
+            log->error = std::move(err);
+          });
+      return caf::behavior{[self](atom::cancel) { self->quit(); }};
+    });
+    sched.run();
+    callers.push_back(a);
+    return {a, log};
+  }
+
+  void put(const std::string& key, uint64_t lease, chat_response resp,
+           const std::string& mode = "on") {
+    caf::anon_send(cache_ref, atom::cache_put_v, key, lease, mode,
+                   std::move(resp));
+    sched.run();
+  }
+
+  void abandon(const std::string& key, uint64_t lease) {
+    caf::anon_send(cache_ref, atom::abandon_v, key, lease);
+    sched.run();
+  }
+
+  cache_status status() {
+    auto out = std::make_shared<cache_status>();
+    auto c = cache_ref;
+    sys.spawn([c, out](caf::event_based_actor* self) {
+      self->request(c, caf::infinite, atom::status_v)
+        .then([out](cache_status& st) { *out = std::move(st); });
+    });
+    sched.run();
+    return *out;
+  }
+};
+
+void check_hit(const caller_log& log, const std::string& call_id,
+               const std::string& content = "the answer") {
+  REQUIRE(log.is(cache_verdict_kind::hit));
+  const auto& r = log.verdict->response;
+  CHECK(r.content == content);
+  CHECK(r.call_id == call_id);
+  CHECK(r.stats.cache_hit);
+  CHECK(r.stats.attempts == 0);
+  CHECK(r.stats.generation_ms == 0);
+  CHECK(r.usage.prompt_tokens == 10);
+  CHECK(r.usage.completion_tokens == 5);
+  CHECK(r.source == "a");
+  CHECK(r.model == "model-a");
+  CHECK(r.finish_reason == "stop");
+  CHECK(r.stats.cost_usd == 0.0);
+  CHECK(r.stats.cost_saved_usd == 0.25);
+}
+
+} // namespace
+
+TEST_CASE("cache actor: a miss leads, waiters get the leader's answer") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k", "on", caf::none, "A");
+  auto lease = la->lease();
+  auto [b, lb] = fx.ask("k", "on", 30.0, "B");
+  auto [c, lc] = fx.ask("k", "read_only", 30.0, "C");
+  CHECK(lb->answers == 0);
+  CHECK(lc->answers == 0);
+  CHECK(fx.status().coalesced == 2);
+  CHECK(fx.status().in_flight == 1);
+  fx.put("k", lease, answer());
+  check_hit(*lb, "B");
+  check_hit(*lc, "C");
+  auto st = fx.status();
+  CHECK(st.stores == 1);
+  CHECK(st.coalesced_hits == 2);
+  CHECK(st.in_flight == 0);
+  CHECK(st.entries == 1);
+  // Later calls hit the stored answer; other keys miss.
+  auto [d, ld] = fx.ask("k", "on", caf::none, "D");
+  check_hit(*ld, "D");
+  auto [e, le] = fx.ask("other");
+  CHECK(le->is(cache_verdict_kind::lead));
+  CHECK(fx.status().hits == 1);
+  CHECK(fx.status().misses == 2);
+  // The waiters' timers fire later and change nothing.
+  fx.settle();
+  CHECK(fx.status().waiter_timeouts == 0);
+}
+
+TEST_CASE("cache actor: when the leader fails, one waiter leads next") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k");
+  auto first = la->lease();
+  auto [b, lb] = fx.ask("k", "on", caf::none, "B");
+  auto [c, lc] = fx.ask("k", "on", caf::none, "C");
+  fx.abandon("k", first);
+  REQUIRE(lb->is(cache_verdict_kind::lead));
+  CHECK(lc->answers == 0);
+  auto second = lb->lease();
+  CHECK(second != first);
+  // A stale lease changes nothing.
+  fx.abandon("k", first);
+  CHECK(lc->answers == 0);
+  fx.put("k", first, answer("stale")); // stored, but serves nobody
+  CHECK(lc->answers == 0);
+  fx.put("k", second, answer());
+  check_hit(*lc, "C");
+  CHECK(fx.status().promoted == 1);
+}
+
+TEST_CASE("cache actor: a waiter's deadline ends its wait, the leader goes on") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k");
+  auto lease = la->lease();
+  auto [b, lb] = fx.ask("k", "on", 1.0, "B");
+  auto [c, lc] = fx.ask("k", "on", 5.0, "C");
+  fx.advance(std::chrono::milliseconds(999));
+  CHECK(lb->answers == 0);
+  fx.advance(std::chrono::milliseconds(2));
+  REQUIRE(lb->answers == 1);
+  CHECK(code_of(lb->error) == error_code::call_deadline_exceeded);
+  CHECK(lc->answers == 0);
+  CHECK(fx.status().waiter_timeouts == 1);
+  fx.put("k", lease, answer());
+  check_hit(*lc, "C");
+  CHECK(fx.status().stores == 1);
+}
+
+TEST_CASE("cache actor: a leader that ends without an answer hands over") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k");
+  REQUIRE(la->is(cache_verdict_kind::lead));
+  auto [b, lb] = fx.ask("k", "on", caf::none, "B");
+  auto [c, lc] = fx.ask("k", "on", caf::none, "C");
+  // The leader's caller cancelled: its supervisor ends.
+  caf::anon_send(a, atom::cancel_v);
+  fx.sched.run();
+  REQUIRE(lb->is(cache_verdict_kind::lead));
+  CHECK(lc->answers == 0);
+  // The new leader ends too: the last waiter leads.
+  caf::anon_send(b, atom::cancel_v);
+  fx.sched.run();
+  REQUIRE(lc->is(cache_verdict_kind::lead));
+  fx.put("k", lc->lease(), answer());
+  CHECK(fx.status().stores == 1);
+  CHECK(fx.status().promoted == 2);
+  CHECK(fx.status().in_flight == 0);
+}
+
+TEST_CASE("cache actor: cache off and write_only never wait nor lead") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k");
+  auto lease = la->lease();
+  auto [b, lb] = fx.ask("k", "off");
+  CHECK(lb->is(cache_verdict_kind::pass));
+  auto [c, lc] = fx.ask("k", "write_only");
+  CHECK(lc->is(cache_verdict_kind::pass));
+  // A write_only answer is stored (lease 0: it serves no waiter).
+  fx.put("k", 0, answer("fresh"), "write_only");
+  CHECK(fx.status().stores == 1);
+  fx.abandon("k", lease);
+  CHECK(fx.status().in_flight == 0);
+  // An `off` answer is never stored.
+  fx.put("k2", 0, answer(), "off");
+  auto [d, ld] = fx.ask("k2", "read_only");
+  CHECK(ld->is(cache_verdict_kind::pass));
+  auto [e, le] = fx.ask("k", "read_only");
+  check_hit(*le, "c", "fresh");
+  auto [f, lf] = fx.ask("k", "bogus");
+  REQUIRE(lf->answers == 1);
+  CHECK(code_of(lf->error) == error_code::invalid_request);
+}
+
+TEST_CASE("cache actor: incomplete answers are never stored nor shared") {
+  cache_fixture fx;
+  auto [a, la] = fx.ask("k");
+  auto [b, lb] = fx.ask("k", "on", caf::none, "B");
+  auto truncated = answer();
+  truncated.finish_reason = "length";
+  fx.put("k", la->lease(), truncated);
+  // The waiter leads instead of getting a truncated answer.
+  REQUIRE(lb->is(cache_verdict_kind::lead));
+  auto bad_tool = answer();
+  bad_tool.finish_reason = "tool_calls";
+  bad_tool.tool_calls.push_back({"call_1", "function", "f", "{\"a\":"});
+  fx.put("k", lb->lease(), bad_tool);
+  auto no_reason = answer();
+  no_reason.finish_reason.clear();
+  fx.put("k", 0, no_reason);
+  auto st = fx.status();
+  CHECK(st.stores == 0);
+  CHECK(st.not_stored == 3);
+  CHECK(st.entries == 0);
+}
+
+TEST_CASE("cache actor: max_age_s limits what a read accepts") {
+  cache_fixture fx;
+  fx.put("k", 0, answer());
+  fx.wall += 20;
+  auto [a, la] = fx.ask("k", "on", caf::none, "A", 30.0);
+  check_hit(*la, "A");
+  auto [b, lb] = fx.ask("k", "on", caf::none, "B", 10.0);
+  CHECK(lb->is(cache_verdict_kind::lead));
+}
+
+TEST_CASE("cache actor: backend errors and corrupt values are counted, the "
+          "call goes on") {
+  auto backend = std::make_shared<scripted_backend>();
+  backend->fail = true;
+  cache_fixture fx(backend);
+  auto [a, la] = fx.ask("k");
+  // Proceeds as a leader: identical calls still coalesce on it.
+  REQUIRE(la->is(cache_verdict_kind::lead));
+  auto [b, lb] = fx.ask("k", "on", caf::none, "B");
+  fx.put("k", la->lease(), answer());
+  check_hit(*lb, "B");
+  CHECK(fx.status().errors == 2); // the read and the write
+  backend->fail = false;
+  backend->value = std::string{"{\"v\":1,\"content\":"};
+  auto [c, lc] = fx.ask("k");
+  CHECK(lc->is(cache_verdict_kind::lead));
+  CHECK(fx.status().errors == 3);
+  CHECK(fx.status().hits == 0);
+}

@@ -1,0 +1,202 @@
+/// The response cache through a gateway (issue 14): call supervisors ask
+/// the cache actor before admission and offer successes, on the test
+/// coordinator with the fake transport.
+
+#include "actors/cache.hpp"
+
+#include "fixtures/actor_fixture.hpp"
+
+#include <caf/all.hpp>
+
+#include <doctest/doctest.h>
+
+using namespace pgw;
+using namespace pgw::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+struct cached_gateway : actor_fixture {
+  cache_actor cache_ref;
+  gateway_actor gw;
+
+  cached_gateway() {
+    cache_ref = sys.spawn(pgw::cache, std::shared_ptr<cache_backend>(
+                                        make_memory_cache({})),
+                          "memory", nullptr, nullptr);
+    gateway_options opts;
+    opts.cache = cache_ref;
+    auto sc = test_scope({"a"});
+    sc.cache.enabled = true;
+    gw = spawn_gateway(sc, 42, opts);
+  }
+
+  ~cached_gateway() {
+    caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+    settle();
+  }
+
+  void cancel(const std::string& call_id) {
+    caf::anon_send(gw, atom::cancel_v, call_id);
+    sched.run();
+  }
+
+  cache_status cache_counters() {
+    auto out = std::make_shared<cache_status>();
+    auto c = cache_ref;
+    sys.spawn([c, out](caf::event_based_actor* self) {
+      self->request(c, caf::infinite, atom::status_v)
+        .then([out](cache_status& st) { *out = std::move(st); });
+    });
+    sched.run();
+    return *out;
+  }
+};
+
+chat_request with_id(chat_request req, const std::string& id) {
+  req.call_id = id;
+  return req;
+}
+
+void check_answer(const call_outcome& out, bool hit) {
+  REQUIRE(out.answers == 1);
+  REQUIRE_MESSAGE(out.response, describe(out.error));
+  CHECK(out.response->content == "hello");
+  CHECK(out.response->stats.cache_hit == hit);
+  CHECK(out.response->stats.attempts == (hit ? 0 : 1));
+  CHECK(out.response->usage.prompt_tokens == 10);
+  CHECK(out.response->source == "a");
+  if (hit)
+    CHECK(out.response->stats.generation_ms == 0);
+}
+
+} // namespace
+
+TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: identical concurrent calls make one upstream call") {
+  fake->script("a", {fake_step::ok().after(1s)});
+  auto c1 = start_call(gw, with_id(hello(), "c1"));
+  auto c2 = start_call(gw, with_id(hello(), "c2"));
+  auto c3 = start_call(gw, with_id(hello(), "c3"));
+  settle();
+  CHECK(fake->count("a") == 1);
+  check_answer(*c1, false);
+  check_answer(*c2, true);
+  check_answer(*c3, true);
+  CHECK(c2->response->call_id == "c2");
+  // Later: a hit from the store; another request misses; `off` bypasses.
+  check_answer(*call(gw, hello()), true);
+  CHECK(fake->count("a") == 1);
+  auto other = hello();
+  other.temperature = 0.7;
+  check_answer(*call(gw, other), false);
+  CHECK(fake->count("a") == 2);
+  auto off = hello();
+  off.cache = "off";
+  check_answer(*call(gw, off), false);
+  CHECK(fake->count("a") == 3);
+  auto st = cache_counters();
+  CHECK(st.coalesced_hits == 2);
+  CHECK(st.hits == 1);
+  CHECK(st.stores == 2); // c1 and `other`; an `off` call is never stored
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: when the leading call fails, a waiter calls upstream") {
+  fake->script("a", {fake_step::http(400, outcome::request_rejected).after(1s),
+                     fake_step::ok().after(1s)});
+  auto c1 = start_call(gw, with_id(hello(), "c1"));
+  auto c2 = start_call(gw, with_id(hello(), "c2"));
+  settle();
+  REQUIRE(c1->answers == 1);
+  CHECK(code_of(c1->error) == error_code::request_rejected);
+  check_answer(*c2, false);
+  CHECK(fake->count("a") == 2);
+  CHECK(cache_counters().promoted == 1);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: cancelling the leading call does not cancel the "
+                  "waiters' call") {
+  fake->script("a", {fake_step::ok().after(5s)});
+  auto c1 = start_call(gw, with_id(hello(), "c1"));
+  auto c2 = start_call(gw, with_id(hello(), "c2"));
+  auto c3 = start_call(gw, with_id(hello(), "c3"));
+  advance(1s);
+  cancel("c1");
+  REQUIRE(c1->answers == 1);
+  CHECK(code_of(c1->error) == error_code::cancelled);
+  settle();
+  check_answer(*c2, false); // the next leader
+  check_answer(*c3, true);  // served by it
+  CHECK(fake->count("a") == 2);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: a waiter's deadline ends its call, the leader goes on") {
+  fake->script("a", {fake_step::ok().after(10s)});
+  auto c1 = start_call(gw, with_id(hello(), "c1"));
+  auto req = with_id(hello(), "c2");
+  req.deadline_s = 2;
+  auto t0 = now();
+  auto c2 = start_call(gw, req);
+  run_until_answered(c2);
+  CHECK(code_of(c2->error) == error_code::call_deadline_exceeded);
+  CHECK(seconds_between(t0, now()) == doctest::Approx(2).epsilon(0.01));
+  CHECK(c1->answers == 0);
+  settle();
+  check_answer(*c1, false);
+  CHECK(fake->count("a") == 1);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: truncated or unfinished answers are never cached") {
+  auto truncated = fake_step::ok();
+  truncated.result.finish_reason = "length";
+  auto unfinished = fake_step::ok();
+  unfinished.result.finish_reason.clear();
+  fake->script("a", {truncated, truncated, unfinished, unfinished,
+                     fake_step::ok()});
+  for (int i = 0; i < 4; ++i) {
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK_FALSE(out->response->stats.cache_hit);
+  }
+  CHECK(fake->count("a") == 4);
+  CHECK(cache_counters().stores == 0);
+  CHECK(cache_counters().not_stored == 4);
+}
+
+TEST_CASE_FIXTURE(actor_fixture,
+                  "cache: a scope without CACHE__ENABLED never asks the cache") {
+  auto cache_ref = sys.spawn(pgw::cache, std::shared_ptr<cache_backend>(
+                                           make_memory_cache({})),
+                             "memory", nullptr, nullptr);
+  gateway_options opts;
+  opts.cache = cache_ref;
+  auto gw = spawn_gateway(test_scope({"a"}), 42, opts);
+  fake->script("a", {fake_step::ok()});
+  for (int i = 0; i < 2; ++i) {
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK_FALSE(out->response->stats.cache_hit);
+  }
+  CHECK(fake->count("a") == 2);
+  caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE_FIXTURE(cached_gateway, "cache: tenants never share entries") {
+  fake->script("a", {fake_step::ok()});
+  auto t1 = hello();
+  t1.tenant = "t1";
+  auto t2 = hello();
+  t2.tenant = "t2";
+  check_answer(*call(gw, t1), false);
+  check_answer(*call(gw, t2), false);
+  check_answer(*call(gw, t1), true);
+  CHECK(fake->count("a") == 2);
+}
