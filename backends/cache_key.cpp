@@ -196,6 +196,10 @@ std::string cache_key_material(const std::string& scope,
     {"response_format", json_field(req.response_format)},
     {"reasoning_effort", req.reasoning_effort},
     {"extra_body", json_field(req.extra_body)},
+    // Structured output: the schema the answer was validated against and
+    // the rung that was forced (it changes what the model is asked).
+    {"schema", json_field(req.schema)},
+    {"strategy", to_string(req.strategy)},
   };
   std::string out;
   write_value(out, body);

@@ -10,6 +10,7 @@
 #include "transport/httplib_transport.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/typed_event_based_actor.hpp>
 
 namespace pgw {
 

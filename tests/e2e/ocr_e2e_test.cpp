@@ -96,7 +96,7 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
   auto down = ocr({"text", dir + "-page.png", "--json"},
                   concat_backoff(source("A", "sad")));
   CHECK(down.exit_code == 4);
-  CHECK(json::parse(down.out).at("error").at("per_source").at("a").as_string()
+  CHECK(json::parse(down.out).at("error").at("per_source").at("a").at("reason").as_string()
         == "ocr_failed");
   auto picky = ocr({"text", dir + "-page.png"}, source("A", "picky"));
   CHECK(picky.exit_code == 3);
@@ -127,6 +127,6 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
                     concat_backoff(env));
   CHECK(layout.exit_code == 4);
   CHECK(json::parse(layout.out).at("error").at("per_source").at("v")
-          .as_string()
+          .at("reason").as_string()
         == "layout_not_json");
 }

@@ -79,6 +79,10 @@ struct field_visitor {
   static void change(std::vector<content_part>& x) {
     x.push_back({"text", "part", ""});
   }
+  static void change(schema_strategy& x) {
+    x = x == schema_strategy::prompt ? schema_strategy::json_object
+                                     : schema_strategy::prompt;
+  }
   static void change(std::vector<tool_call>& x) {
     x.push_back({"call_1", "function", "f", "{}"});
   }
