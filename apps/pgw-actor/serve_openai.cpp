@@ -250,7 +250,23 @@ std::optional<std::string> parse_request(const std::string& body,
     } else if (key == "tool_choice") {
       req.tool_choice = json_text(val);
     } else if (key == "response_format") {
-      req.response_format = json_text(val);
+      // A JSON Schema format is honoured as structured output: the answer
+      // is validated (repaired, re-asked) and the source's ladder picks the
+      // format sent upstream. Other formats pass through.
+      auto* fmt_obj = val.if_object();
+      auto* type = fmt_obj ? fmt_obj->if_contains("type") : nullptr;
+      if (type && type->is_string() && type->get_string() == "json_schema") {
+        auto* spec = fmt_obj->if_contains("json_schema");
+        auto* schema = spec && spec->is_object()
+                         ? spec->get_object().if_contains("schema")
+                         : nullptr;
+        if (schema == nullptr || !schema->is_object())
+          return bad("response_format.json_schema.schema",
+                     "must be a JSON Schema object");
+        req.schema = json_text(*schema);
+      } else {
+        req.response_format = json_text(val);
+      }
     } else if (key == "parallel_tool_calls") {
       if (!val.is_bool())
         return bad(key, "must be true or false");
@@ -310,13 +326,23 @@ std::optional<std::string> apply_cache_controls(const std::string& cache_control
   return {};
 }
 
+namespace {
+
+/// The answer's text: for a structured call the validated JSON (after
+/// repair: no fences or surrounding words), else the content as it came.
+const std::string& answer_text(const chat_response& resp) {
+  return resp.parsed.empty() ? resp.content : resp.parsed;
+}
+
+} // namespace
+
 std::string completion_json(const chat_response& resp, const std::string& model,
                             long long created) {
   json::object message{{"role", "assistant"}};
   if (resp.content.empty() && !resp.tool_calls.empty())
     message["content"] = nullptr;
   else
-    message["content"] = resp.content;
+    message["content"] = answer_text(resp);
   if (!resp.reasoning_content.empty())
     message["reasoning_content"] = resp.reasoning_content;
   if (!resp.tool_calls.empty())
@@ -354,7 +380,7 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
   chunk(json::object{{"role", "assistant"}, {"content", ""}}, nullptr);
   for (auto& piece : pieces(resp.reasoning_content, 64))
     chunk(json::object{{"reasoning_content", piece}}, nullptr);
-  for (auto& piece : pieces(resp.content, 16))
+  for (auto& piece : pieces(answer_text(resp), 16))
     chunk(json::object{{"content", piece}}, nullptr);
   if (!resp.tool_calls.empty()) {
     // One chunk per call: id and name, then its arguments.

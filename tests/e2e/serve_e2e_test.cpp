@@ -47,7 +47,9 @@ const char* scenario_json = R"({"models": {
   "tools_indexed": {"tool_calls": "indexed"},
   "tools_bad":     {"tool_calls": "bad_args"},
   "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
-  "slow_short":    {"ttft_ms": 300, "tokens": 3}
+  "slow_short":    {"ttft_ms": 300, "tokens": 3},
+  "person":        {"script": [{"content": "Ada is 36."},
+                               {"content": "```json\n{\"name\": \"Ada\", \"age\": 36,}\n```"}]}
 }})";
 
 /// A simulator and a `pgw-actor serve` over it, with the scopes the Node
@@ -91,6 +93,8 @@ struct serve_fixture {
     env.push_back("DOWN__MAX_ATTEMPTS=2");
     env.push_back("DOWN__BACKOFF_BASE_S=0.01");
     env.push_back("DOWN__BACKOFF_MAX_S=0.02");
+    source("STRUCT", "P", "person");
+    env.push_back("STRUCT__BACKOFF_BASE_S=0.01");
     source("HANG", "H", "hang");
     env.push_back("HANG__CALL_DEADLINE_S=0.5");
     env.insert(env.end(), extra.begin(), extra.end());
@@ -413,4 +417,42 @@ TEST_CASE("serve: 50 identical concurrent calls make one upstream request; "
   CHECK(bad->status == 400);
   CHECK(bad->body.find("cache") != std::string::npos);
   CHECK(upstream_count("slow_short") == 3);
+}
+
+TEST_CASE("serve: response_format json_schema is structured output: validated, re-asked, the JSON as content") {
+  serve_fixture fx;
+  auto c = fx.http();
+  auto res = c.Post(
+    "/v1/chat/completions", fx.auth(),
+    R"({"model":"STRUCT","messages":[{"role":"user","content":"who?"}],)"
+    R"("response_format":{"type":"json_schema","json_schema":{"name":"p",)"
+    R"("strict":true,"schema":{"type":"object","properties":)"
+    R"({"name":{"type":"string"},"age":{"type":"integer"}},)"
+    R"("required":["name","age"],"additionalProperties":false}}}})",
+    "application/json");
+  REQUIRE(res);
+  INFO(res->body);
+  REQUIRE(res->status == 200);
+  // The first answer is prose (re-asked), the second fenced JSON with a
+  // trailing comma (repaired): the client gets plain, valid JSON.
+  auto content = json::parse(res->body).at("choices").at(0).at("message")
+                   .at("content").as_string();
+  CHECK(json::parse(content) == json::parse(R"({"name":"Ada","age":36})"));
+  httplib::Client s{"127.0.0.1", fx.sim->port()};
+  auto log = s.Get("/_sim/log");
+  REQUIRE(log);
+  size_t asked = 0;
+  auto requests = json::parse(log->body);
+  for (auto& e : requests.at("requests").as_array())
+    if (json::serialize(e).find("\"person\"") != std::string::npos)
+      ++asked;
+  CHECK(asked == 2);
+  // A json_schema format without a schema object is the caller's error.
+  auto bad = c.Post("/v1/chat/completions", fx.auth(),
+                    R"({"model":"STRUCT","messages":[{"role":"user","content":"x"}],)"
+                    R"("response_format":{"type":"json_schema","json_schema":{"name":"p"}}})",
+                    "application/json");
+  REQUIRE(bad);
+  CHECK(bad->status == 400);
+  CHECK(bad->body.find("response_format.json_schema.schema") != std::string::npos);
 }
