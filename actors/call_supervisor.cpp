@@ -3,6 +3,7 @@
 #include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
 #include "actors/selector.hpp"
+#include "actors/side_call.hpp"
 #include "config/limits.hpp"
 
 #include <caf/exit_reason.hpp>
@@ -438,23 +439,10 @@ void on_refused(self_ptr self, admit_result& r) {
     return;
   }
   // Which skipped sources may be waited for: cooling ones (429 memo) and
-  // quota by ON_QUOTA_FULL, open circuits by ON_CIRCUIT_OPEN.
-  auto& scope = *st.args.scope;
-  std::optional<double> wait_s;
+  // quota by ON_QUOTA_FULL, open circuits by ON_CIRCUIT_OPEN (one rule for
+  // chat, embedding and OCR calls: actors/side_call.hpp).
   bool quota = false;
-  for (auto& [source, reason] : r.skipped) {
-    bool limited = reason == skip_reason::quota
-                   || reason == skip_reason::cooling;
-    quota = quota || limited;
-    bool waits = (limited && scope.on_quota_full == "wait")
-                 || (reason == skip_reason::circuit_open
-                     && scope.on_circuit_open == "wait");
-    if (!waits)
-      continue;
-    auto in = r.retry_in.count(source) ? r.retry_in.at(source) : 0.0;
-    if (!wait_s || in < *wait_s)
-      wait_s = in;
-  }
+  auto wait_s = refusal_wait(*st.args.scope, r, quota);
   if (!wait_s) {
     if (quota)
       fail(self, error_code::quota_exhausted,
