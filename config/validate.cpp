@@ -397,6 +397,16 @@ caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
   if (auto err = at_least(key("BATCH_CONCURRENCY"), sc.batch_concurrency, 1,
                           "embedding sub-batches of one call in flight"))
     return err;
+  if (sc.cache.ttl_s)
+    if (auto err = positive(key("CACHE__TTL_S"), *sc.cache.ttl_s,
+                            "cache entry lifetime"))
+      return err;
+  if (auto err = at_least(key("CACHE__MAX_ENTRIES"), sc.cache.max_entries, 1,
+                          "memory cache entries kept per scope"))
+    return err;
+  if (auto err = at_least(key("CACHE__MAX_BYTES"), sc.cache.max_bytes, 1024,
+                          "memory cache bytes kept per scope"))
+    return err;
   return {};
 }
 

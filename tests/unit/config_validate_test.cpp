@@ -322,6 +322,26 @@ TEST_CASE("STRUCTURED__MAX_REASKS >= 0") {
   CHECK(loads(base({{"LLM__STRUCTURED__MAX_REASKS", "0"}})));
 }
 
+TEST_CASE("CACHE__TTL_S > 0, CACHE__MAX_ENTRIES >= 1, CACHE__MAX_BYTES >= 1024") {
+  CHECK(load_error(base({{"LLM__CACHE__TTL_S", "0"}}))
+        == "LLM__CACHE__TTL_S=0: must be a finite number > 0 "
+           "(cache entry lifetime)");
+  CHECK(load_error(base({{"LLM__CACHE__MAX_ENTRIES", "0"}}))
+        == "LLM__CACHE__MAX_ENTRIES=0: must be an integer >= 1 "
+           "(memory cache entries kept per scope)");
+  CHECK(load_error(base({{"LLM__CACHE__MAX_BYTES", "100"}}))
+        == "LLM__CACHE__MAX_BYTES=100: must be an integer >= 1024 "
+           "(memory cache bytes kept per scope)");
+  auto s = load_settings(base({{"LLM__CACHE__TTL_S", "60"},
+                               {"LLM__CACHE__MAX_ENTRIES", "5"},
+                               {"LLM__CACHE__MAX_BYTES", "4096"}}));
+  REQUIRE(s);
+  auto& c = s->scopes.at("LLM").cache;
+  CHECK(c.ttl_s == 60.0);
+  CHECK(c.max_entries == 5);
+  CHECK(c.max_bytes == 4096);
+}
+
 // -- global keys -------------------------------------------------------------------
 
 TEST_CASE("governance backends are memory or redis") {
