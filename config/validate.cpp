@@ -582,6 +582,7 @@ struct no_effect_row {
 
 const source_config default_source{};
 const global_config default_global{};
+const scope_config default_scope{};
 
 const no_effect_row no_effect_table[] = {
   {level::scope, "CACHE__ENABLED", "PGW_CACHE_BACKEND is none",
@@ -591,6 +592,20 @@ const no_effect_row no_effect_table[] = {
   {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
    "single-flight is per process; across a fleet not built",
    [](const target& t) { return t.scope->cache.fleet_single_flight; }},
+  {level::scope, "CACHE__TTL_S", "PGW_CACHE_BACKEND is none",
+   [](const target& t) {
+     return t.scope->cache.ttl_s && t.global->cache_backend == "none";
+   }},
+  {level::scope, "CACHE__MAX_ENTRIES", "PGW_CACHE_BACKEND is not memory",
+   [](const target& t) {
+     return t.scope->cache.max_entries != default_scope.cache.max_entries
+            && t.global->cache_backend != "memory";
+   }},
+  {level::scope, "CACHE__MAX_BYTES", "PGW_CACHE_BACKEND is not memory",
+   [](const target& t) {
+     return t.scope->cache.max_bytes != default_scope.cache.max_bytes
+            && t.global->cache_backend != "memory";
+   }},
   {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s
