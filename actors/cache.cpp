@@ -34,13 +34,22 @@ void warn(self_ptr self, const std::string& text) {
   log::warn(self->name(), "{} (the call proceeds uncached)", text);
 }
 
-/// Runs `work` (a backend call) and then `done` with its result inside the
-/// actor: inline for the memory backend, on the offload pool for a
+/// The backend of `scope`, made on first use.
+std::shared_ptr<cache_backend> backend_of(self_ptr self,
+                                          const std::string& scope) {
+  auto& slot = self->state.backends[scope];
+  if (!slot)
+    slot = self->state.make_backend(scope);
+  return slot;
+}
+
+/// Runs `work` (a call of `backend`) and then `done` with its result inside
+/// the actor: inline for the memory backend, on the offload pool for a
 /// blocking one.
 template <class Work, class Done>
-void run(self_ptr self, Work work, Done done) {
+void run(self_ptr self, const cache_backend& backend, Work work, Done done) {
   auto& st = self->state;
-  if (!st.backend->blocking() || !st.offload) {
+  if (!backend.blocking() || !st.offload) {
     done(work());
     return;
   }
@@ -169,13 +178,12 @@ caf::result<cache_verdict> wait_for(self_ptr self, cache_lookup& req) {
 /// Reads `req.key`; `lease` is the flight this read opened (0: none).
 caf::result<cache_verdict> read(self_ptr self, cache_lookup req,
                                 uint64_t lease) {
-  auto& st = self->state;
   auto rp = self->make_response_promise<cache_verdict>();
-  auto backend = st.backend;
+  auto backend = backend_of(self, req.scope);
   auto now = steady_s(self);
   auto key = req.key;
   run(
-    self, [backend, key, now] { return backend->get(key, now); },
+    self, *backend, [backend, key, now] { return backend->get(key, now); },
     [self, rp, req, lease](maybe_value res) mutable {
       auto& st = self->state;
       auto stored = answer_of(self, res, req.max_age_s);
@@ -216,7 +224,8 @@ caf::result<cache_verdict> lookup(self_ptr self, cache_lookup& req) {
 }
 
 void offer(self_ptr self, const std::string& key, uint64_t lease,
-           const std::string& mode_text, const chat_response& resp) {
+           const std::string& mode_text, const std::string& scope,
+           const chat_response& resp) {
   auto& st = self->state;
   auto mode = parse_cache_mode(mode_text);
   std::string why;
@@ -234,11 +243,11 @@ void offer(self_ptr self, const std::string& key, uint64_t lease,
     serve_waiters(self, key, stored);
   if (!mode || !cache_writes(*mode))
     return;
-  auto backend = st.backend;
+  auto backend = backend_of(self, scope);
   auto value = encode_cached_answer(stored);
   auto now = steady_s(self);
   run(
-    self, [backend, key, value, now] { return backend->put(key, value, now); },
+    self, *backend, [backend, key, value, now] { return backend->put(key, value, now); },
     [self](caf::expected<bool> res) {
       if (!res)
         warn(self, "cache write failed: " + describe(res.error()));
@@ -259,14 +268,51 @@ void on_down(self_ptr self, const caf::down_msg& msg) {
     promote(self, key);
 }
 
+/// The scopes' figures summed (-1: a backend that does not count).
+cache_backend_stats backend_stats(self_ptr self) {
+  cache_backend_stats sum;
+  for (auto& [scope, backend] : self->state.backends) {
+    auto b = backend->stats();
+    sum.entries = b.entries < 0 || sum.entries < 0 ? -1
+                                                   : sum.entries + b.entries;
+    sum.bytes = b.bytes < 0 || sum.bytes < 0 ? -1 : sum.bytes + b.bytes;
+    sum.evictions += b.evictions;
+    sum.refused_too_large += b.refused_too_large;
+  }
+  return sum;
+}
+
 } // namespace
+
+cache_limits cache_limits_of(const settings& cfg, const std::string& scope) {
+  cache_limits limits;
+  limits.ttl_s = cfg.global.cache_ttl_s;
+  auto sc = cfg.find(scope);
+  if (sc == nullptr)
+    return limits;
+  limits.ttl_s = sc->cache.ttl_s.value_or(limits.ttl_s);
+  limits.max_entries = sc->cache.max_entries;
+  limits.max_bytes = sc->cache.max_bytes;
+  limits.max_value_bytes = std::min(limits.max_value_bytes, limits.max_bytes);
+  return limits;
+}
 
 cache_actor::behavior_type
 cache(cache_actor::stateful_pointer<cache_state> self,
       std::shared_ptr<cache_backend> backend, std::string backend_name,
       std::shared_ptr<io_pool> offload, std::function<double()> wall_clock) {
+  return scoped_cache(
+    self, [backend](const std::string&) { return backend; },
+    std::move(backend_name), std::move(offload), std::move(wall_clock));
+}
+
+cache_actor::behavior_type
+scoped_cache(cache_actor::stateful_pointer<cache_state> self,
+             cache_backend_factory make_backend, std::string backend_name,
+             std::shared_ptr<io_pool> offload,
+             std::function<double()> wall_clock) {
   auto& st = self->state;
-  st.backend = std::move(backend);
+  st.make_backend = std::move(make_backend);
   st.backend_name = std::move(backend_name);
   st.offload = std::move(offload);
   st.wall_clock = wall_clock ? std::move(wall_clock) : [] {
@@ -281,8 +327,8 @@ cache(cache_actor::stateful_pointer<cache_state> self,
       return lookup(self, req);
     },
     [self](atom::cache_put, std::string& key, uint64_t lease,
-           std::string& mode, chat_response& resp) {
-      offer(self, key, lease, mode, resp);
+           std::string& mode, std::string& scope, chat_response& resp) {
+      offer(self, key, lease, mode, scope, resp);
     },
     [self](atom::abandon, std::string& key, uint64_t lease) {
       auto f = self->state.flights.find(key);
@@ -291,7 +337,7 @@ cache(cache_actor::stateful_pointer<cache_state> self,
     },
     [self](atom::status) {
       auto s = self->state.counters;
-      auto b = self->state.backend->stats();
+      auto b = backend_stats(self);
       s.backend = self->state.backend_name;
       s.entries = b.entries;
       s.bytes = b.bytes;

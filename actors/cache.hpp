@@ -32,6 +32,11 @@ namespace pgw {
 
 class io_pool;
 struct global_config;
+struct settings;
+
+/// The cache of one scope (its TTL, and for memory its own limits).
+using cache_backend_factory =
+  std::function<std::shared_ptr<cache_backend>(const std::string& scope)>;
 
 struct cache_state {
   static inline const char* name = "cache";
@@ -50,7 +55,9 @@ struct cache_state {
     std::deque<uint64_t> waiters;
   };
 
-  std::shared_ptr<cache_backend> backend;
+  /// Makes the backend of one scope, once, on the scope's first use.
+  cache_backend_factory make_backend;
+  std::unordered_map<std::string, std::shared_ptr<cache_backend>> backends;
   std::string backend_name;
   std::shared_ptr<io_pool> offload;
   /// Seconds since the epoch (stored_at of entries, max_age_s checks).
@@ -62,13 +69,26 @@ struct cache_state {
   caf::optional<caf::actor_clock::time_point> last_warning;
 };
 
-/// The cache actor over `backend` (named `backend_name` in its status).
+/// The cache actor over one backend per scope, made by `make_backend`
+/// (named `backend_name` in its status, which sums the scopes' figures).
 /// A blocking backend's calls run on `offload` (required then). `wall_clock`
 /// defaults to the system clock (tests pass their own).
+cache_actor::behavior_type
+scoped_cache(cache_actor::stateful_pointer<cache_state> self,
+             cache_backend_factory make_backend, std::string backend_name,
+             std::shared_ptr<io_pool> offload,
+             std::function<double()> wall_clock = nullptr);
+
+/// `scoped_cache` with `backend` shared by every scope.
 cache_actor::behavior_type
 cache(cache_actor::stateful_pointer<cache_state> self,
       std::shared_ptr<cache_backend> backend, std::string backend_name,
       std::shared_ptr<io_pool> offload,
       std::function<double()> wall_clock = nullptr);
+
+/// The limits of `scope`'s cache: its CACHE__TTL_S (unset:
+/// PGW_CACHE_TTL_S), CACHE__MAX_ENTRIES and CACHE__MAX_BYTES; a scope not
+/// in `cfg` gets the defaults.
+cache_limits cache_limits_of(const settings& cfg, const std::string& scope);
 
 } // namespace pgw

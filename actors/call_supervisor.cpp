@@ -801,7 +801,7 @@ bool consult_cache(self_ptr self) {
     return false;
   const auto& req = *st.args.request;
   cache_lookup q{st.args.cache_key, req.cache, req.max_age_s,
-                 st.args.deadline_s, st.args.call_id};
+                 st.args.deadline_s, st.args.call_id, st.args.scope->name};
   st.admitting = true; // like an admission: nothing is delivered before it ends
   self->request(st.args.cache, caf::infinite, atom::cache_get_v, std::move(q))
     .then(
@@ -840,7 +840,8 @@ void settle_cache(self_ptr self) {
     return;
   if (st.response)
     self->send(st.args.cache, atom::cache_put_v, st.args.cache_key,
-               st.cache_lease, st.args.request->cache, *st.response);
+               st.cache_lease, st.args.request->cache, st.args.scope->name,
+               *st.response);
   else if (st.cache_lease != 0)
     self->send(st.args.cache, atom::abandon_v, st.args.cache_key,
                st.cache_lease);

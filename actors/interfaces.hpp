@@ -145,9 +145,10 @@ using cache_actor = caf::typed_actor<
   /// `call_deadline_exceeded` when `wait_s` passes first.
   caf::replies_to<atom::cache_get, cache_lookup>::with<cache_verdict>,
   /// After a complete success: stores the answer when it is cacheable and
-  /// the mode writes; serves the lease's waiters (key, lease, mode, answer).
+  /// the mode writes (for the scope's TTL); serves the lease's waiters
+  /// (key, lease, mode, scope, answer).
   caf::reacts_to<atom::cache_put, std::string, uint64_t, std::string,
-                 chat_response>,
+                 std::string, chat_response>,
   /// The leader's call failed: the next waiter leads (key, lease).
   caf::reacts_to<atom::abandon, std::string, uint64_t>,
   caf::replies_to<atom::status>::with<cache_status>,

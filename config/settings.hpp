@@ -120,6 +120,11 @@ struct scope_config {
     bool enabled = false;
     /// Across a fleet through a Redis lease: accepted, not built yet.
     bool fleet_single_flight = false;
+    /// Entry lifetime; unset = PGW_CACHE_TTL_S.
+    std::optional<double> ttl_s;
+    /// Memory backend: this scope's entries and bytes kept at most.
+    int64_t max_entries = 10000;
+    int64_t max_bytes = 64 * 1024 * 1024;
   } cache;
 
   /// The source with this name, or nullptr.

@@ -168,6 +168,9 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("BATCH_CONCURRENCY"), text(sc.batch_concurrency)},
     {key("CACHE__ENABLED"), text(sc.cache.enabled)},
     {key("CACHE__FLEET_SINGLE_FLIGHT"), text(sc.cache.fleet_single_flight)},
+    {key("CACHE__TTL_S"), text(sc.cache.ttl_s)},
+    {key("CACHE__MAX_ENTRIES"), text(sc.cache.max_entries)},
+    {key("CACHE__MAX_BYTES"), text(sc.cache.max_bytes)},
   };
 }
 
@@ -299,7 +302,10 @@ std::string show_settings_json(const settings& s) {
       {"batch_concurrency", sc.batch_concurrency},
       {"cache",
        json::object{{"enabled", sc.cache.enabled},
-                    {"fleet_single_flight", sc.cache.fleet_single_flight}}},
+                    {"fleet_single_flight", sc.cache.fleet_single_flight},
+                    {"ttl_s", value_of(sc.cache.ttl_s)},
+                    {"max_entries", sc.cache.max_entries},
+                    {"max_bytes", sc.cache.max_bytes}}},
       {"sources", std::move(sources)},
     };
   }

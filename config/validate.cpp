@@ -397,6 +397,16 @@ caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
   if (auto err = at_least(key("BATCH_CONCURRENCY"), sc.batch_concurrency, 1,
                           "embedding sub-batches of one call in flight"))
     return err;
+  if (sc.cache.ttl_s)
+    if (auto err = positive(key("CACHE__TTL_S"), *sc.cache.ttl_s,
+                            "cache entry lifetime"))
+      return err;
+  if (auto err = at_least(key("CACHE__MAX_ENTRIES"), sc.cache.max_entries, 1,
+                          "memory cache entries kept per scope"))
+    return err;
+  if (auto err = at_least(key("CACHE__MAX_BYTES"), sc.cache.max_bytes, 1024,
+                          "memory cache bytes kept per scope"))
+    return err;
   return {};
 }
 
@@ -572,6 +582,7 @@ struct no_effect_row {
 
 const source_config default_source{};
 const global_config default_global{};
+const scope_config default_scope{};
 
 const no_effect_row no_effect_table[] = {
   {level::scope, "CACHE__ENABLED", "PGW_CACHE_BACKEND is none",
@@ -581,6 +592,20 @@ const no_effect_row no_effect_table[] = {
   {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
    "single-flight is per process; across a fleet not built",
    [](const target& t) { return t.scope->cache.fleet_single_flight; }},
+  {level::scope, "CACHE__TTL_S", "PGW_CACHE_BACKEND is none",
+   [](const target& t) {
+     return t.scope->cache.ttl_s && t.global->cache_backend == "none";
+   }},
+  {level::scope, "CACHE__MAX_ENTRIES", "PGW_CACHE_BACKEND is not memory",
+   [](const target& t) {
+     return t.scope->cache.max_entries != default_scope.cache.max_entries
+            && t.global->cache_backend != "memory";
+   }},
+  {level::scope, "CACHE__MAX_BYTES", "PGW_CACHE_BACKEND is not memory",
+   [](const target& t) {
+     return t.scope->cache.max_bytes != default_scope.cache.max_bytes
+            && t.global->cache_backend != "memory";
+   }},
   {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s

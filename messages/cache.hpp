@@ -26,12 +26,14 @@ struct cache_lookup {
   caf::optional<double> wait_s;
   /// The caller's call id (a hit carries it).
   std::string call_id;
+  /// The call's scope (its TTL and memory limits apply).
+  std::string scope;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_lookup& x) {
   return f(caf::meta::type_name("pgw.cache_lookup"), x.key, x.mode,
-           x.max_age_s, x.wait_s, x.call_id);
+           x.max_age_s, x.wait_s, x.call_id, x.scope);
 }
 
 /// What the cache tells a caller to do.

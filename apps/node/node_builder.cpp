@@ -46,21 +46,27 @@ caf::error wire_redis_governance(const global_config& g, gateway_options& opts) 
 } // namespace
 
 caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
-                                       const global_config& g) {
+                                       const settings& cfg) {
+  const auto& g = cfg.global;
   if (g.cache_backend != "memory" && g.cache_backend != "redis")
     return cache_actor{};
-  cache_limits limits;
-  limits.ttl_s = g.cache_ttl_s;
-  if (g.cache_backend == "memory")
-    return sys.spawn(cache,
-                     std::shared_ptr<cache_backend>(make_memory_cache(limits)),
-                     "memory", nullptr, nullptr);
+  if (g.cache_backend == "memory") {
+    cache_backend_factory memory = [cfg](const std::string& scope) {
+      return std::shared_ptr<cache_backend>(
+        make_memory_cache(cache_limits_of(cfg, scope)));
+    };
+    return sys.spawn(scoped_cache, std::move(memory), "memory", nullptr,
+                     nullptr);
+  }
   auto client = make_redis_client(g.redis_url, 4);
   if (!client)
     return client.error();
-  auto backend = std::shared_ptr<cache_backend>(
-    make_redis_cache(*client, g.cache_namespace + ":cache", limits));
-  return sys.spawn(cache, std::move(backend), "redis",
+  // One client for every scope; each scope's backend sets its own TTL.
+  cache_backend_factory redis = [cfg, c = *client](const std::string& scope) {
+    return std::shared_ptr<cache_backend>(make_redis_cache(
+      c, cfg.global.cache_namespace + ":cache", cache_limits_of(cfg, scope)));
+  };
+  return sys.spawn(scoped_cache, std::move(redis), "redis",
                    std::make_shared<io_pool>(), nullptr);
 }
 
@@ -93,7 +99,7 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
     return err;
   opts.cache = node.cache;
   if (!opts.cache) {
-    auto cache = spawn_cache(sys, cfg.global);
+    auto cache = spawn_cache(sys, cfg);
     if (!cache)
       return cache.error();
     opts.cache = *cache;

@@ -33,11 +33,12 @@ struct node_options {
 };
 
 /// The response cache the settings ask for (PGW_CACHE_BACKEND memory or
-/// redis, entries for PGW_CACHE_TTL_S; Redis keys under
+/// redis; per scope: entries for its CACHE__TTL_S, memory: a cache of its
+/// own with its CACHE__MAX_ENTRIES / MAX_BYTES; Redis keys under
 /// `<PGW_CACHE_NAMESPACE>:cache:`), or an invalid handle for `none`. Fails
 /// only for a malformed REDIS_URL.
 caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
-                                       const global_config& g);
+                                       const settings& cfg);
 
 /// Spawns the gateway of `scope_name` from validated settings: the
 /// cpp-httplib transport; memory or Redis limiters and breakers as

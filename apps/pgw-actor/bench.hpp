@@ -92,6 +92,9 @@ std::optional<zero_bench> make_zero_bench();
 
 int bench_hedge(const std::vector<std::string>& args);
 
+/// `pgw-actor bench cache`.
+int bench_cache(const std::vector<std::string>& args);
+
 /// `pgw-actor bench admission`.
 int bench_admission(const std::vector<std::string>& args);
 

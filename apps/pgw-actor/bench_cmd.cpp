@@ -83,9 +83,11 @@ int bench_main(const std::vector<std::string>& args) {
     return bench_throughput(args);
   if (!args.empty() && args[0] == "inflight")
     return bench_inflight(args);
+  if (!args.empty() && args[0] == "cache")
+    return bench_cache(args);
   if (args.empty() || args[0] != "overhead") {
     std::fprintf(stderr, "usage: pgw-actor bench "
-                         "overhead|throughput|inflight|hedge|admission "
+                         "overhead|throughput|inflight|hedge|admission|cache "
                          "[options] (--help for each)\n");
     return exit_usage;
   }

@@ -70,12 +70,12 @@ const char* usage_of(const std::string& cmd) {
            "  live per-source state (breaker, limiter, EWMA, cooldown) of a\n"
            "  node that runs with --publish (soak, demo --serve-status)\n";
   if (cmd == "bench")
-    return "usage: pgw-actor bench overhead|throughput|inflight|hedge|admission "
-           "[options]\n\n"
+    return "usage: pgw-actor bench "
+           "overhead|throughput|inflight|hedge|admission|cache [options]\n\n"
            "  overhead [--calls N] [--concurrency C]\n"
            "            added latency per call, gateway vs direct keep-alive\n"
            "            calls to a zero-delay simulator\n"
-           "  throughput, inflight, hedge, admission: see "
+           "  throughput, inflight, hedge, admission, cache: see "
            "`pgw-actor bench NAME --help`\n";
   return nullptr;
 }

@@ -313,7 +313,7 @@ int serve_main(const std::vector<std::string>& args) {
   node_options opts;
   opts.default_telemetry_db = default_telemetry_db;
   // One response cache for the process; its keys carry the scope.
-  auto process_cache = spawn_cache(sys, cfg->global);
+  auto process_cache = spawn_cache(sys, *cfg);
   if (!process_cache) {
     std::fprintf(stderr, "pgw-actor: %s\n",
                  describe(process_cache.error()).c_str());

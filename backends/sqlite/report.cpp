@@ -43,6 +43,8 @@ struct call_info {
   double started_at_ms = 0;
   double latency_ms = 0;
   double generation_ms = 0;
+  bool cache_hit = false;
+  double cost_saved_usd = 0;
 };
 
 struct attempt_info {
@@ -183,12 +185,15 @@ caf::expected<report> build(const std::string& db_path,
   auto err = for_each_row(
     *db,
     "SELECT pgw_call_id, pgw_scope, pgw_outcome, pgw_source, "
-    "pgw_started_at_ms, pgw_latency_ms, pgw_generation_ms FROM call",
+    "pgw_started_at_ms, pgw_latency_ms, pgw_generation_ms, pgw_cache_hit, "
+      + std::string{*version >= 3 ? "pgw_cost_saved_usd" : "NULL"}
+      + " FROM call",
     [&](sqlite::statement& s) {
       calls.push_back(call_info{s.column_text(0), s.column_text(1),
                                 s.column_text(2), s.column_text(3),
                                 s.column_double(4), s.column_double(5),
-                                s.column_double(6)});
+                                s.column_double(6), s.column_int64(7) != 0,
+                                s.is_null(8) ? 0.0 : s.column_double(8)});
     });
   if (err)
     return unreadable(err);
@@ -279,6 +284,10 @@ caf::expected<report> build(const std::string& db_path,
     auto& t = sc.total;
     auto& ss = scope_sums[c.scope];
     ++t.calls;
+    if (c.cache_hit) {
+      ++sc.cache_hits;
+      sc.cost_saved_usd += c.cost_saved_usd;
+    }
     t.latencies.push_back(c.latency_ms);
     ss.latency += c.latency_ms;
     ss.generation += c.generation_ms;
@@ -330,9 +339,12 @@ caf::expected<report> build(const std::string& db_path,
   for (auto& [name, sc] : scopes) {
     auto& t = sc.total;
     auto& ss = scope_sums[name];
-    if (t.calls > 0)
+    if (t.calls > 0) {
       t.success_rate = static_cast<double>(t.ok_calls)
                        / static_cast<double>(t.calls);
+      sc.cache_hit_rate = static_cast<double>(sc.cache_hits)
+                          / static_cast<double>(t.calls);
+    }
     t.latency_ms = quantiles_of(t.latencies);
     t.generation_ms = quantiles_of(ss.generation_samples);
     t.waiting_share = waiting_share_of(ss.generation, ss.latency);
@@ -445,6 +457,9 @@ std::string render_text(const report& r) {
       out += fmt::format("; failed: {}", failed);
     }
     out += fmt::format("; {} terminal_failure rows\n", sc.terminal_failures);
+    out += fmt::format("  cache: {} hits ({} of calls), {} USD saved\n",
+                       sc.cache_hits, percent(sc.cache_hit_rate),
+                       usd(sc.cost_saved_usd));
     std::vector<std::vector<std::string>> rows = {
       {"source", "calls", "ok%", "attempts", "hedges fired/won",
        "latency ms p50/p95/p99", "generation ms p50/p95/p99", "waiting",
@@ -560,6 +575,9 @@ std::string render_json(const report& r) {
       failed[code] = n;
     s["failed_calls_by_error"] = std::move(failed);
     s["terminal_failures"] = sc.terminal_failures;
+    s["cache"] = json::object{{"hits", sc.cache_hits},
+                              {"hit_rate", optional_number(sc.cache_hit_rate)},
+                              {"cost_saved_usd", sc.cost_saved_usd}};
     scopes.push_back(std::move(s));
   }
   root["scopes"] = std::move(scopes);

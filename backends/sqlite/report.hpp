@@ -84,6 +84,12 @@ struct scope_report {
   std::vector<group_stats> sources; ///< by name
   std::map<std::string, uint64_t> failed_calls_by_error;
   uint64_t terminal_failures = 0;
+  /// Response cache (issue 14): calls answered from the cache, their share
+  /// of the calls, and the sum of their call.pgw_cost_saved_usd (schema
+  /// v3; older databases: 0).
+  uint64_t cache_hits = 0;
+  std::optional<double> cache_hit_rate;
+  double cost_saved_usd = 0;
 };
 
 struct report {
@@ -103,7 +109,8 @@ std::string render_text(const report& r);
 
 /// The report as one JSON object: {db, schema_version, since, since_ms,
 /// scopes: [{scope, total, sources: [...], failed_calls_by_error,
-/// terminal_failures}]}; groups carry the group_stats names.
+/// terminal_failures, cache: {hits, hit_rate, cost_saved_usd}}]}; groups
+/// carry the group_stats names.
 std::string render_json(const report& r);
 
 /// A latency CDF per source (one path each, class "cdf"), log-scaled x axis

@@ -113,3 +113,16 @@ TEST_CASE_FIXTURE(cache_e2e, "cache: a stream cut mid-answer is never cached") {
   CHECK(second.exit_code == 4);
   CHECK(sim_requests() == 2 * after_first);
 }
+
+TEST_CASE("cache: bench cache runs (tiny counts) and prints both goals") {
+  auto r = run_program({PGW_ACTOR_BIN, "bench", "cache", "--calls", "20",
+                        "--redis", shared_redis().url()},
+                       {}, "");
+  CAPTURE(r.out);
+  CAPTURE(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("gateway, memory cache, hit") != std::string::npos);
+  CHECK(r.out.find("gateway, Redis cache, hit") != std::string::npos);
+  CHECK(r.out.find("(goal <= 20 us)") != std::string::npos);
+  CHECK(r.out.find("PING p50") != std::string::npos);
+}

@@ -5,6 +5,7 @@
 #include "actors/cache.hpp"
 
 #include "backends/cache_value.hpp"
+#include "config/settings.hpp"
 #include "fixtures/actor_fixture.hpp"
 
 #include <caf/all.hpp>
@@ -85,11 +86,17 @@ struct cache_fixture : actor_fixture {
     sched.run();
   }
 
-  explicit cache_fixture(std::shared_ptr<cache_backend> backend = nullptr) {
+  explicit cache_fixture(std::shared_ptr<cache_backend> backend = nullptr,
+                         cache_backend_factory per_scope = nullptr) {
     if (!backend)
       backend = make_memory_cache({});
-    cache_ref = sys.spawn(pgw::cache, std::move(backend), "memory", nullptr,
-                          [this] { return wall; });
+    auto clock = [this] { return wall; };
+    if (per_scope)
+      cache_ref = sys.spawn(pgw::scoped_cache, std::move(per_scope), "memory",
+                            nullptr, clock);
+    else
+      cache_ref = sys.spawn(pgw::cache, std::move(backend), "memory", nullptr,
+                            clock);
     sched.run();
   }
 
@@ -99,9 +106,10 @@ struct cache_fixture : actor_fixture {
   ask(const std::string& key, const std::string& mode = "on",
       caf::optional<double> wait_s = caf::none,
       const std::string& call_id = "c",
-      caf::optional<double> max_age_s = caf::none) {
+      caf::optional<double> max_age_s = caf::none,
+      const std::string& scope = "llm") {
     auto log = std::make_shared<caller_log>();
-    cache_lookup req{key, mode, max_age_s, wait_s, call_id};
+    cache_lookup req{key, mode, max_age_s, wait_s, call_id, scope};
     auto c = cache_ref;
     auto a = sys.spawn([c, req, log](caf::event_based_actor* self) {
       self->request(c, caf::infinite, atom::cache_get_v, req)
@@ -122,8 +130,8 @@ struct cache_fixture : actor_fixture {
   }
 
   void put(const std::string& key, uint64_t lease, chat_response resp,
-           const std::string& mode = "on") {
-    caf::anon_send(cache_ref, atom::cache_put_v, key, lease, mode,
+           const std::string& mode = "on", const std::string& scope = "llm") {
+    caf::anon_send(cache_ref, atom::cache_put_v, key, lease, mode, scope,
                    std::move(resp));
     sched.run();
   }
@@ -309,6 +317,41 @@ TEST_CASE("cache actor: max_age_s limits what a read accepts") {
   check_hit(*la, "A");
   auto [b, lb] = fx.ask("k", "on", caf::none, "B", 10.0);
   CHECK(lb->is(cache_verdict_kind::lead));
+}
+
+TEST_CASE("cache actor: each scope has its own TTL and memory limits") {
+  settings cfg;
+  cfg.global.cache_ttl_s = 100;
+  cfg.scopes["SHORT"].cache.ttl_s = 10;
+  cfg.scopes["SMALL"].cache.max_entries = 1;
+  cfg.scopes["TINY"].cache.max_bytes = 1024;
+  CHECK(cache_limits_of(cfg, "SHORT").ttl_s == 10);
+  CHECK(cache_limits_of(cfg, "SMALL").ttl_s == 100); // PGW_CACHE_TTL_S
+  CHECK(cache_limits_of(cfg, "TINY").max_value_bytes == 1024);
+  CHECK(cache_limits_of(cfg, "NONE").max_entries == 10000);
+  cache_fixture fx{nullptr, [cfg](const std::string& scope) {
+                     return std::shared_ptr<cache_backend>(
+                       make_memory_cache(cache_limits_of(cfg, scope)));
+                   }};
+  auto none = caf::none;
+  // Same key in two scopes: two caches (keys of real calls differ anyway).
+  fx.put("k", 0, answer(), "on", "SHORT");
+  fx.put("k", 0, answer(), "on", "SMALL");
+  fx.put("k2", 0, answer(), "on", "SHORT");
+  fx.advance(std::chrono::seconds(50)); // the backends' (virtual) clock
+  auto [a, la] = fx.ask("k", "read_only", none, "A", none, "SHORT");
+  CHECK(la->is(cache_verdict_kind::pass)); // 50 s > 10 s: expired
+  auto [b, lb] = fx.ask("k", "read_only", none, "B", none, "SMALL");
+  check_hit(*lb, "B"); // 50 s < 100 s
+  // SMALL keeps one entry: a second one evicts the first.
+  fx.put("k2", 0, answer(), "on", "SMALL");
+  auto [c, lc] = fx.ask("k", "read_only", none, "C", none, "SMALL");
+  CHECK(lc->is(cache_verdict_kind::pass));
+  CHECK(fx.status().evictions == 1);
+  // TINY refuses an answer larger than its 1 KiB.
+  fx.put("big", 0, answer(std::string(2000, 'x')), "on", "TINY");
+  auto [d, ld] = fx.ask("big", "read_only", none, "D", none, "TINY");
+  CHECK(ld->is(cache_verdict_kind::pass));
 }
 
 TEST_CASE("cache actor: backend errors and corrupt values are counted, the "

@@ -322,6 +322,26 @@ TEST_CASE("STRUCTURED__MAX_REASKS >= 0") {
   CHECK(loads(base({{"LLM__STRUCTURED__MAX_REASKS", "0"}})));
 }
 
+TEST_CASE("CACHE__TTL_S > 0, CACHE__MAX_ENTRIES >= 1, CACHE__MAX_BYTES >= 1024") {
+  CHECK(load_error(base({{"LLM__CACHE__TTL_S", "0"}}))
+        == "LLM__CACHE__TTL_S=0: must be a finite number > 0 "
+           "(cache entry lifetime)");
+  CHECK(load_error(base({{"LLM__CACHE__MAX_ENTRIES", "0"}}))
+        == "LLM__CACHE__MAX_ENTRIES=0: must be an integer >= 1 "
+           "(memory cache entries kept per scope)");
+  CHECK(load_error(base({{"LLM__CACHE__MAX_BYTES", "100"}}))
+        == "LLM__CACHE__MAX_BYTES=100: must be an integer >= 1024 "
+           "(memory cache bytes kept per scope)");
+  auto s = load_settings(base({{"LLM__CACHE__TTL_S", "60"},
+                               {"LLM__CACHE__MAX_ENTRIES", "5"},
+                               {"LLM__CACHE__MAX_BYTES", "4096"}}));
+  REQUIRE(s);
+  auto& c = s->scopes.at("LLM").cache;
+  CHECK(c.ttl_s == 60.0);
+  CHECK(c.max_entries == 5);
+  CHECK(c.max_bytes == 4096);
+}
+
 // -- global keys -------------------------------------------------------------------
 
 TEST_CASE("governance backends are memory or redis") {
@@ -492,6 +512,9 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     {"LLM__STRUCTURED__MAX_REASKS", "1"},
     {"LLM__CACHE__ENABLED", "true"},
     {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"},
+    {"LLM__CACHE__TTL_S", "60"},
+    {"LLM__CACHE__MAX_ENTRIES", "5"},
+    {"LLM__CACHE__MAX_BYTES", "4096"},
     {"PGW_PRICING_PATH", "/etc/prices.json"},
     {"PGW_TELEMETRY_DB", "off"},
     {"PGW_CACHE_TTL_S", "60"},
@@ -512,6 +535,9 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
   expect("LLM__CACHE__ENABLED", "PGW_CACHE_BACKEND is none");
   expect("LLM__CACHE__FLEET_SINGLE_FLIGHT",
          "single-flight is per process; across a fleet not built");
+  expect("LLM__CACHE__TTL_S", "PGW_CACHE_BACKEND is none");
+  expect("LLM__CACHE__MAX_ENTRIES", "PGW_CACHE_BACKEND is not memory");
+  expect("LLM__CACHE__MAX_BYTES", "PGW_CACHE_BACKEND is not memory");
   expect("PGW_CACHE_NAMESPACE", "no Redis cache, limiter or breaker uses it");
   expect("REDIS_URL", "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, "
                       "PGW_CACHE_BACKEND is redis");
@@ -523,8 +549,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key: 5 keys plus MAX_EXTRA's own warning.
-  CHECK(w.size() == 6);
+  // Exactly one warning per key: 8 keys plus MAX_EXTRA's own warning.
+  CHECK(w.size() == 9);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
 }

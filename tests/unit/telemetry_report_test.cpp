@@ -559,3 +559,46 @@ TEST_CASE("svg: text and attributes are escaped") {
   CHECK(occurrences(text, "<path ") == 1);
   CHECK(contains(text, "d=\"M0 0 L10 10\""));
 }
+
+TEST_CASE("report: cache hits, hit rate and cost saved per scope") {
+  test::scratch_dir dir;
+  auto path = dir.file("cache.sqlite");
+  auto t = test::wall_now_ms() - 60e3;
+  {
+    auto sink = make_sqlite_sink(path);
+    auto hit = [&](const std::string& id, double saved) {
+      auto c = test::fixture_call(id, "LLM", "ok", "a", t, 1, 0);
+      c.cache_hit = true;
+      c.cost_saved_usd = saved;
+      sink->write(c);
+    };
+    sink->write(test::fixture_call("m1", "LLM", "ok", "a", t, 100, 80));
+    hit("h1", 0.25);
+    hit("h2", 0.5);
+    sink->write(test::fixture_call("m2", "LLM", "ok", "a", t, 100, 80));
+    sink->write(test::fixture_call("e1", "EMBED", "ok", "x", t, 10, 10));
+    REQUIRE(sink->flush(std::chrono::seconds(10)));
+  }
+  auto r = report::build(path);
+  REQUIRE(r);
+  auto& llm = scope(*r, "LLM");
+  CHECK(llm.cache_hits == 2);
+  REQUIRE(llm.cache_hit_rate);
+  CHECK(*llm.cache_hit_rate == doctest::Approx(0.5));
+  CHECK(llm.cost_saved_usd == doctest::Approx(0.75));
+  auto& embed = scope(*r, "EMBED");
+  CHECK(embed.cache_hits == 0);
+  CHECK(*embed.cache_hit_rate == 0);
+  CHECK(embed.cost_saved_usd == 0);
+  auto text = report::render_text(*r);
+  CHECK(contains(text, "cache: 2 hits (50.0% of calls), 0.750000 USD saved"));
+  CHECK(contains(text, "cache: 0 hits (0.0% of calls), 0.000000 USD saved"));
+  auto doc = json::parse(report::render_json(*r));
+  auto& scopes = doc.at("scopes").as_array();
+  REQUIRE(scopes.size() == 2);
+  auto& cache = scopes[1].at("cache").as_object(); // LLM after EMBED
+  CHECK(cache.at("hits").to_number<int64_t>() == 2);
+  CHECK(cache.at("hit_rate").to_number<double>() == doctest::Approx(0.5));
+  CHECK(cache.at("cost_saved_usd").to_number<double>()
+        == doctest::Approx(0.75));
+}
