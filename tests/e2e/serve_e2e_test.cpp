@@ -471,6 +471,8 @@ TEST_CASE("serve: response_format json_schema is structured output: validated, r
 
 // -- issue 16: POST /v1/embeddings and POST /v1/ocr --------------------------
 
+TEST_SUITE("serve") {
+
 TEST_CASE("serve: the openai SDK's embeddings (float, base64, SDK default) "
           "are the simulator's vectors in order; kind and model errors") {
   REQUIRE_MESSAGE(have_node_client(),
@@ -596,3 +598,5 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document; "
   REQUIRE(log);
   CHECK(json::parse(log->body).at("requests").as_array().size() == 2);
 }
+
+} // TEST_SUITE
