@@ -474,7 +474,7 @@ TEST_CASE("serve: response_format json_schema is structured output: validated, r
 TEST_SUITE("serve") {
 
 TEST_CASE("serve: the openai SDK's embeddings (float, base64, SDK default) "
-          "are the simulator's vectors in order; kind and model errors") {
+          "are the simulator's vectors in order, kind and model errors") {
   REQUIRE_MESSAGE(have_node_client(),
                   "run `make deps` (npm ci in tests/e2e/serve_client)");
   serve_fixture f;
@@ -531,7 +531,7 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats, token "
   CHECK(empty.second.find("input 1 is empty") != std::string::npos);
 }
 
-TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document; "
+TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
           "http URLs, oversize, wrong type, wrong kind are errors") {
   serve_fixture f;
   auto cli = f.http();
