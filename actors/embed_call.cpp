@@ -1,9 +1,9 @@
 #include "actors/embed_call.hpp"
 
+#include "actors/accounting.hpp"
 #include "actors/selector.hpp"
 #include "actors/settlement.hpp"
 #include "actors/side_call.hpp"
-#include "actors/accounting.hpp"
 #include "transport/embed_codec.hpp"
 
 #include <caf/actor_cast.hpp>
