@@ -1,5 +1,8 @@
 #include "actors/accounting.hpp"
 
+#include "config/scrub.hpp"
+#include "messages/telemetry.hpp"
+
 namespace pgw {
 
 caf::optional<double> attempt_cost(const price_table* prices,
@@ -34,6 +37,27 @@ double ms_between(caf::actor_clock::time_point from,
 
 const char* usage_source_of(const attempt_result* res) {
   return res != nullptr && res->usage_reported ? "reported" : "unavailable";
+}
+
+void fill_result(attempt_row& row, outcome kind, const attempt_result* res) {
+  row.usage_source = usage_source_of(res);
+  if (res == nullptr) {
+    row.reason = to_string(kind);
+    return;
+  }
+  row.response_model = res->model;
+  row.ttft_ms = res->ttft_ms;
+  row.generation_ms = res->latency_ms;
+  row.reason = res->reason;
+  row.http_status = res->http_status;
+  row.error_code = res->error_code;
+  row.error_message = scrub(res->error_message);
+  if (res->usage_reported) {
+    row.input_tokens = res->prompt_tokens;
+    row.output_tokens = res->completion_tokens;
+  } else if (res->usage_rejected) {
+    row.usage_source = "rejected"; // absurd numbers (SPEC §12)
+  }
 }
 
 } // namespace pgw

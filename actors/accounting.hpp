@@ -39,4 +39,12 @@ double ms_between(caf::actor_clock::time_point from,
 /// "unavailable" (SPEC §10: usage is never guessed).
 const char* usage_source_of(const attempt_result* res);
 
+struct attempt_row;
+
+/// Fills the fields of an attempt row that come from its result: usage
+/// source, and when `res` is set the response model, timings, reason,
+/// HTTP status, upstream error (scrubbed) and reported tokens; without a
+/// result the reason is `kind`.
+void fill_result(attempt_row& row, outcome kind, const attempt_result* res);
+
 } // namespace pgw

@@ -3,7 +3,6 @@
 #include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
 #include "config/log.hpp"
-#include "config/scrub.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -50,26 +49,9 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
   row.settled_tokens = settled;
   row.is_hedge = args.hedge;
   row.is_probe = args.probe;
-  row.usage_source = usage_source_of(res);
-  if (res != nullptr) {
-    row.response_model = res->model;
-    row.ttft_ms = res->ttft_ms;
-    row.generation_ms = res->latency_ms;
-    row.reason = res->reason;
-    row.http_status = res->http_status;
-    row.error_code = res->error_code;
-    row.error_message = scrub(res->error_message);
-    if (res->usage_reported) {
-      row.input_tokens = res->prompt_tokens;
-      row.output_tokens = res->completion_tokens;
-    } else if (res->usage_rejected) {
-      row.usage_source = "rejected"; // absurd numbers (SPEC §12)
-    }
-    if (args.telemetry_content)
-      row.content = res->content;
-  } else {
-    row.reason = to_string(kind);
-  }
+  fill_result(row, kind, res);
+  if (res != nullptr && args.telemetry_content)
+    row.content = res->content;
   row.cost_usd = attempt_cost(args.prices.get(), src.scope, src.name,
                               res && !res->model.empty() ? res->model
                                                          : src.model,

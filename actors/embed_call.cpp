@@ -1,5 +1,6 @@
 #include "actors/embed_call.hpp"
 
+#include "actors/accounting.hpp"
 #include "actors/selector.hpp"
 #include "actors/settlement.hpp"
 #include "actors/side_call.hpp"
@@ -41,10 +42,22 @@ const call_source* source_of(self_ptr self, const std::string& name) {
 /// Settles and releases a sub-batch's permit, feeds its breaker (unless
 /// cancelled) and reports to the gateway, which never feeds the EWMA.
 void end_request(self_ptr self, embed_batch_state& b, outcome kind,
-                 int64_t amount, caf::optional<double> retry_after) {
-  if (auto src = source_of(self, b.admitted.source))
-    end_admitted(*src, self->state.args.gateway, b.admitted, kind, amount,
-                 retry_after, false);
+                 int64_t amount, caf::optional<double> retry_after,
+                 const attempt_result* res) {
+  auto& args = self->state.args;
+  if (auto src = source_of(self, b.admitted.source)) {
+    end_admitted(*src, args.gateway, b.admitted, kind, amount, retry_after,
+                 false);
+    auto& cfg = *src->config;
+    side_attempt a{args.call_id, b.attempt, "embeddings", b.sent_at, kind, res,
+                   amount,
+                   attempt_cost(args.prices.get(), cfg.scope, cfg.name,
+                                res && !res->model.empty() ? res->model
+                                                           : cfg.model,
+                                kind, res, amount)};
+    write_side_row(args.telemetry, *src, a, self->clock().now(),
+                   args.wall_offset_ms);
+  }
   b.handle.reset();
   b.admitted = admit_result{};
 }
@@ -94,7 +107,7 @@ void fail(self_ptr self, error_code code, std::string message,
         b.handle->cancel();
       auto amount = settle_cancelled(static_cast<bool>(b.handle),
                                      b.admitted.granted_permit.est);
-      end_request(self, b, outcome::cancelled, amount, caf::none);
+      end_request(self, b, outcome::cancelled, amount, caf::none, nullptr);
       b.at = phase::done;
     }
   maybe_deliver(self);
@@ -151,6 +164,8 @@ void start_request(self_ptr self, size_t i, admit_result& r) {
   b.at = phase::running;
   b.tag = ++st.next_tag;
   ++st.response.stats.attempts;
+  b.attempt = static_cast<uint64_t>(st.response.stats.attempts);
+  b.sent_at = self->clock().now();
   upstream_call call;
   call.source = src->config;
   call.kind = upstream_kind::embeddings;
@@ -272,7 +287,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   res.content.clear();
   end_request(self, b, res.kind,
               settle_amount(res, b.admitted.granted_permit.est),
-              res.retry_after_s);
+              res.retry_after_s, &res);
   --st.busy;
   st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
   switch (res.kind) {

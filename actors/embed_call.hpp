@@ -31,6 +31,9 @@ struct embed_call_args {
   caf::strong_actor_ptr requester;
   /// Prices for `cost_usd` (input tokens of each sub-batch); null = none.
   std::shared_ptr<const price_table> prices;
+  /// Where each sub-batch request's attempt row goes; invalid = nowhere.
+  telemetry_actor telemetry;
+  double wall_offset_ms = 0;
 };
 
 /// One sub-batch and its retry state.
@@ -49,6 +52,9 @@ struct embed_batch_state {
   uint64_t tag = 0;
   admit_result admitted;
   std::shared_ptr<call_handle> handle;
+  // -- the running request, for its telemetry row --
+  uint64_t attempt = 0;
+  caf::actor_clock::time_point sent_at;
 };
 
 struct embed_call_state {

@@ -44,6 +44,8 @@ caf::result<embed_response> start_embed(gateway_self self,
   args.seed = st.rng();
   args.requester = self->current_sender();
   args.prices = st.opts.prices;
+  args.telemetry = st.opts.telemetry;
+  args.wall_offset_ms = st.opts.wall_offset_ms;
   auto id = args.call_id;
   return run_side_call<embed_response>(self, id,
                                        self->spawn(embed_call,

@@ -31,11 +31,19 @@ const call_source* source_of(self_ptr self, const std::string& name) {
 
 /// Ends the running attempt: settles 0 (S6), breaker, report.
 void end_attempt(self_ptr self, outcome kind,
-                 caf::optional<double> retry_after) {
+                 caf::optional<double> retry_after,
+                 const attempt_result* res) {
   auto& st = self->state;
-  if (auto src = source_of(self, st.admitted.source))
+  if (auto src = source_of(self, st.admitted.source)) {
     end_admitted(*src, st.args.gateway, st.admitted, kind, 0, retry_after,
                  true);
+    side_attempt a{st.args.call_id,
+                   static_cast<uint64_t>(st.response.stats.attempts),
+                   st.args.request->layout ? "ocr_layout" : "ocr_text",
+                   st.sent_at, kind, res, 0, caf::none};
+    write_side_row(st.args.telemetry, *src, a, self->clock().now(),
+                   st.args.wall_offset_ms);
+  }
   st.running = false;
   st.handle.reset();
   st.admitted = admit_result{};
@@ -78,7 +86,7 @@ void fail(self_ptr self, error_code code, std::string message,
   if (st.running) {
     if (st.handle)
       st.handle->cancel();
-    end_attempt(self, outcome::cancelled, caf::none);
+    end_attempt(self, outcome::cancelled, caf::none, nullptr);
   }
   maybe_deliver(self);
 }
@@ -122,6 +130,7 @@ void start_attempt(self_ptr self, admit_result& r) {
   st.running = true;
   st.tag += 1;
   ++st.response.stats.attempts;
+  st.sent_at = self->clock().now();
   st.handle = st.args.transport->start(std::move(call),
                                        caf::actor_cast<caf::actor>(self),
                                        st.tag);
@@ -226,7 +235,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   auto src = source_of(self, source);
   if (res.kind == outcome::ok)
     decode(self, *src->config, res);
-  end_attempt(self, res.kind, res.retry_after_s);
+  end_attempt(self, res.kind, res.retry_after_s, &res);
   st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
   st.response.stats.generation_ms += res.latency_ms;
   switch (res.kind) {

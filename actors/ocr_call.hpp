@@ -30,6 +30,9 @@ struct ocr_call_args {
   uint64_t seed = 0;
   /// Who asked: when it goes away, the call is cancelled.
   caf::strong_actor_ptr requester;
+  /// Where each attempt's row goes; invalid = nowhere.
+  telemetry_actor telemetry;
+  double wall_offset_ms = 0;
 };
 
 struct ocr_call_state {
@@ -48,6 +51,7 @@ struct ocr_call_state {
   uint64_t tag = 0;
   admit_result admitted;
   std::shared_ptr<call_handle> handle;
+  caf::actor_clock::time_point sent_at;
   // -- the retry loop --
   uint64_t retry_gen = 0;
   int64_t budget_used = 0;

@@ -37,6 +37,8 @@ caf::result<ocr_response> start_ocr(gateway_self self, ocr_request req) {
     args.deadline_s = *st.scope->call_deadline_s;
   args.seed = st.rng();
   args.requester = self->current_sender();
+  args.telemetry = st.opts.telemetry;
+  args.wall_offset_ms = st.opts.wall_offset_ms;
   args.request = std::make_shared<const ocr_request>(std::move(req));
   auto id = args.call_id;
   return run_side_call<ocr_response>(self, id,

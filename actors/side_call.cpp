@@ -1,5 +1,7 @@
 #include "actors/side_call.hpp"
 
+#include "actors/accounting.hpp"
+
 #include <caf/send.hpp>
 
 namespace pgw {
@@ -44,6 +46,27 @@ caf::optional<double> refusal_wait(const scope_config& scope,
       wait_s = in;
   }
   return wait_s;
+}
+
+void write_side_row(const telemetry_actor& telemetry, const call_source& src,
+                    const side_attempt& a, caf::actor_clock::time_point now,
+                    double wall_offset_ms) {
+  if (!telemetry)
+    return;
+  attempt_row row;
+  row.call_id = a.call_id;
+  row.attempt = a.attempt;
+  row.scope = src.config->scope;
+  row.source = src.config->name;
+  row.request_model = src.config->model;
+  row.started_at_ms = wall_ms(a.started_at, wall_offset_ms);
+  row.latency_ms = ms_between(a.started_at, now);
+  row.outcome = to_string(a.kind);
+  row.settled_tokens = a.settled;
+  row.cost_usd = a.cost_usd;
+  row.operation = a.operation;
+  fill_result(row, a.kind, a.res);
+  caf::anon_send(telemetry, atom::record_v, std::move(row));
 }
 
 } // namespace pgw

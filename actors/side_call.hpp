@@ -26,4 +26,22 @@ void end_admitted(const call_source& src, const gateway_actor& gateway,
 caf::optional<double> refusal_wait(const scope_config& scope,
                                    const admit_result& refused, bool& quota);
 
+/// One ended request of an embedding or OCR call, for its telemetry row.
+struct side_attempt {
+  std::string call_id;
+  uint64_t attempt = 0;          ///< 1, 2, ... within the call
+  const char* operation = "";    ///< embeddings, ocr_text, ocr_layout
+  caf::actor_clock::time_point started_at;
+  outcome kind = outcome::ok;
+  const attempt_result* res = nullptr; ///< null when stopped before its outcome
+  int64_t settled = 0;
+  caf::optional<double> cost_usd;
+};
+
+/// Sends the attempt row of `a` on `src` (nothing when `telemetry` is
+/// invalid); `now` and `wall_offset_ms` give its times.
+void write_side_row(const telemetry_actor& telemetry, const call_source& src,
+                    const side_attempt& a, caf::actor_clock::time_point now,
+                    double wall_offset_ms);
+
 } // namespace pgw

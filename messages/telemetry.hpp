@@ -43,6 +43,8 @@ struct attempt_row {
   bool is_probe = false;
   /// The answer text, only when PGW_TELEMETRY_CONTENT=on.
   std::string content;
+  /// pgw_operation: chat, embeddings, ocr_text or ocr_layout.
+  std::string operation = "chat";
 };
 
 template <class Inspector>
@@ -52,7 +54,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_row& x) {
            x.started_at_ms, x.latency_ms, x.ttft_ms, x.generation_ms,
            x.outcome, x.reason, x.http_status, x.error_code, x.error_message,
            x.input_tokens, x.output_tokens, x.usage_source, x.settled_tokens,
-           x.cost_usd, x.is_hedge, x.is_probe, x.content);
+           x.cost_usd, x.is_hedge, x.is_probe, x.content, x.operation);
 }
 
 /// One logical call.

@@ -114,6 +114,39 @@ std::string base64_encode(const std::string& bytes) {
   return out;
 }
 
+bool base64_decode(const std::string& text, std::string& out) {
+  auto end = text.size();
+  for (int pad = 0; pad < 2 && end > 0 && text[end - 1] == '='; ++pad)
+    --end;
+  if (end % 4 == 1)
+    return false;
+  out.clear();
+  out.reserve(end / 4 * 3 + 2);
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < end; ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    uint32_t v;
+    if (c >= 'A' && c <= 'Z')
+      v = c - 'A';
+    else if (c >= 'a' && c <= 'z')
+      v = c - 'a' + 26;
+    else if (c >= '0' && c <= '9')
+      v = c - '0' + 52;
+    else if (c == '+' || c == '/')
+      v = c == '+' ? 62 : 63;
+    else
+      return false;
+    acc = (acc << 6 | v) & 0xFFFFFF;
+    bits += 6;
+    if (bits >= 8) {
+      bits -= 8;
+      out += static_cast<char>((acc >> bits) & 0xFF);
+    }
+  }
+  return true;
+}
+
 std::string image_data_url(const std::string& bytes, image_type t) {
   return std::string{"data:"} + mime_of(t) + ";base64," + base64_encode(bytes);
 }

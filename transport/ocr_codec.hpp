@@ -35,6 +35,10 @@ caf::error check_image(const std::string& bytes, size_t max_bytes,
 /// Standard base64 with padding.
 std::string base64_encode(const std::string& bytes);
 
+/// Decodes standard base64 (padding optional); false on any other
+/// character or a length no encoder produces.
+bool base64_decode(const std::string& text, std::string& out);
+
 /// `data:<mime>;base64,<...>`: the image part of a vision chat request.
 std::string image_data_url(const std::string& bytes, image_type t);
 

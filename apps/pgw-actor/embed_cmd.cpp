@@ -1,6 +1,7 @@
 // `pgw-actor embed`: one logical embedding call, vectors on stdout.
 
 #include "cli.hpp"
+#include "serve_app.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
@@ -38,31 +39,6 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
 int embed_usage_error(const std::string& msg) {
   std::fprintf(stderr, "pgw-actor embed: %s\n", msg.c_str());
   return exit_usage;
-}
-
-/// OpenAI's embeddings response shape plus `call_stats` and `call_id`.
-std::string embed_json(const embed_response& resp) {
-  json::array data;
-  data.reserve(resp.vectors.size());
-  for (size_t i = 0; i < resp.vectors.size(); ++i) {
-    json::array vec;
-    vec.reserve(resp.vectors[i].size());
-    for (auto x : resp.vectors[i])
-      vec.emplace_back(static_cast<double>(x));
-    data.emplace_back(json::object{{"object", "embedding"},
-                                   {"index", i},
-                                   {"embedding", std::move(vec)}});
-  }
-  auto tokens = resp.stats.prompt_tokens;
-  json::object out{
-    {"object", "list"},
-    {"data", std::move(data)},
-    {"model", resp.model},
-    {"usage", json::object{{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
-    {"call_id", resp.call_id},
-    {"call_stats", json::parse(call_stats_json(resp.stats))},
-  };
-  return json_text(out);
 }
 
 } // namespace
@@ -143,7 +119,7 @@ int embed_main(const std::vector<std::string>& args) {
   int rc = exit_ok;
   if (result) {
     if (json_out) {
-      std::puts(embed_json(*result).c_str());
+      std::puts(serve::embeddings_json(*result, result->model, false).c_str());
     } else {
       for (auto& vec : result->vectors) {
         json::array row;

@@ -86,7 +86,8 @@ int find_socket(const httplib::Request& req) {
   return found;
 }
 
-/// Resolves `model`: a scope name (any case) or `SCOPE/source`.
+} // namespace
+
 const served_scope* resolve(context& ctx, const std::string& model,
                             std::string& source) {
   auto slash = model.find('/');
@@ -102,15 +103,42 @@ const served_scope* resolve(context& ctx, const std::string& model,
   return &i->second;
 }
 
-/// Decrements the in-flight count when the request ends.
-struct in_flight_guard {
-  context& ctx;
-  ~in_flight_guard() {
-    ctx.stats.set_in_flight(--ctx.in_flight);
-  }
-};
+in_flight_guard::in_flight_guard(context& c) : ctx(c), now(++c.in_flight) {
+  ctx.stats.set_in_flight(now);
+}
 
-} // namespace
+in_flight_guard::~in_flight_guard() {
+  ctx.stats.set_in_flight(--ctx.in_flight);
+}
+
+bool in_flight_guard::overloaded(httplib::Response& res) const {
+  auto limit = ctx.cfg->global.serve.max_inflight;
+  if (now <= limit)
+    return false;
+  send_error(res, 503,
+             "too many requests in flight (PGW_SERVE_MAX_INFLIGHT="
+               + std::to_string(limit) + ")",
+             "service_unavailable", "overloaded", 1);
+  return true;
+}
+
+void send_model_not_found(httplib::Response& res, const std::string& model) {
+  send_error(res, 404,
+             "the model '" + model.substr(0, 100)
+               + "' is not a scope of this gateway (GET /v1/models "
+                 "lists them; SCOPE/source pins a source)",
+             "invalid_request_error", "model_not_found");
+}
+
+void send_call_error(httplib::Response& res, const caf::error& err, bool gone) {
+  auto reply = reply_for(err);
+  res.status = reply.status;
+  if (reply.retry_after_s)
+    res.set_header("Retry-After", std::to_string(*reply.retry_after_s));
+  res.set_content(reply.body, "application/json");
+  if (gone)
+    res.status = 499; // logged only: nobody reads it
+}
 
 void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code,
@@ -132,15 +160,9 @@ bool client_gone(const httplib::Request& req, int& fd) {
 
 void handle_chat(context& ctx, const httplib::Request& req,
                  httplib::Response& res) {
-  auto limit = ctx.cfg->global.serve.max_inflight;
-  auto now_in_flight = ++ctx.in_flight;
   in_flight_guard guard{ctx};
-  ctx.stats.set_in_flight(now_in_flight);
-  if (now_in_flight > limit)
-    return send_error(res, 503,
-                      "too many requests in flight (PGW_SERVE_MAX_INFLIGHT="
-                        + std::to_string(limit) + ")",
-                      "service_unavailable", "overloaded", 1);
+  if (guard.overloaded(res))
+    return;
   openai_request in;
   if (auto problem = parse_request(req.body, in))
     return send_error(res, 400, *problem, "invalid_request_error",
@@ -148,11 +170,7 @@ void handle_chat(context& ctx, const httplib::Request& req,
   std::string source;
   auto scope = resolve(ctx, in.model, source);
   if (scope == nullptr)
-    return send_error(res, 404,
-                      "the model '" + in.model.substr(0, 100)
-                        + "' is not a scope of this gateway (GET /v1/models "
-                          "lists them; SCOPE/source pins a source)",
-                      "invalid_request_error", "model_not_found");
+    return send_model_not_found(res, in.model);
   if (auto problem = apply_cache_controls(req.get_header_value("Cache-Control"),
                                           req.get_header_value("x-pgw-cache"),
                                           in.req))
@@ -170,36 +188,17 @@ void handle_chat(context& ctx, const httplib::Request& req,
   auto started = std::chrono::steady_clock::now();
   client cl{*ctx.sys, scope->gateway};
   auto pending = cl.chat_async(std::move(in.req));
-  int fd = -1;
-  bool cancelled = false;
   bool gone = false;
-  while (pending.wait_for(std::chrono::milliseconds(5))
-         != std::future_status::ready) {
-    if (cancelled)
-      continue;
-    gone = client_gone(req, fd);
-    if (gone || ctx.cancel_all) {
-      cl.cancel(call_id);
-      cancelled = true;
-    }
-  }
-  auto result = pending.get();
+  auto result = await_call(ctx, req, cl, call_id, pending, gone);
   double total_s = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - started)
                      .count();
   auto created = static_cast<long long>(std::time(nullptr));
   const auto& scope_name = scope->config->name;
   if (!result) {
-    auto reply = reply_for(result.error());
     ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
                           nullptr);
-    res.status = reply.status;
-    if (reply.retry_after_s)
-      res.set_header("Retry-After", std::to_string(*reply.retry_after_s));
-    res.set_content(reply.body, "application/json");
-    if (gone)
-      res.status = 499; // logged only: nobody reads it
-    return;
+    return send_call_error(res, result.error(), gone);
   }
   ctx.stats.record_call(scope_name, result->source, "ok", total_s, &*result);
   res.set_header("x-pgw-source", result->source);

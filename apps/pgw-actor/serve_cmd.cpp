@@ -41,7 +41,8 @@ constexpr const char* serve_usage = R"(usage: pgw-actor serve [options]
   --env-file F        read configuration from F (default ./.env when present)
 
 An OpenAI-compatible server: POST /v1/chat/completions (JSON or SSE; `model`
-is a scope, or SCOPE/source to pin a source), GET /v1/models, /healthz,
+is a scope, or SCOPE/source to pin a source), POST /v1/embeddings and
+/v1/ocr (`model` an embedding / OCR scope), GET /v1/models, /healthz,
 /readyz, /metrics (Prometheus). Auth by PGW_SERVE_KEYS_FILE (SHA-256 digests
 of accepted bearer keys). SIGTERM/SIGINT: stop accepting, let calls finish
 for PGW_SERVE_DRAIN_S, cancel the rest, exit 0.
@@ -104,8 +105,8 @@ std::string models_json(const context& ctx) {
 
 /// The route label of a path (bounded for metrics).
 std::string route_of(const std::string& path) {
-  for (const char* r : {"/v1/chat/completions", "/v1/models", "/healthz",
-                        "/readyz", "/metrics"})
+  for (const char* r : {"/v1/chat/completions", "/v1/embeddings", "/v1/ocr",
+                        "/v1/models", "/healthz", "/readyz", "/metrics"})
     if (path == r)
       return r;
   return "other";
@@ -192,6 +193,13 @@ void setup_routes(context& ctx, httplib::Server& svr) {
            [&ctx](const httplib::Request& req, httplib::Response& res) {
              serve::handle_chat(ctx, req, res);
            });
+  svr.Post("/v1/embeddings",
+           [&ctx](const httplib::Request& req, httplib::Response& res) {
+             serve::handle_embeddings(ctx, req, res);
+           });
+  svr.Post("/v1/ocr", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    serve::handle_ocr(ctx, req, res);
+  });
   svr.Get("/v1/models", [&ctx](const httplib::Request&, httplib::Response& res) {
     res.set_content(models_json(ctx), "application/json");
   });

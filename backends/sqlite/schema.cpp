@@ -90,6 +90,12 @@ constexpr const char* v3_sql = R"sql(
 ALTER TABLE call ADD COLUMN pgw_cost_saved_usd REAL;
 )sql";
 
+// Version 4: what an attempt did (issue 16): chat, embeddings, ocr_text,
+// ocr_layout; rows written before it were chat.
+constexpr const char* v4_sql = R"sql(
+ALTER TABLE attempt ADD COLUMN pgw_operation TEXT NOT NULL DEFAULT 'chat';
+)sql";
+
 double now_ms() {
   using namespace std::chrono;
   return duration<double, std::milli>(system_clock::now().time_since_epoch())
@@ -105,6 +111,8 @@ const std::vector<migration>& migrations() {
     {2, "opt-in content columns attempt.pgw_content and call.pgw_prompt",
      v2_sql},
     {3, "call.pgw_cost_saved_usd of response-cache hits", v3_sql},
+    {4, "attempt.pgw_operation (chat, embeddings, ocr_text, ocr_layout)",
+     v4_sql},
   };
   return steps;
 }

@@ -41,9 +41,9 @@ INSERT INTO attempt (
   pgw_generation_ms, pgw_outcome, pgw_reason, http_response_status_code,
   error_type, pgw_error_message, gen_ai_usage_input_tokens,
   gen_ai_usage_output_tokens, pgw_usage_source, pgw_settled_tokens,
-  pgw_cost_usd, pgw_is_hedge, pgw_is_probe, pgw_content)
+  pgw_cost_usd, pgw_is_hedge, pgw_is_probe, pgw_content, pgw_operation)
 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16,
-        ?17, ?18, ?19, ?20, ?21, ?22, ?23)
+        ?17, ?18, ?19, ?20, ?21, ?22, ?23, ?24)
 )sql";
 
 constexpr const char* insert_call_sql = R"sql(
@@ -110,6 +110,7 @@ void bind_row(sqlite::statement& s, const attempt_row& r) {
   bind_flag(s, 21, r.is_hedge);
   bind_flag(s, 22, r.is_probe);
   s.bind_text_or_null(23, r.content);
+  s.bind(24, r.operation.empty() ? std::string{"chat"} : r.operation);
 }
 
 void bind_row(sqlite::statement& s, const call_row& r) {

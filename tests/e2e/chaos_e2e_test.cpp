@@ -165,12 +165,12 @@ TEST_CASE("chaos: the telemetry disk fills up: every call still succeeds, lost r
     "PGW_TELEMETRY_DB=" + db,
   };
   auto report_path = dir.file("report.json");
-  // Every file the soak writes is capped at 160 KiB: SQLite's database (and
-  // its WAL) hit the cap after a few hundred rows and every later write
-  // fails with EFBIG, as on a full disk. The report itself is written at the
-  // end, small enough to fit.
+  // Every file the soak writes is capped at 256 KiB: SQLite's database (and
+  // its WAL, which also holds the schema migrations) hit the cap after a few
+  // hundred rows and every later write fails with EFBIG, as on a full disk.
+  // The report itself is written at the end, small enough to fit.
   bg_options opts;
-  opts.max_file_size = 160 * 1024;
+  opts.max_file_size = 256 * 1024;
   opts.ignore_sigxfsz = true;
   bg_process soak{soak_argv(3000, 16, report_path), env, opts};
   auto rc = soak.wait_for(120s);

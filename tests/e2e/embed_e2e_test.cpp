@@ -1,6 +1,7 @@
 // `pgw-actor embed` against a real simulator (issue 16).
 
 #include "apps/pgw-upstream-sim/embeddings.hpp"
+#include "backends/sqlite/db.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/sim_process.hpp"
 
@@ -116,6 +117,8 @@ TEST_CASE_FIXTURE(embed_e2e_fixture,
   env.push_back("EMBED__MAX_ATTEMPTS=6");
   env.push_back("EMBED__BACKOFF_BASE_S=0.01");
   env.push_back("EMBED__BACKOFF_MAX_S=0.05");
+  auto db_path = scenario + ".sqlite";
+  env.push_back("PGW_TELEMETRY_DB=" + db_path);
   auto r = embed({"-", "--json"}, env, stdin_text);
   INFO(r.err);
   REQUIRE(r.exit_code == 0);
@@ -131,6 +134,22 @@ TEST_CASE_FIXTURE(embed_e2e_fixture,
   CHECK(seen["emb-small:503"] > 0);
   CHECK(stats.at("attempts").to_number<int>()
         == 100 + seen["emb-small:503"]);
+  // One telemetry row per sub-batch request, operation embeddings.
+  {
+    auto db = pgw::sqlite::connection::open(db_path,
+                                            pgw::sqlite::open_mode::read_only);
+    REQUIRE(db);
+    auto rows = db->query_text("SELECT count(*) FROM attempt WHERE "
+                               "pgw_operation = 'embeddings'");
+    REQUIRE(rows);
+    CHECK(*rows == std::to_string(stats.at("attempts").to_number<int>()));
+    auto ok = db->query_text("SELECT count(*) FROM attempt WHERE "
+                             "pgw_outcome = 'ok'");
+    REQUIRE(ok);
+    CHECK(*ok == "100");
+  }
+  for (const char* suffix : {"", "-wal", "-shm"})
+    std::remove((db_path + suffix).c_str());
 }
 
 TEST_CASE_FIXTURE(embed_e2e_fixture,

@@ -1,8 +1,10 @@
 // `pgw-actor serve` driven by the official openai npm package (Node) and by
 // plain HTTP: real processes on loopback ports chosen at run time.
 
+#include "apps/pgw-upstream-sim/embeddings.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/sim_process.hpp"
+#include "transport/ocr_codec.hpp"
 
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
@@ -47,6 +49,8 @@ const char* scenario_json = R"({"models": {
   "tools_indexed": {"tool_calls": "indexed"},
   "tools_bad":     {"tool_calls": "bad_args"},
   "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
+  "emb":           {"dim": 8},
+  "monkey":        {},
   "slow_short":    {"ttft_ms": 300, "tokens": 3},
   "person":        {"script": [{"content": "Ada is 36."},
                                {"content": "```json\n{\"name\": \"Ada\", \"age\": 36,}\n```"}]}
@@ -97,6 +101,14 @@ struct serve_fixture {
     env.push_back("STRUCT__BACKOFF_BASE_S=0.01");
     source("HANG", "H", "hang");
     env.push_back("HANG__CALL_DEADLINE_S=0.5");
+    // Issue 16: an embedding scope and a MonkeyOCR scope (images <= 1000 B).
+    source("EMBED", "E", "emb");
+    env.push_back("EMBED__OPENAI__E__KIND=embedding");
+    env.push_back("OCR__GENERIC__M__BASE_URL=http://127.0.0.1:"
+                  + std::to_string(sim->port()) + "/monkey");
+    env.push_back("OCR__GENERIC__M__MODEL=monkey");
+    env.push_back("OCR__GENERIC__M__KIND=ocr_monkey");
+    env.push_back("OCR__GENERIC__M__MAX_IMAGE_BYTES=1000");
     env.insert(env.end(), extra.begin(), extra.end());
     // A clean environment; stderr (the access log) to a file.
     std::vector<std::string> argv{"/usr/bin/env", "-i"};
@@ -456,3 +468,135 @@ TEST_CASE("serve: response_format json_schema is structured output: validated, r
   CHECK(bad->status == 400);
   CHECK(bad->body.find("response_format.json_schema.schema") != std::string::npos);
 }
+
+// -- issue 16: POST /v1/embeddings and POST /v1/ocr --------------------------
+
+TEST_SUITE("serve") {
+
+TEST_CASE("serve: the openai SDK's embeddings (float, base64, SDK default) "
+          "are the simulator's vectors in order, kind and model errors") {
+  REQUIRE_MESSAGE(have_node_client(),
+                  "run `make deps` (npm ci in tests/e2e/serve_client)");
+  serve_fixture f;
+  auto out = f.node_case("embeddings");
+  REQUIRE(out.at("ok").as_bool());
+  const std::vector<std::string> inputs{"alpha", "beta", "gamma"};
+  auto check = [&](const char* key, size_t n) {
+    CAPTURE(key);
+    auto& got = out.at(key).as_array();
+    REQUIRE(got.size() == n);
+    for (size_t i = 0; i < n; ++i) {
+      auto expected = pgw::sim::detail::embed_vector(inputs[i], 8);
+      auto& vec = got[i].as_array();
+      REQUIRE(vec.size() == expected.size());
+      for (size_t k = 0; k < vec.size(); ++k)
+        CHECK(static_cast<float>(vec[k].to_number<double>()) == expected[k]);
+    }
+  };
+  check("float", 3);
+  check("sdk_default", 3);
+  check("base64", 1);
+  // Counted like chat: the route's requests and the scope's calls.
+  auto cli = f.http();
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find(R"(route="/v1/embeddings",status="200")") != std::string::npos);
+  CHECK(m->body.find(R"(scope="EMBED")") != std::string::npos);
+  CHECK(f.stderr_text().find("access POST /v1/embeddings 200 scope=EMBED source=e")
+        != std::string::npos);
+}
+
+TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats, token "
+          "arrays and a pinned source") {
+  serve_fixture f;
+  auto cli = f.http();
+  auto post = [&](const std::string& body) {
+    auto res = cli.Post("/v1/embeddings", f.auth(), body, "application/json");
+    REQUIRE(res);
+    CAPTURE(res->body);
+    CHECK(json::parse(res->body).at("error").at("type").as_string()
+          == "invalid_request_error");
+    return std::make_pair(res->status, res->body);
+  };
+  auto dims = post(R"({"model":"EMBED","input":"x","dimensions":4})");
+  CHECK(dims.first == 400);
+  CHECK(dims.second.find("`dimensions` is not supported") != std::string::npos);
+  CHECK(post(R"({"model":"EMBED","input":"x","encoding_format":"int8"})").first == 400);
+  CHECK(post(R"({"model":"EMBED","input":[[1,2,3]]})").first == 400);
+  auto pinned = post(R"({"model":"EMBED/e","input":"x"})");
+  CHECK(pinned.first == 400);
+  CHECK(pinned.second.find("pinning a source") != std::string::npos);
+  auto empty = post(R"({"model":"EMBED","input":["a",""]})");
+  CHECK(empty.first == 400);
+  CHECK(empty.second.find("input 1 is empty") != std::string::npos);
+}
+
+TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
+          "http URLs, oversize, wrong type, wrong kind are errors") {
+  serve_fixture f;
+  auto cli = f.http();
+  const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "a page";
+  auto body = [](const std::string& type, const std::string& url,
+                 const std::string& model = "ocr") {
+    return json::serialize(json::object{
+      {"model", model},
+      {"document", json::object{{"type", type}, {type, url}}}});
+  };
+  auto data_url = [](const std::string& mime, const std::string& bytes) {
+    return "data:" + mime + ";base64," + pgw::base64_encode(bytes);
+  };
+  auto res = cli.Post("/v1/ocr", f.auth(),
+                      body("image_url", data_url("image/png", png)),
+                      "application/json");
+  REQUIRE(res);
+  INFO(res->body);
+  REQUIRE(res->status == 200);
+  auto doc = json::parse(res->body).as_object();
+  auto& page = doc.at("pages").at(0).as_object();
+  CHECK(page.at("index").to_number<int>() == 0);
+  CHECK(page.at("markdown").as_string() == pgw::sim::detail::ocr_text_of(png));
+  CHECK(doc.at("model").as_string() == "ocr");
+  CHECK(doc.at("usage_info").at("pages_processed").to_number<int>() == 1);
+  CHECK(doc.at("usage_info").at("doc_size_bytes").to_number<size_t>() == png.size());
+  CHECK(doc.at("pgw").at("source").as_string() == "m");
+  CHECK(res->get_header_value("x-pgw-source") == "m");
+  // A PDF as document_url, the layout asked for (pgw's `layout: true`).
+  const std::string pdf = "%PDF-1.4 tiny";
+  auto lay = json::parse(body("document_url", data_url("application/pdf", pdf))).as_object();
+  lay["layout"] = true;
+  auto pr = cli.Post("/v1/ocr", f.auth(), json::serialize(lay), "application/json");
+  REQUIRE(pr);
+  INFO(pr->body);
+  REQUIRE(pr->status == 200);
+  auto pdoc = json::parse(pr->body);
+  CHECK(pdoc.at("pages").at(0).at("blocks").as_array().size() == 2);
+  auto error = [&](const std::string& b, int status, const std::string& words) {
+    auto r = cli.Post("/v1/ocr", f.auth(), b, "application/json");
+    REQUIRE(r);
+    CAPTURE(b.substr(0, 200));
+    CAPTURE(r->body);
+    CHECK(r->status == status);
+    CHECK(r->body.find(words) != std::string::npos);
+    CHECK(json::parse(r->body).at("error").is_object());
+  };
+  error(body("image_url", "https://example.com/a.png"), 400, "only data: URLs");
+  error(body("image_url", data_url("image/png", png + std::string(1200, 'x'))),
+        400, "MAX_IMAGE_BYTES=1000");
+  error(body("image_url", data_url("image/png", "GIF89a not a png")), 400,
+        "PNG");
+  error(body("image_url", "data:image/png;base64,@@@"), 400, "malformed");
+  error(body("image_url", data_url("image/png", png), "NOPE"), 404,
+        "model_not_found");
+  error(body("image_url", data_url("image/png", png), "EMBED"), 400,
+        "KIND=embedding, not OCR");
+  error(R"({"model":"ocr","document":{"type":"file","file":"x"}})", 400,
+        "document.type");
+  // Every request above reached the upstream at most twice: the errors are
+  // answered at the edge or by the gateway, never sent on.
+  httplib::Client s{"127.0.0.1", f.sim->port()};
+  auto log = s.Get("/_sim/log");
+  REQUIRE(log);
+  CHECK(json::parse(log->body).at("requests").as_array().size() == 2);
+}
+
+} // TEST_SUITE

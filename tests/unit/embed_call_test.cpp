@@ -1,8 +1,11 @@
 /// The embedding call actor on the test coordinator with the fake transport.
 
+#include "fakes/memory_sink.hpp"
 #include "fixtures/side_call_fixture.hpp"
 
 #include <boost/json.hpp>
+
+#include <set>
 
 using namespace pgw;
 using namespace pgw::test;
@@ -347,4 +350,43 @@ TEST_CASE_FIXTURE(embed_fixture,
   // 3 sub-batches, 2 tokens per input: 10 input tokens at $2 per million.
   REQUIRE(out->response->stats.cost_usd);
   CHECK(*out->response->stats.cost_usd == doctest::Approx(10 * 2.0 / 1e6));
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: each sub-batch request writes an attempt row, "
+                  "operation embeddings") {
+  fake->script("a", {fake_step::http(503, outcome::transient), embed_ok(),
+                     embed_ok()});
+  auto sink = std::make_shared<memory_sink>();
+  gateway_options opts;
+  opts.telemetry = spawn_telemetry(sys, sink);
+  auto sc = embed_scope({"a"}, 2, 1);
+  sc.backoff_base_s = 0.01;
+  auto gw = spawn_gateway(sc, 42, opts);
+  auto out = embed(gw, numbers(3));
+  REQUIRE(out->response);
+  settle();
+  // One sub-batch fails once and is retried; the other runs once.
+  REQUIRE(sink->attempts.size() == 3);
+  std::multiset<std::string> outcomes;
+  std::set<uint64_t> numbers_seen;
+  int64_t tokens = 0;
+  for (auto& r : sink->attempts) {
+    CAPTURE(r.attempt);
+    CHECK(r.operation == "embeddings");
+    CHECK(r.scope == "EMBED");
+    CHECK(r.source == "a");
+    CHECK(r.call_id == out->response->call_id);
+    outcomes.insert(r.outcome);
+    numbers_seen.insert(r.attempt);
+    if (r.outcome == "ok") {
+      CHECK(r.settled_tokens == r.input_tokens);
+      tokens += r.input_tokens;
+    } else {
+      CHECK(r.http_status == 503);
+    }
+  }
+  CHECK(outcomes == std::multiset<std::string>{"ok", "ok", "transient"});
+  CHECK(numbers_seen == std::set<uint64_t>{1, 2, 3});
+  CHECK(tokens == 6); // 3 inputs, 2 tokens each
 }

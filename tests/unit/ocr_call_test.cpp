@@ -1,5 +1,6 @@
 /// The OCR call actor on the test coordinator with the fake transport.
 
+#include "fakes/memory_sink.hpp"
 #include "fixtures/side_call_fixture.hpp"
 
 #include <boost/json.hpp>
@@ -194,4 +195,40 @@ TEST_CASE_FIXTURE(ocr_fixture,
   CHECK(fake->calls()[1].cancelled);
   check_settled_zero(gw);
   CHECK(source(status(gw), "a").limiter.acquired == 2);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: each attempt writes a row with its operation, "
+                  "settled 0") {
+  fake->script("a", {fake_step::http(503, outcome::transient)});
+  fake->script("b", {fake_step::ok("the text"), fake_step::ok(
+                      R"({"markdown": "# T", "blocks": []})")});
+  auto sink = std::make_shared<memory_sink>();
+  gateway_options opts;
+  opts.telemetry = spawn_telemetry(sys, sink);
+  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  sc.selector = "priority";
+  sc.sources[1].priority = 1;
+  sc.backoff_base_s = 0.01;
+  auto gw = spawn_gateway(sc, 42, opts);
+  auto text = ocr(gw, png);
+  REQUIRE(text->response);
+  auto layout = ocr(gw, png, true);
+  REQUIRE(layout->response);
+  settle();
+  // a (first by priority) fails twice, then b answers: per call.
+  std::vector<std::string> rows;
+  for (auto& r : sink->attempts) {
+    rows.push_back(r.source + " " + r.outcome + " " + r.operation + " "
+                   + std::to_string(r.attempt));
+    CHECK(r.settled_tokens == 0);
+    CHECK(r.call_id
+          == (r.operation == "ocr_text" ? text : layout)->response->call_id);
+  }
+  CHECK(rows
+        == std::vector<std::string>{
+          "a transient ocr_text 1", "a transient ocr_text 2", "b ok ocr_text 3",
+          "a transient ocr_layout 1", "a transient ocr_layout 2",
+          "b ok ocr_layout 3"});
+  CHECK(sink->attempts[0].http_status == 503);
 }

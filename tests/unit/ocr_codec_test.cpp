@@ -51,6 +51,21 @@ TEST_CASE("ocr: base64 and data URLs") {
   CHECK(image_data_url("foo", image_type::jpeg) == "data:image/jpeg;base64,Zm9v");
 }
 
+TEST_CASE("ocr: base64 decoding round-trips and rejects what no encoder makes") {
+  std::string out;
+  for (std::string bytes : {std::string{}, std::string{"f"}, std::string{"fo"},
+                            std::string{"foo"}, std::string("\xFF\xFE\0\x01", 4)}) {
+    CAPTURE(bytes);
+    REQUIRE(base64_decode(base64_encode(bytes), out));
+    CHECK(out == bytes);
+  }
+  CHECK(base64_decode("Zm8", out)); // padding optional
+  CHECK(out == "fo");
+  CHECK_FALSE(base64_decode("Zm9v!", out));
+  CHECK_FALSE(base64_decode("Zm9vY", out)); // 5 symbols: no encoder makes it
+  CHECK_FALSE(base64_decode("Zm=9", out));
+}
+
 TEST_CASE("ocr: the multipart body carries the file with its type") {
   auto body = monkey_multipart(pdf_bytes, image_type::pdf, "B0UND");
   CHECK(body.rfind("--B0UND\r\n", 0) == 0);

@@ -84,6 +84,7 @@ TEST_CASE("migration: a version 1 database gains the version 2 columns and "
     a.source = "a";
     a.outcome = "ok";
     a.content = "an answer";
+    a.operation = "embeddings";
     sink->write(a);
     call_row c;
     c.call_id = "new";
@@ -97,21 +98,23 @@ TEST_CASE("migration: a version 1 database gains the version 2 columns and "
   }
   auto db = sqlite::connection::open(path, sqlite::open_mode::read_only);
   REQUIRE(db);
-  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3});
+  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3, 4});
   CHECK(*db->has_column("attempt", "pgw_content"));
   CHECK(*db->has_column("call", "pgw_prompt"));
   CHECK(*db->has_column("call", "pgw_cost_saved_usd"));
   auto rows = db->prepare("SELECT pgw_call_id, pgw_content, "
-                          "gen_ai_usage_output_tokens FROM attempt "
-                          "ORDER BY pgw_call_id");
+                          "gen_ai_usage_output_tokens, pgw_operation "
+                          "FROM attempt ORDER BY pgw_call_id");
   REQUIRE(rows);
   REQUIRE(*rows->step());
   CHECK(rows->column_text(0) == "new");
   CHECK(rows->column_text(1) == "an answer");
+  CHECK(rows->column_text(3) == "embeddings");
   REQUIRE(*rows->step());
   CHECK(rows->column_text(0) == "old");
   CHECK(rows->is_null(1));
   CHECK(rows->column_int64(2) == 2);
+  CHECK(rows->column_text(3) == "chat"); // rows from before version 4
   CHECK_FALSE(*rows->step());
   auto prompt = db->query_text("SELECT pgw_prompt FROM call "
                                "WHERE pgw_call_id = 'new'");
@@ -132,7 +135,7 @@ TEST_CASE("migration: opening an up-to-date database applies nothing") {
   }
   auto db = sqlite::connection::open(path, sqlite::open_mode::read_only);
   REQUIRE(db);
-  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3});
+  CHECK(versions(*db) == std::vector<int64_t>{1, 2, 3, 4});
   auto n = db->query_text("SELECT count(*) FROM attempt");
   REQUIRE(n);
   CHECK(*n == "3");

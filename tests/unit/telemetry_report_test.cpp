@@ -204,7 +204,7 @@ TEST_CASE("report: scope totals on the fixture") {
   fixture f;
   auto r = f.recent();
   CHECK(r.db_path == f.path);
-  CHECK(r.schema_version == 3);
+  CHECK(r.schema_version == 4);
   REQUIRE(r.scopes.size() == 2);
   CHECK(r.scopes[0].total.scope == "EMBED");
   CHECK(r.scopes[1].total.scope == "LLM");
@@ -378,7 +378,7 @@ TEST_CASE("report: JSON shape") {
   REQUIRE(doc.is_object());
   auto& root = doc.as_object();
   CHECK(root.at("db").as_string() == f.path);
-  CHECK(root.at("schema_version").to_number<int64_t>() == 3);
+  CHECK(root.at("schema_version").to_number<int64_t>() == 4);
   CHECK(root.at("since").is_string());
   CHECK(root.at("since_ms").to_number<double>()
         == doctest::Approx(f.now_ms - 86400e3));

@@ -67,6 +67,7 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: a success writes one attempt ro
   CHECK(a.source == "a");
   CHECK(a.request_model == "model-a");
   CHECK(a.outcome == "ok");
+  CHECK(a.operation == "chat");
   CHECK(a.input_tokens == 1000);
   CHECK(a.output_tokens == 500);
   CHECK(a.usage_source == "reported");

@@ -85,6 +85,7 @@ attempt_row full_attempt() {
   r.is_hedge = true;
   r.is_probe = true;
   r.content = "the answer";
+  r.operation = "ocr_layout";
   return r;
 }
 
@@ -162,8 +163,9 @@ TEST_CASE("sink: every attempt field lands in its column") {
   CHECK(s.column_int64(col(s, "pgw_is_hedge")) == 1);
   CHECK(s.column_int64(col(s, "pgw_is_probe")) == 1);
   CHECK(s.column_text(col(s, "pgw_content")) == "the answer");
-  // 23 fields, 23 columns: nothing of the row is left out.
-  CHECK(s.column_count() == 23);
+  CHECK(s.column_text(col(s, "pgw_operation")) == "ocr_layout");
+  // 24 fields, 24 columns: nothing of the row is left out.
+  CHECK(s.column_count() == 24);
 }
 
 TEST_CASE("sink: unset attempt fields are NULL, not zero or empty text") {
@@ -197,6 +199,7 @@ TEST_CASE("sink: unset attempt fields are NULL, not zero or empty text") {
     CHECK(s.column_int64(col(s, name)) == 0);
   }
   CHECK(s.column_text(col(s, "gen_ai_request_model")) == "m");
+  CHECK(s.column_text(col(s, "pgw_operation")) == "chat"); // the default
 }
 
 TEST_CASE("sink: every call field lands in its column and unset ones are "
@@ -295,13 +298,13 @@ TEST_CASE("sink: a new database has the current schema, its version rows, "
   auto version = sqlite::schema_version_of(db);
   REQUIRE(version);
   CHECK(*version == sqlite::current_schema_version());
-  CHECK(sqlite::current_schema_version() == 3);
+  CHECK(sqlite::current_schema_version() == 4);
   auto versions = db.prepare("SELECT version FROM schema_version ORDER BY 1");
   REQUIRE(versions);
   std::vector<int64_t> seen;
   while (*versions->step())
     seen.push_back(versions->column_int64(0));
-  CHECK(seen == std::vector<int64_t>{1, 2, 3});
+  CHECK(seen == std::vector<int64_t>{1, 2, 3, 4});
   auto idx = db.prepare("SELECT name, tbl_name FROM sqlite_master "
                         "WHERE type = 'index' AND sql IS NOT NULL ORDER BY 1");
   REQUIRE(idx);
@@ -469,5 +472,5 @@ TEST_CASE("sink: two sinks on one file (two processes) both write") {
   auto db = open_db(path);
   CHECK(count(db, "attempt") == 200);
   CHECK(count(db, "call") == 200);
-  CHECK(count(db, "schema_version") == 3);
+  CHECK(count(db, "schema_version") == 4);
 }

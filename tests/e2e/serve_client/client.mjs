@@ -58,6 +58,35 @@ async function expectError(model, Class, status) {
 }
 
 const cases = {
+  // POST /v1/embeddings: float, the SDK's default (it asks for base64 and
+  // decodes), explicit base64 (little-endian float32); errors by kind.
+  async embeddings() {
+    const input = ['alpha', 'beta', 'gamma'];
+    const floats = await client.embeddings.create({ model: 'embed', input, encoding_format: 'float' });
+    assert.equal(floats.object, 'list');
+    assert.deepEqual(floats.data.map((d) => d.index), [0, 1, 2]);
+    assert.ok(floats.usage.prompt_tokens > 0, 'prompt tokens counted');
+    assert.equal(floats.usage.total_tokens, floats.usage.prompt_tokens);
+    const dflt = await client.embeddings.create({ model: 'EMBED', input });
+    assert.deepEqual(dflt.data.map((d) => d.embedding), floats.data.map((d) => d.embedding));
+    const raw = await client.embeddings.create({ model: 'EMBED', input: 'alpha', encoding_format: 'base64' });
+    assert.equal(typeof raw.data[0].embedding, 'string');
+    const bytes = new Uint8Array(Buffer.from(raw.data[0].embedding, 'base64'));
+    const decoded = Array.from(new Float32Array(bytes.buffer));
+    const e404 = await client.embeddings.create({ model: 'NOPE', input }).catch((e) => e);
+    assert.ok(e404 instanceof OpenAI.NotFoundError, `${e404.constructor.name}`);
+    const chatScope = await client.embeddings.create({ model: 'LLM', input }).catch((e) => e);
+    assert.ok(chatScope instanceof OpenAI.BadRequestError, `${chatScope.constructor.name}`);
+    assert.match(chatScope.message, /KIND=chat, not embeddings/);
+    const embedScope = await client.chat.completions.create({ model: 'EMBED', messages: hello }).catch((e) => e);
+    assert.ok(embedScope instanceof OpenAI.BadRequestError, `${embedScope.constructor.name}`);
+    assert.match(embedScope.message, /KIND=embedding, not chat/);
+    return {
+      float: floats.data.map((d) => d.embedding),
+      sdk_default: dflt.data.map((d) => d.embedding),
+      base64: [decoded],
+    };
+  },
   async chat() {
     const r = await client.chat.completions.create({ model: 'llm', messages: hello, seed: 7, user: 'u1', stop: ['zzz'] });
     assert.equal(r.object, 'chat.completion');

@@ -1,0 +1,304 @@
+// `pgw-actor serve`: the embeddings and OCR routes (issue 16).
+
+#include "cli.hpp"
+#include "serve_app.hpp"
+#include "serve_openai.hpp"
+
+#include "config/json_text.hpp"
+#include "transport/ocr_codec.hpp"
+
+#include <boost/json.hpp>
+#include <httplib.h>
+
+#include <chrono>
+#include <cstring>
+
+namespace pgw::serve {
+
+namespace {
+
+namespace json = boost::json;
+
+void send_bad_request(httplib::Response& res, const std::string& message) {
+  send_error(res, 400, message, "invalid_request_error", "invalid_request");
+}
+
+/// The little-endian float32 bytes of `vec`, base64-encoded (OpenAI's
+/// `encoding_format: "base64"`).
+std::string base64_floats(const std::vector<float>& vec) {
+  std::string bytes;
+  bytes.reserve(vec.size() * 4);
+  for (auto x : vec) {
+    uint32_t bits = 0;
+    std::memcpy(&bits, &x, sizeof bits);
+    for (int i = 0; i < 4; ++i)
+      bytes += static_cast<char>((bits >> (8 * i)) & 0xFF);
+  }
+  return base64_encode(bytes);
+}
+
+/// The object of `body`, or a message saying why it is not one.
+std::optional<std::string> parse_object(const std::string& body,
+                                        json::object& out) {
+  boost::system::error_code ec;
+  auto doc = json::parse(body, ec);
+  if (ec || !doc.is_object())
+    return std::string{"the body is not a JSON object"};
+  out = std::move(doc.as_object());
+  return {};
+}
+
+/// The served scope named by `model` when it serves one of `kinds`;
+/// otherwise sends the error (404 unknown, 400 a scope of another kind or
+/// a pinned source) and returns null.
+const served_scope* scope_for(context& ctx, const json::object& body,
+                              std::initializer_list<const char*> kinds,
+                              const char* what, httplib::Response& res,
+                              std::string& model) {
+  auto* m = body.if_contains("model");
+  if (m == nullptr || !m->is_string() || m->as_string().empty()) {
+    send_bad_request(res, "`model` must be a non-empty string (a scope)");
+    return nullptr;
+  }
+  model = std::string(m->as_string());
+  std::string source;
+  auto scope = resolve(ctx, model, source);
+  if (scope == nullptr) {
+    send_model_not_found(res, model);
+    return nullptr;
+  }
+  const auto& kind = scope->config->sources.front().kind;
+  bool fits = false;
+  for (auto k : kinds)
+    fits = fits || kind == k;
+  if (!fits) {
+    send_bad_request(res, "scope " + scope->config->name + " serves KIND="
+                            + kind + ", not " + what);
+    return nullptr;
+  }
+  if (!source.empty()) {
+    send_bad_request(res, std::string{"pinning a source (SCOPE/source) is "
+                                      "not supported for "}
+                            + what + "; name the scope");
+    return nullptr;
+  }
+  res.set_header("x-pgw-scope", scope->config->name);
+  return scope;
+}
+
+/// The inputs of an embeddings body: `input` a string or an array of
+/// strings; a message naming the problem otherwise.
+std::optional<std::string> embed_inputs(const json::object& body,
+                                        std::vector<std::string>& out) {
+  auto* in = body.if_contains("input");
+  if (in != nullptr && in->is_string()) {
+    out.emplace_back(in->as_string());
+    return {};
+  }
+  if (in == nullptr || !in->is_array())
+    return std::string{"`input` must be a string or an array of strings"};
+  for (auto& v : in->as_array()) {
+    if (!v.is_string())
+      return std::string{"`input` must be a string or an array of strings "
+                         "(token arrays are not supported)"};
+    out.emplace_back(v.as_string());
+  }
+  return {};
+}
+
+/// Runs one call through `start` and answers: the error, or `ok(result)`.
+template <class Start, class Ok>
+void run_call(context& ctx, const httplib::Request& req,
+              httplib::Response& res, const served_scope& scope, Start start,
+              Ok ok) {
+  auto call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
+  res.set_header("x-pgw-call-id", call_id);
+  auto started = std::chrono::steady_clock::now();
+  client cl{*ctx.sys, scope.gateway};
+  auto pending = start(cl, call_id);
+  bool gone = false;
+  auto result = await_call(ctx, req, cl, call_id, pending, gone);
+  double total_s = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - started)
+                     .count();
+  const auto& scope_name = scope.config->name;
+  if (!result) {
+    ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
+                          nullptr);
+    return send_call_error(res, result.error(), gone);
+  }
+  // The metrics count the prompt tokens (embeddings) against the first
+  // source that answered.
+  auto& stats = result->stats;
+  auto first = stats.source.substr(0, stats.source.find(','));
+  chat_response counted;
+  counted.stats = stats;
+  counted.usage.prompt_tokens = stats.prompt_tokens;
+  ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
+  res.set_header("x-pgw-source", first);
+  ok(*result);
+}
+
+/// The bytes of a `data:...;base64,...` URL; a message otherwise.
+std::optional<std::string> data_url_bytes(const std::string& url,
+                                          std::string& out) {
+  if (url.rfind("data:", 0) != 0)
+    return std::string{"only data: URLs are accepted (pgw never fetches a "
+                       "URL for the caller)"};
+  auto comma = url.find(',');
+  if (comma == std::string::npos || comma < 12
+      || url.compare(comma - 7, 7, ";base64") != 0)
+    return std::string{"the data: URL must be base64 (data:TYPE;base64,...)"};
+  if (!base64_decode(url.substr(comma + 1), out))
+    return std::string{"the data: URL's base64 is malformed"};
+  return {};
+}
+
+/// The document bytes of an OCR body (Mistral / LiteLLM shape):
+/// `document: {type: image_url, image_url: URL | {url}}` or
+/// `{type: document_url, document_url: URL}`.
+std::optional<std::string> ocr_document(const json::object& body,
+                                        std::string& out) {
+  auto* doc = body.if_contains("document");
+  if (doc == nullptr || !doc->is_object())
+    return std::string{"`document` must be an object {type, image_url | "
+                       "document_url}"};
+  auto& d = doc->as_object();
+  auto* type = d.if_contains("type");
+  if (type == nullptr || !type->is_string()
+      || (type->as_string() != "image_url"
+          && type->as_string() != "document_url"))
+    return std::string{"`document.type` must be image_url or document_url"};
+  auto field = std::string(type->as_string());
+  const json::value* url = d.if_contains(field);
+  if (url != nullptr && url->is_object())
+    url = url->as_object().if_contains("url");
+  if (url == nullptr || !url->is_string())
+    return "`document." + field + "` must be a URL string";
+  return data_url_bytes(std::string(url->as_string()), out);
+}
+
+} // namespace
+
+std::string embeddings_json(const embed_response& resp,
+                            const std::string& model, bool base64) {
+  json::array data;
+  data.reserve(resp.vectors.size());
+  for (size_t i = 0; i < resp.vectors.size(); ++i) {
+    json::value vec;
+    if (base64) {
+      vec = base64_floats(resp.vectors[i]);
+    } else {
+      json::array arr;
+      arr.reserve(resp.vectors[i].size());
+      for (auto x : resp.vectors[i])
+        arr.emplace_back(static_cast<double>(x));
+      vec = std::move(arr);
+    }
+    data.emplace_back(json::object{{"object", "embedding"},
+                                   {"index", i},
+                                   {"embedding", std::move(vec)}});
+  }
+  auto tokens = resp.stats.prompt_tokens;
+  json::object out{
+    {"object", "list"},
+    {"data", std::move(data)},
+    {"model", model},
+    {"usage", json::object{{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
+    {"call_id", resp.call_id},
+    {"call_stats", json::parse(cli::call_stats_json(resp.stats))},
+  };
+  return json_text(out);
+}
+
+void handle_embeddings(context& ctx, const httplib::Request& req,
+                       httplib::Response& res) {
+  in_flight_guard guard{ctx};
+  if (guard.overloaded(res))
+    return;
+  json::object body;
+  if (auto problem = parse_object(req.body, body))
+    return send_bad_request(res, *problem);
+  bool base64 = false;
+  if (auto* f = body.if_contains("encoding_format"); f && !f->is_null()) {
+    if (!f->is_string()
+        || (f->as_string() != "float" && f->as_string() != "base64"))
+      return send_bad_request(res, "`encoding_format` must be float or base64");
+    base64 = f->as_string() == "base64";
+  }
+  if (auto* d = body.if_contains("dimensions"); d && !d->is_null())
+    return send_bad_request(res, "`dimensions` is not supported: the vector "
+                                 "size is the source model's");
+  embed_request call;
+  if (auto problem = embed_inputs(body, call.inputs))
+    return send_bad_request(res, *problem);
+  std::string model;
+  auto scope = scope_for(ctx, body, {"embedding"}, "embeddings", res, model);
+  if (scope == nullptr)
+    return;
+  run_call(
+    ctx, req, res, *scope,
+    [&call](client& cl, const std::string& id) {
+      call.call_id = id;
+      return cl.embed_async(std::move(call));
+    },
+    [&](const embed_response& resp) {
+      res.set_content(embeddings_json(resp, model, base64), "application/json");
+    });
+}
+
+void handle_ocr(context& ctx, const httplib::Request& req,
+                httplib::Response& res) {
+  in_flight_guard guard{ctx};
+  if (guard.overloaded(res))
+    return;
+  json::object body;
+  if (auto problem = parse_object(req.body, body))
+    return send_bad_request(res, *problem);
+  ocr_request call;
+  if (auto problem = ocr_document(body, call.image))
+    return send_bad_request(res, *problem);
+  // pgw's extension: `"layout": true` parses the layout (blocks).
+  if (auto* l = body.if_contains("layout"); l && !l->is_null()) {
+    if (!l->is_bool())
+      return send_bad_request(res, "`layout` must be true or false");
+    call.layout = l->as_bool();
+  }
+  std::string model;
+  auto scope = scope_for(ctx, body, {"ocr_vision", "ocr_monkey"}, "OCR", res,
+                         model);
+  if (scope == nullptr)
+    return;
+  auto size = call.image.size();
+  bool layout = call.layout;
+  run_call(
+    ctx, req, res, *scope,
+    [&call](client& cl, const std::string& id) {
+      call.call_id = id;
+      return cl.ocr_async(std::move(call));
+    },
+    [&](const ocr_response& resp) {
+      json::object page{{"index", 0},
+                        {"markdown", resp.text},
+                        {"images", json::array{}},
+                        {"dimensions", nullptr}};
+      if (layout) {
+        boost::system::error_code ec;
+        auto blocks = json::parse(resp.blocks_json, ec);
+        page["blocks"] = ec ? json::value(json::array{}) : std::move(blocks);
+      }
+      json::object out{
+        {"pages", json::array{std::move(page)}},
+        {"model", model},
+        {"usage_info",
+         json::object{{"pages_processed", 1}, {"doc_size_bytes", size}}},
+        {"pgw", json::object{{"call_id", resp.call_id},
+                             {"source", resp.source},
+                             {"call_stats",
+                              json::parse(cli::call_stats_json(resp.stats))}}},
+      };
+      res.set_content(json_text(out), "application/json");
+    });
+}
+
+} // namespace pgw::serve
