@@ -55,7 +55,7 @@ std::string fresh_ns() {
 } // namespace
 
 TEST_CASE_FIXTURE(cache_e2e, "cache: a second chat process hits the shared "
-                             "Redis cache; the simulator saw one request") {
+                             "Redis cache, the simulator saw one request") {
   auto e = env("ok", fresh_ns());
   auto db = "/tmp/pgw-cache-e2e-" + std::to_string(::getpid()) + ".sqlite";
   std::remove(db.c_str());

@@ -127,7 +127,7 @@ TEST_CASE_FIXTURE(failover_fixture, "a wrong API key: the error names 401 and th
                            "401\")\n"));
 }
 
-TEST_CASE_FIXTURE(failover_fixture, "plain errors list every source; PGW_LOG=debug logs each attempt") {
+TEST_CASE_FIXTURE(failover_fixture, "plain errors list every source, PGW_LOG=debug logs each attempt") {
   auto e = only_a("down", {"LLM__GENERIC__B__BASE_URL=http://127.0.0.1:1/v1",
                            "LLM__GENERIC__B__MODEL=ok",
                            "LLM__SELECTOR=round_robin", "LLM__MAX_ATTEMPTS=2",
@@ -166,7 +166,7 @@ TEST_CASE_FIXTURE(failover_fixture, "PGW_LOG=info logs 429 cooldowns and breaker
   CHECK(has(d.run.err, "breaker: source a closed -> open (epoch 1"));
 }
 
-TEST_CASE("every subcommand answers --help with exit 0; --version names the libraries") {
+TEST_CASE("every subcommand answers --help with exit 0, --version names the libraries") {
   for (auto args : std::vector<std::vector<std::string>>{
          {"--help"}, {"chat", "--help"}, {"config", "--help"},
          {"config", "check", "--help"}, {"demo", "--help"},

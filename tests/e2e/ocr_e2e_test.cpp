@@ -82,7 +82,7 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture, "ocr: text and layout through the CLI") {
 }
 
 TEST_CASE_FIXTURE(ocr_e2e_fixture,
-                  "ocr: success:false fails over; every source failing and "
+                  "ocr: success:false fails over, every source failing and "
                   "bad images give the right exit codes") {
   auto env = source("A", "sad");
   auto more = source("B", "monkey");

@@ -184,7 +184,7 @@ TEST_CASE("a scenario whose expectation fails exits 1 and names it") {
   CHECK_FALSE(s.doc.at("scenario").at("passed").as_bool());
 }
 
-TEST_CASE("scenario names resolve beside the sources; unknown names and bad files exit 2") {
+TEST_CASE("scenario names resolve beside the sources, unknown names and bad files exit 2") {
   auto r = run_program({PGW_ACTOR_BIN, "soak", "--scenario", "no-such-one"});
   CHECK(r.exit_code == 2);
   CHECK(r.err.find("no scenario 'no-such-one'") != std::string::npos);
@@ -215,7 +215,7 @@ TEST_CASE("scenario names resolve beside the sources; unknown names and bad file
   CHECK(r.exit_code == 2);
 }
 
-TEST_CASE("scenario structured: >= 99.5 % schema-valid with re-asks; without them it fails") {
+TEST_CASE("scenario structured: >= 99.5 % schema-valid with re-asks, without them it fails") {
   auto s = run_scenario("structured");
   INFO(s.r.out);
   INFO(s.r.err);

@@ -356,7 +356,7 @@ TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
 
 // -- response cache (issue 14) ------------------------------------------------
 
-TEST_CASE("serve: 50 identical concurrent calls make one upstream request; "
+TEST_CASE("serve: 50 identical concurrent calls make one upstream request, "
           "cache controls and a streamed hit") {
   serve_fixture fx({"PGW_CACHE_BACKEND=memory", "SHORT__CACHE__ENABLED=true"});
   auto upstream_count = [&fx](const std::string& model) {

@@ -157,7 +157,7 @@ TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
   CHECK(r.result.reason == "response_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "identity is asked for; an encoded answer is "
+TEST_CASE_FIXTURE(fixture, "identity is asked for, an encoded answer is "
                            "refused") {
   std::string accept;
   raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
@@ -200,7 +200,7 @@ TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
   CHECK(r.result.error_message == "headers_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once; finish_reason "
+TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once, finish_reason "
                            "waits at most 2 s for usage") {
   raw_upstream done_then_hang{[](raw_upstream& u, int fd, const std::string&) {
     if (u.send_all(fd, sse_head + event(delta("hi", "\"stop\""))

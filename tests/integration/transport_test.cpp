@@ -206,7 +206,7 @@ TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
   }
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "Retry-After is read; a 429 without one has none") {
+TEST_CASE_FIXTURE(transport_fixture, "Retry-After is read, a 429 without one has none") {
   auto r = run("ra2", false);
   CHECK(r.result.kind == outcome::rate_limited);
   REQUIRE(r.result.retry_after_s);

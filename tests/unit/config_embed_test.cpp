@@ -68,7 +68,7 @@ TEST_CASE("MAX_BATCH_INPUTS, MAX_BATCH_TOKENS, BATCH_CONCURRENCY are >= 1") {
            "sub-batches of one call in flight)");
 }
 
-TEST_CASE("a scope serves one kind; embedding models should agree") {
+TEST_CASE("a scope serves one kind, embedding models should agree") {
   auto err = load_error(embed_env({{"EMBED__GENERIC__B__KIND", "chat"}}));
   CHECK(err.find("EMBED__GENERIC__B__KIND=chat") != std::string::npos);
   CHECK(err.find("the sources of a scope serve the same kind of call")
@@ -78,7 +78,7 @@ TEST_CASE("a scope serves one kind; embedding models should agree") {
   CHECK(mentions(s->warnings, "embedding sources name different models"));
 }
 
-TEST_CASE("ocr_monkey sources default to MAX_CONCURRENCY=1; MAX_IMAGE_BYTES") {
+TEST_CASE("ocr_monkey sources default to MAX_CONCURRENCY=1, MAX_IMAGE_BYTES") {
   env_map env{{"OCR__GENERIC__M__BASE_URL", "http://127.0.0.1:9000"},
               {"OCR__GENERIC__M__MODEL", "monkey"},
               {"OCR__GENERIC__M__KIND", "ocr_monkey"},

@@ -39,7 +39,7 @@ bool warned(const settings& s, const std::string& part) {
 
 } // namespace
 
-TEST_CASE("a scope-level value is every source's default; a source's own key wins") {
+TEST_CASE("a scope-level value is every source's default, a source's own key wins") {
   auto s = load_settings(two_sources({{"LLM__TIMEOUT_S", "30"},
                                       {"LLM__TTFT_TIMEOUT_S", "5"},
                                       {"LLM__STREAM_IDLE_TIMEOUT_S", "10"},

@@ -67,7 +67,7 @@ TEST_CASE("embed splitter: both limits, an oversize input travels alone") {
   CHECK(bs[3].end == 7);
 }
 
-TEST_CASE("embed splitter: empty input gives no batch; limits below 1 mean 1") {
+TEST_CASE("embed splitter: empty input gives no batch, limits below 1 mean 1") {
   CHECK(batch_splitter{10, 10}.split({}).empty());
   auto bs = batch_splitter{0, 0}.split(texts(3));
   CHECK(bs.size() == 3);

@@ -153,7 +153,7 @@ TEST_CASE_FIXTURE(embed_fixture,
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
-                  "embed: only the failed sub-batch is retried; usage and "
+                  "embed: only the failed sub-batch is retried, usage and "
                   "generation_ms summed") {
   auto fail = fake_step::http(503, outcome::transient).after(100ms);
   fake->script("a", {embed_ok().after(100ms), fail, embed_ok().after(100ms)});

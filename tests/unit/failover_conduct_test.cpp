@@ -43,7 +43,7 @@ TEST_CASE("a 429 cools down by Retry-After, else 1 s doubling, capped") {
   CHECK(rate_limit_cooldown_s(1, 0.0, 300) == 1.0);
 }
 
-TEST_CASE("one time-costly failure demotes a source; fast ones need two") {
+TEST_CASE("one time-costly failure demotes a source, fast ones need two") {
   std::vector<size_t> order{0, 1, 2};
   demote_failed(order, {1, 0, 0}, {true, false, false});
   CHECK(order == std::vector<size_t>{1, 2, 0});
@@ -77,7 +77,7 @@ TEST_CASE_FIXTURE(actor_fixture, "a persistent 429 without Retry-After fails ove
   CHECK(fake->count("a") == 1);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "one source's 429s without Retry-After wait 1, 2, 4 s; a success resets it") {
+TEST_CASE_FIXTURE(actor_fixture, "one source's 429s without Retry-After wait 1, 2, 4 s, a success resets it") {
   fake->script("a", {fake_step::rate_limited(caf::none),
                      fake_step::rate_limited(caf::none),
                      fake_step::rate_limited(caf::none), fake_step::ok(),

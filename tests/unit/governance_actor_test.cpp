@@ -85,7 +85,7 @@ TEST_CASE_FIXTURE(actor_fixture, "permits settle by the SPEC 8 rule") {
   check_balanced(st);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "an open circuit is skipped; the healthy source serves") {
+TEST_CASE_FIXTURE(actor_fixture, "an open circuit is skipped, the healthy source serves") {
   fake->script("a", {fake_step::http(503, outcome::transient)});
   fake->script("b", {fake_step::ok()});
   auto sc = test_scope({"a", "b"}, "priority");

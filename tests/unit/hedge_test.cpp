@@ -111,7 +111,7 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: no candidate means no hedge, silently")
   }
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "hedge: the winner settles actual, the loser est; neither breaker nor health hears of the loser") {
+TEST_CASE_FIXTURE(actor_fixture, "hedge: the winner settles actual, the loser est, neither breaker nor health hears of the loser") {
   auto sc = hedged();
   for (auto& src : sc.sources) {
     src.tpm = 100000;
@@ -187,7 +187,7 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: both legs failing costs one budget unit
   check_balanced(status(gw));
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "hedge: both legs 429 cost no budget; 429 plus a failure costs one") {
+TEST_CASE_FIXTURE(actor_fixture, "hedge: both legs 429 cost no budget, 429 plus a failure costs one") {
   SUBCASE("both 429") {
     fake->script("a", {fake_step::rate_limited(0.5).after(1500ms)});
     fake->script("b", {fake_step::rate_limited(0.5).after(1s)});

@@ -13,7 +13,7 @@ using namespace pgw::test;
 using namespace std::chrono_literals;
 
 TEST_CASE_FIXTURE(actor_fixture, "a far-future Retry-After is capped at the "
-                                 "scope's max cooldown; the fallback serves") {
+                                 "scope's max cooldown, the fallback serves") {
   fake->script("a", {fake_step::rate_limited(1e11), fake_step::ok()});
   fake->script("b", {fake_step::ok()});
   auto sc = test_scope({"a", "b"}, "priority");

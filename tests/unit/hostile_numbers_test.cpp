@@ -357,7 +357,7 @@ TEST_CASE("parse_url: case, IPv6, userinfo, ports") {
   CHECK(normalise_url("HTTP://[::ABCD]/x") == "http://[::abcd]/x");
 }
 
-TEST_CASE("validate: BASE_URL scheme and host are case-normalised; IPv6 is "
+TEST_CASE("validate: BASE_URL scheme and host are case-normalised, IPv6 is "
           "checked") {
   auto s = load_settings(
     one_source({{"LLM__OPENAI__A__BASE_URL", "HTTP://API.Example.com/V1"}}));

@@ -84,7 +84,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
 }
 
 TEST_CASE_FIXTURE(ocr_fixture,
-                  "ocr_vision layout: JSON blocks; a non-JSON answer is "
+                  "ocr_vision layout: JSON blocks, a non-JSON answer is "
                   "result_invalid and retried elsewhere") {
   fake->script("a", {fake_step::ok("I cannot do JSON, sorry")});
   fake->script("b", {fake_step::ok(
@@ -110,7 +110,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
 }
 
 TEST_CASE_FIXTURE(ocr_fixture,
-                  "ocr_monkey: multipart /ocr/text; HTTP 200 success:false "
+                  "ocr_monkey: multipart /ocr/text, HTTP 200 success:false "
                   "is a failure, retried on another source") {
   fake->script("a", {raw(R"({"success":false,"message":"model busy"})")});
   fake->script("b", {raw(R"({"success":true,"task_type":"text",)"

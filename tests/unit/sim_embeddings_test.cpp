@@ -25,7 +25,7 @@ TEST_CASE("sim embeddings: dim and max_inputs per model, validated") {
                   std::invalid_argument);
 }
 
-TEST_CASE("sim embeddings: requests parse; bad ones name the problem") {
+TEST_CASE("sim embeddings: requests parse, bad ones name the problem") {
   embed_request r;
   CHECK(parse_embed(R"({"model":"m","input":["ab","cdefgh"]})", r).empty());
   CHECK(r.model == "m");

@@ -215,7 +215,7 @@ TEST_CASE_FIXTURE(actor_fixture, "structured: a forced rung is not downgraded") 
   CHECK(source(status(gw), "a").structured_rung == "json_schema");
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "structured: hedging is per round; a mismatched leg waits for the other") {
+TEST_CASE_FIXTURE(actor_fixture, "structured: hedging is per round, a mismatched leg waits for the other") {
   auto sc = test_scope({"a", "b"}, "priority");
   sc.sources[1].priority = 1;
   sc.hedge.after_s = 1.0;

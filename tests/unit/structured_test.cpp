@@ -154,7 +154,7 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
   }
 }
 
-TEST_CASE("structured: recursive schemas validate; long strings never reach std::regex") {
+TEST_CASE("structured: recursive schemas validate, long strings never reach std::regex") {
   auto tree = compiled(R"({"definitions":{"node":{"type":"object","properties":{"next":{"$ref":"#/definitions/node"}}}},"$ref":"#/definitions/node"})");
   CHECK(check_answer(*tree, R"({"next":{"next":{"next":{}}}})").valid);
   CHECK_FALSE(check_answer(*tree, R"({"next":{"next":3}})").valid);

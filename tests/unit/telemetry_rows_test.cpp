@@ -94,7 +94,7 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: a success writes one attempt ro
   CHECK(c.prompt.empty());
 }
 
-TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: failover writes a row per attempt; a failed call has exactly one terminal_failure row") {
+TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: failover writes a row per attempt, a failed call has exactly one terminal_failure row") {
   fake->script("a", {fake_step::http(503, outcome::transient)});
   fake->script("b", {fake_step::ok("b", 10, 10)});
   auto gw = spawn_gateway(test_scope({"a", "b"}, "round_robin"), 42,

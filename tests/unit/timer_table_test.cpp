@@ -41,7 +41,7 @@ TEST_CASE("timer_table: due timers come out earliest first, once") {
   CHECK_FALSE(t.next());
 }
 
-TEST_CASE("timer_table: arming a kind again replaces it; other kinds stay") {
+TEST_CASE("timer_table: arming a kind again replaces it, other kinds stay") {
   owners o;
   auto& owner = o.a;
   timer_table t;
