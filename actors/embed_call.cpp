@@ -361,22 +361,10 @@ embed_call(self_ptr self, embed_call_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   st.rng.seed(st.args.seed);
-  if (st.args.requester)
-    self->monitor(st.args.requester);
-  self->set_down_handler([self](caf::down_msg&) {
-    fail(self, error_code::cancelled, "the caller went away");
-  });
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    auto& st = self->state;
-    if (st.started && !st.delivered) {
-      fail(self, error_code::cancelled, "the gateway shut down");
-      if (!st.delivered) {
-        st.delivered = true;
-        st.promise.deliver(st.failure);
-      }
-    }
-    self->quit(msg.reason);
-  });
+  watch_caller(self, st.args.requester,
+               [](self_ptr self, error_code code, const char* what) {
+                 fail(self, code, what);
+               });
   return {
     [self](atom::start) -> caf::result<embed_response> {
       auto& st = self->state;

@@ -30,22 +30,10 @@ caf::result<embed_response> start_embed(gateway_self self,
     return out;
   }
   embed_call_args args;
-  args.call_id = req.call_id;
+  fill_side_args(self, args, req.call_id, req.deadline_s);
   args.inputs = std::make_shared<const std::vector<std::string>>(
     std::move(req.inputs));
-  args.scope = st.scope;
-  args.sources = st.call_sources;
-  args.gateway = self;
-  args.transport = st.transport;
-  if (req.deadline_s)
-    args.deadline_s = req.deadline_s;
-  else if (st.scope->call_deadline_s)
-    args.deadline_s = *st.scope->call_deadline_s;
-  args.seed = st.rng();
-  args.requester = self->current_sender();
   args.prices = st.opts.prices;
-  args.telemetry = st.opts.telemetry;
-  args.wall_offset_ms = st.opts.wall_offset_ms;
   auto id = args.call_id;
   return run_side_call<embed_response>(self, id,
                                        self->spawn(embed_call,

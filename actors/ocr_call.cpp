@@ -278,22 +278,10 @@ ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
   auto& st = self->state;
   st.args = std::move(args);
   st.rng.seed(st.args.seed);
-  if (st.args.requester)
-    self->monitor(st.args.requester);
-  self->set_down_handler([self](caf::down_msg&) {
-    fail(self, error_code::cancelled, "the caller went away");
-  });
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    auto& st = self->state;
-    if (st.started && !st.delivered) {
-      fail(self, error_code::cancelled, "the gateway shut down");
-      if (!st.delivered) {
-        st.delivered = true;
-        st.promise.deliver(st.failure);
-      }
-    }
-    self->quit(msg.reason);
-  });
+  watch_caller(self, st.args.requester,
+               [](self_ptr self, error_code code, const char* what) {
+                 fail(self, code, what);
+               });
   return {
     [self](atom::start) -> caf::result<ocr_response> {
       auto& st = self->state;

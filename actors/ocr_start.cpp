@@ -25,20 +25,8 @@ caf::result<ocr_response> start_ocr(gateway_self self, ocr_request req) {
   if (auto err = claim_call_id(self, req.call_id))
     return err;
   ocr_call_args args;
-  args.call_id = req.call_id;
+  fill_side_args(self, args, req.call_id, req.deadline_s);
   args.type = type;
-  args.scope = st.scope;
-  args.sources = st.call_sources;
-  args.gateway = self;
-  args.transport = st.transport;
-  if (req.deadline_s)
-    args.deadline_s = req.deadline_s;
-  else if (st.scope->call_deadline_s)
-    args.deadline_s = *st.scope->call_deadline_s;
-  args.seed = st.rng();
-  args.requester = self->current_sender();
-  args.telemetry = st.opts.telemetry;
-  args.wall_offset_ms = st.opts.wall_offset_ms;
   args.request = std::make_shared<const ocr_request>(std::move(req));
   auto id = args.call_id;
   return run_side_call<ocr_response>(self, id,

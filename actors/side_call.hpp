@@ -26,6 +26,29 @@ void end_admitted(const call_source& src, const gateway_actor& gateway,
 caf::optional<double> refusal_wait(const scope_config& scope,
                                    const admit_result& refused, bool& quota);
 
+/// Makes an embedding or OCR call end with `cancelled` when its caller goes
+/// away (monitored) or its gateway shuts down (the exit handler answers the
+/// caller first); `fail(self, code, message)` is the call's own failure path.
+template <class Self, class Requester, class Fail>
+void watch_caller(Self self, const Requester& requester, Fail fail) {
+  if (requester)
+    self->monitor(requester);
+  self->set_down_handler([self, fail](caf::down_msg&) {
+    fail(self, error_code::cancelled, "the caller went away");
+  });
+  self->set_exit_handler([self, fail](caf::exit_msg& msg) {
+    auto& st = self->state;
+    if (st.started && !st.delivered) {
+      fail(self, error_code::cancelled, "the gateway shut down");
+      if (!st.delivered) {
+        st.delivered = true;
+        st.promise.deliver(st.failure);
+      }
+    }
+    self->quit(msg.reason);
+  });
+}
+
 /// One ended request of an embedding or OCR call, for its telemetry row.
 struct side_attempt {
   std::string call_id;

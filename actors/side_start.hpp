@@ -35,6 +35,28 @@ inline caf::error check_deadline(const caf::optional<double>& deadline_s) {
   return {};
 }
 
+/// The fields every embedding and OCR call takes from the gateway: its id,
+/// scope, sources, transport, telemetry, the caller (monitored) and the
+/// deadline (the request's, else the scope's CALL_DEADLINE_S).
+template <class Args>
+void fill_side_args(gateway_self self, Args& args, const std::string& call_id,
+                    const caf::optional<double>& deadline_s) {
+  auto& st = self->state;
+  args.call_id = call_id;
+  args.scope = st.scope;
+  args.sources = st.call_sources;
+  args.gateway = self;
+  args.transport = st.transport;
+  if (deadline_s)
+    args.deadline_s = deadline_s;
+  else if (st.scope->call_deadline_s)
+    args.deadline_s = *st.scope->call_deadline_s;
+  args.seed = st.rng();
+  args.requester = self->current_sender();
+  args.telemetry = st.opts.telemetry;
+  args.wall_offset_ms = st.opts.wall_offset_ms;
+}
+
 /// Starts `call` (spawned by the caller), keeps it cancellable by `id`
 /// while it runs and answers with its single result.
 template <class Response, class Handle>
