@@ -1,5 +1,6 @@
 #include "cli.hpp"
 
+#include "apps/node/node_builder.hpp"
 #include "config/json_text.hpp"
 
 #include "messages/registry.hpp"
@@ -94,6 +95,20 @@ json::object stats_object(const call_stats& s) {
 }
 
 } // namespace
+
+std::optional<gateway_actor> command_gateway(caf::actor_system& sys,
+                                             const settings& cfg,
+                                             const std::string& scope,
+                                             bool json_out) {
+  auto gw = spawn_gateway(sys, cfg, scope);
+  if (gw)
+    return *gw;
+  if (json_out)
+    std::puts(error_json(gw.error()).c_str());
+  else
+    std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
+  return std::nullopt;
+}
 
 std::string call_stats_json(const call_stats& stats) {
   return json_text(stats_object(stats));

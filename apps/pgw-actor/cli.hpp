@@ -2,6 +2,7 @@
 
 /// Shared pieces of the `pgw-actor` subcommands.
 
+#include "actors/interfaces.hpp"
 #include "config/loader.hpp"
 #include "config/settings.hpp"
 #include "messages/chat.hpp"
@@ -54,6 +55,14 @@ std::string call_stats_json(const call_stats& stats);
 
 /// `{error{code, message, retry_after_s, per_source, ...}}` (SPEC §11).
 std::string error_json(const caf::error& err);
+
+/// The gateway of `scope` for a one-shot command (chat, embed, ocr), or
+/// nullopt after saying why (`--json`: an error object on stdout, else a
+/// line on stderr).
+std::optional<gateway_actor> command_gateway(caf::actor_system& sys,
+                                             const settings& cfg,
+                                             const std::string& scope,
+                                             bool json_out);
 
 /// The plain (non --json) text of a call's error: "pgw-actor: code:
 /// message", then one line per source with its last reason, status and

@@ -100,14 +100,9 @@ int embed_main(const std::vector<std::string>& args) {
     return exit_usage;
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
-  auto gw = spawn_gateway(sys, *cfg, scope);
-  if (!gw) {
-    if (json_out)
-      std::puts(error_json(gw.error()).c_str());
-    else
-      std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
+  auto gw = command_gateway(sys, *cfg, scope, json_out);
+  if (!gw)
     return exit_usage;
-  }
   client cl{sys, *gw};
   // Ctrl-C or SIGTERM cancels the call: running sub-batches are stopped and
   // settled before the program answers and exits.

@@ -4,6 +4,7 @@
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
+#include "config/file.hpp"
 #include "config/json_text.hpp"
 
 #include <caf/actor_system.hpp>
@@ -14,8 +15,7 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <fstream>
-#include <iterator>
+#include <algorithm>
 
 namespace pgw::cli {
 
@@ -97,25 +97,27 @@ int ocr_main(const std::vector<std::string>& args) {
   }
   if (!operation || !file)
     return ocr_usage_error("usage: pgw-actor ocr text|layout FILE");
-  std::ifstream in{*file, std::ios::binary};
-  if (!in)
-    return ocr_usage_error("cannot read " + *file);
-  req.image.assign(std::istreambuf_iterator<char>(in),
-                   std::istreambuf_iterator<char>());
   req.layout = *operation == "layout";
   auto cfg = load(env_file);
   if (!cfg)
     return exit_usage;
+  // Bounded: a regular file of at most the scope's largest MAX_IMAGE_BYTES,
+  // never /dev/zero or a FIFO.
+  int64_t cap = 0;
+  if (auto* sc = cfg->find(scope))
+    for (auto& src : sc->sources)
+      cap = std::max(cap, src.max_image_bytes);
+  auto image = read_config_file(
+    *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
+    static_cast<size_t>(cap));
+  if (!image)
+    return ocr_usage_error(describe(image.error()));
+  req.image = std::move(*image);
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
-  auto gw = spawn_gateway(sys, *cfg, scope);
-  if (!gw) {
-    if (json_out)
-      std::puts(error_json(gw.error()).c_str());
-    else
-      std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
+  auto gw = command_gateway(sys, *cfg, scope, json_out);
+  if (!gw)
     return exit_usage;
-  }
   client cl{sys, *gw};
   req.call_id = "cli-ocr-" + std::to_string(::getpid());
   auto call_id = req.call_id;

@@ -108,6 +108,10 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
   auto big = ocr({"text", dir + "-page.png"}, small);
   CHECK(big.exit_code == 2);
   CHECK(big.err.find("MAX_IMAGE_BYTES=4") != std::string::npos);
+  // The image is read bounded: a device is refused, not read forever.
+  auto zero = ocr({"text", "/dev/zero"}, source("A", "monkey"));
+  CHECK(zero.exit_code == 2);
+  CHECK(zero.err.find("not a regular file") != std::string::npos);
 }
 
 TEST_CASE_FIXTURE(ocr_e2e_fixture,
