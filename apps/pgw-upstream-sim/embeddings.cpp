@@ -10,18 +10,26 @@ namespace pgw::sim::detail {
 
 namespace json = boost::json;
 
-std::string parse_embed(const std::string& body, embed_request& out) {
+std::string parse_request_head(const std::string& body, json::value& doc,
+                               std::string& model) {
   json::error_code ec;
-  auto doc = json::parse(body, ec);
+  doc = json::parse(body, ec);
   if (ec)
     return "We could not parse the JSON body of your request.";
   if (!doc.is_object())
     return "The request body must be a JSON object.";
-  auto& obj = doc.get_object();
-  auto* model = obj.if_contains("model");
-  if (!model || !model->is_string())
+  auto* m = doc.get_object().if_contains("model");
+  if (!m || !m->is_string())
     return "you must provide a model parameter";
-  out.model = std::string(model->get_string());
+  model = std::string(m->get_string());
+  return {};
+}
+
+std::string parse_embed(const std::string& body, embed_request& out) {
+  json::value doc;
+  if (auto err = parse_request_head(body, doc, out.model); !err.empty())
+    return err;
+  auto& obj = doc.get_object();
   if (auto* f = obj.if_contains("encoding_format");
       f && !(f->is_string() && f->get_string() == "float"))
     return "'encoding_format' must be \"float\" here";

@@ -3,6 +3,9 @@
 /// The simulator's `POST /v1/embeddings` pieces: request parsing and
 /// deterministic answers (the vector of an input depends only on its text).
 
+#include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
+
 #include <cstddef>
 #include <string>
 #include <vector>
@@ -14,6 +17,12 @@ struct embed_request {
   std::vector<std::string> inputs;
   int prompt_tokens = 1; ///< a token per 4 input bytes, at least 1
 };
+
+/// The head every simulated endpoint reads: `body` parsed into `doc`, a
+/// JSON object with a string `model`. Returns OpenAI's error message, or
+/// empty (then `doc` is an object and `model` set).
+std::string parse_request_head(const std::string& body, boost::json::value& doc,
+                               std::string& model);
 
 /// Returns an error message, or empty when `body` is a usable request
 /// (`model` a string, `input` a non-empty string or array of non-empty

@@ -220,17 +220,10 @@ std::vector<std::string> answer_of(const detail::plan& p,
 
 /// Returns an error message, or empty when `body` is a usable chat request.
 std::string parse_chat(const std::string& body, chat_request& out) {
-  json::error_code ec;
-  auto doc = json::parse(body, ec);
-  if (ec)
-    return "We could not parse the JSON body of your request.";
-  if (!doc.is_object())
-    return "The request body must be a JSON object.";
+  json::value doc;
+  if (auto err = detail::parse_request_head(body, doc, out.model); !err.empty())
+    return err;
   auto& obj = doc.get_object();
-  auto* model = obj.if_contains("model");
-  if (!model || !model->is_string())
-    return "you must provide a model parameter";
-  out.model = std::string(model->get_string());
   auto* messages = obj.if_contains("messages");
   if (!messages || !messages->is_array() || messages->get_array().empty())
     return "'messages' must be a non-empty array";
