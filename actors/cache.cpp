@@ -315,10 +315,12 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
   st.make_backend = std::move(make_backend);
   st.backend_name = std::move(backend_name);
   st.offload = std::move(offload);
-  st.wall_clock = wall_clock ? std::move(wall_clock) : [] {
+  // Without one, the actor's own clock (virtual in tests); the node builder
+  // passes the actor clock plus the wall offset (wall_offset_ms), as the
+  // gateway's rows use: stored times are compared across processes.
+  st.wall_clock = wall_clock ? std::move(wall_clock) : [self] {
     using seconds = std::chrono::duration<double>;
-    return seconds(std::chrono::system_clock::now().time_since_epoch())
-      .count();
+    return seconds(self->clock().now().time_since_epoch()).count();
   };
   self->set_down_handler(
     [self](caf::down_msg& msg) { on_down(self, msg); });

@@ -72,7 +72,8 @@ struct cache_state {
 /// The cache actor over one backend per scope, made by `make_backend`
 /// (named `backend_name` in its status, which sums the scopes' figures).
 /// A blocking backend's calls run on `offload` (required then). `wall_clock`
-/// defaults to the system clock (tests pass their own).
+/// (seconds since the epoch, for max_age_s across processes) defaults to
+/// the actor's clock.
 cache_actor::behavior_type
 scoped_cache(cache_actor::stateful_pointer<cache_state> self,
              cache_backend_factory make_backend, std::string backend_name,

@@ -50,13 +50,20 @@ caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
   const auto& g = cfg.global;
   if (g.cache_backend != "memory" && g.cache_backend != "redis")
     return cache_actor{};
+  // Wall time of stored answers: the actor clock plus its offset to the
+  // system clock, read once here (actors read no wall clock).
+  auto offset_s = wall_offset_ms(sys) / 1000.0;
+  std::function<double()> wall = [&sys, offset_s] {
+    using seconds = std::chrono::duration<double>;
+    return seconds(sys.clock().now().time_since_epoch()).count() + offset_s;
+  };
   if (g.cache_backend == "memory") {
     cache_backend_factory memory = [cfg](const std::string& scope) {
       return std::shared_ptr<cache_backend>(
         make_memory_cache(cache_limits_of(cfg, scope)));
     };
     return sys.spawn(scoped_cache, std::move(memory), "memory", nullptr,
-                     nullptr);
+                     std::move(wall));
   }
   auto client = make_redis_client(g.redis_url, 4);
   if (!client)
@@ -67,7 +74,7 @@ caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
       c, cfg.global.cache_namespace + ":cache", cache_limits_of(cfg, scope)));
   };
   return sys.spawn(scoped_cache, std::move(redis), "redis",
-                   std::make_shared<io_pool>(), nullptr);
+                   std::make_shared<io_pool>(), std::move(wall));
 }
 
 caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
