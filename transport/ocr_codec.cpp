@@ -1,5 +1,6 @@
 #include "transport/ocr_codec.hpp"
 
+#include "config/scrub.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -191,7 +192,7 @@ const json::object* monkey_success(const json::value& doc,
     bool rejected = blames_input(message);
     out.kind = rejected ? outcome::request_rejected : outcome::transient;
     out.reason = rejected ? "ocr_rejected" : "ocr_failed";
-    out.error_message = message;
+    out.error_message = scrub(message); // upstream text (SPEC §12)
     return nullptr;
   }
   return obj;

@@ -1,5 +1,7 @@
 #include "transport/tool_calls.hpp"
 
+#include "config/scrub.hpp"
+
 #include <boost/json.hpp>
 
 namespace pgw {
@@ -118,7 +120,7 @@ std::vector<tool_call> tool_call_assembler::finish(std::string& problem) const {
     json::error_code ec;
     auto parsed = json::parse(call.arguments, ec);
     if (ec || !parsed.is_object())
-      problem = "tool call " + std::to_string(i) + " (" + call.name.substr(0, 64)
+      problem = "tool call " + std::to_string(i) + " (" + scrub(call.name.substr(0, 64))
                 + "): arguments are not a JSON object";
   }
   return out;

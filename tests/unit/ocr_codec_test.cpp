@@ -93,6 +93,13 @@ TEST_CASE("ocr: MonkeyOCR answers, success:false classified by message") {
     R"({"success":false,"message":"Unsupported file type: .gif"})", bad);
   CHECK(bad.kind == outcome::request_rejected);
   CHECK(bad.reason == "ocr_rejected");
+  // The message is upstream text: scrubbed before it is kept.
+  attempt_result echo;
+  decode_monkey_text(
+    R"({"success":false,"message":"failed for Bearer sk-live-1234567890abcdef"})",
+    echo);
+  CHECK(echo.error_message.find("sk-live-1234567890abcdef") == std::string::npos);
+  CHECK(echo.error_message.find("[redacted]") != std::string::npos);
   for (auto* body : {"not json", "[]", R"({"content":"x"})",
                      R"({"success":true})", R"({"success":true,"content":1})"}) {
     attempt_result r;

@@ -3,6 +3,7 @@
 #include "transport/chat_codec.hpp"
 #include "transport/tool_calls.hpp"
 
+#include "config/scrub.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -117,6 +118,14 @@ TEST_CASE("tool calls: arguments that are not JSON make the answer invalid") {
     nameless);
   CHECK(nameless.kind == outcome::result_invalid);
   CHECK(nameless.reason == "tool_arguments_invalid");
+  // The tool's name is upstream text: scrubbed in the error message.
+  auto echoed = run({
+    tool_delta(R"([{"index":0,"id":"a","function":{"name":"Bearer sk-live-1234567890abcdef","arguments":"{"}}])"),
+    finish_chunk("tool_calls"),
+  });
+  CHECK(echoed.reason == "tool_arguments_invalid");
+  CHECK(echoed.error_message.find("sk-live-1234567890abcdef") == std::string::npos);
+  CHECK(echoed.error_message.find("[redacted]") != std::string::npos);
 }
 
 TEST_CASE("tool calls: a non-streamed answer's calls and a legacy "
