@@ -11,9 +11,7 @@
 #include <unistd.h>
 #include <caf/send.hpp>
 
-#include <atomic>
 #include <chrono>
-#include <csignal>
 #include <fstream>
 #include <cstdio>
 #include <iostream>
@@ -40,12 +38,6 @@ constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
 exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
-
-std::atomic<bool> interrupted{false};
-
-void on_signal(int) {
-  interrupted = true;
-}
 
 int usage_error(const std::string& msg) {
   std::fprintf(stderr, "pgw-actor chat: %s\n", msg.c_str());
@@ -151,21 +143,9 @@ int chat_main(const std::vector<std::string>& args) {
   // stopped and settled before the program answers and exits.
   req.call_id = "cli-" + std::to_string(::getpid());
   auto call_id = req.call_id;
-  struct sigaction sa {};
-  sa.sa_handler = on_signal;
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
   bool req_has_schema = !req.schema.empty();
   auto pending = cl.chat_async(std::move(req));
-  bool cancel_sent = false;
-  while (pending.wait_for(std::chrono::milliseconds(50))
-         != std::future_status::ready)
-    if (interrupted && !cancel_sent) {
-      cl.cancel(call_id);
-      cancel_sent = true;
-    }
-  auto result = pending.get();
+  auto result = await_cancellable(pending, [&] { cl.cancel(call_id); });
   int rc = exit_ok;
   if (result) {
     if (json_out) {
@@ -178,11 +158,7 @@ int chat_main(const std::vector<std::string>& args) {
         std::fputc('\n', stdout);
     }
   } else {
-    rc = exit_code_of(result.error());
-    if (json_out)
-      std::puts(error_json(result.error()).c_str());
-    else
-      std::fputs(error_text(result.error()).c_str(), stderr);
+    rc = report_call_error(result.error(), json_out);
   }
   std::fflush(stdout);
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);

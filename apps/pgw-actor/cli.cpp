@@ -110,6 +110,14 @@ std::optional<gateway_actor> command_gateway(caf::actor_system& sys,
   return std::nullopt;
 }
 
+int report_call_error(const caf::error& err, bool json_out) {
+  if (json_out)
+    std::puts(error_json(err).c_str());
+  else
+    std::fputs(error_text(err).c_str(), stderr);
+  return exit_code_of(err);
+}
+
 std::string call_stats_json(const call_stats& stats) {
   return json_text(stats_object(stats));
 }

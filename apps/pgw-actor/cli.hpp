@@ -64,6 +64,10 @@ std::optional<gateway_actor> command_gateway(caf::actor_system& sys,
                                              const std::string& scope,
                                              bool json_out);
 
+/// Prints a failed call's error (`--json`: an error object on stdout, else
+/// `error_text` on stderr) and returns its exit code.
+int report_call_error(const caf::error& err, bool json_out);
+
 /// The plain (non --json) text of a call's error: "pgw-actor: code:
 /// message", then one line per source with its last reason, status and
 /// upstream message.

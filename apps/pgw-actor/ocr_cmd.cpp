@@ -131,12 +131,7 @@ int ocr_main(const std::vector<std::string>& args) {
     else
       std::puts(result->text.c_str());
   } else {
-    rc = exit_code_of(result.error());
-    if (json_out)
-      std::puts(error_json(result.error()).c_str());
-    else
-      std::fprintf(stderr, "pgw-actor: %s\n",
-                   describe(result.error()).c_str());
+    rc = report_call_error(result.error(), json_out);
   }
   std::fflush(stdout);
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
