@@ -871,9 +871,11 @@ call_supervisor(self_ptr self, call_args args) {
   return {
     [self](atom::start) -> caf::result<chat_response> {
       auto& st = self->state;
-      st.promise = self->make_response_promise<chat_response>();
+      // A second start is refused without touching the first caller's
+      // promise (it would otherwise never be answered).
       if (st.started)
         return make_error(error_code::internal, "call started twice");
+      st.promise = self->make_response_promise<chat_response>();
       st.started = true;
       st.started_at = self->clock().now();
       // A call pinned to one source never runs on another.

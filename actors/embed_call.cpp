@@ -368,9 +368,11 @@ embed_call(self_ptr self, embed_call_args args) {
   return {
     [self](atom::start) -> caf::result<embed_response> {
       auto& st = self->state;
-      st.promise = self->make_response_promise<embed_response>();
+      // A second start is refused without touching the first caller's
+      // promise (it would otherwise never be answered).
       if (st.started)
         return make_error(error_code::internal, "call started twice");
+      st.promise = self->make_response_promise<embed_response>();
       st.started = true;
       st.started_at = self->clock().now();
       for (auto& range : splitter_of(*st.args.scope).split(*st.args.inputs)) {

@@ -285,9 +285,11 @@ ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
   return {
     [self](atom::start) -> caf::result<ocr_response> {
       auto& st = self->state;
-      st.promise = self->make_response_promise<ocr_response>();
+      // A second start is refused without touching the first caller's
+      // promise (it would otherwise never be answered).
       if (st.started)
         return make_error(error_code::internal, "call started twice");
+      st.promise = self->make_response_promise<ocr_response>();
       st.started = true;
       st.started_at = self->clock().now();
       if (st.args.deadline_s)
