@@ -273,11 +273,13 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
 }
 
 /// The smallest per-source limit of the scope: any sub-batch may land on
-/// any source.
-batch_splitter splitter_of(const scope_config& scope) {
+/// any source (only the pinned one when the call is pinned).
+batch_splitter splitter_of(const scope_config& scope, const std::string& pin) {
   auto inputs = std::numeric_limits<int64_t>::max();
   auto tokens = std::numeric_limits<int64_t>::max();
   for (auto& src : scope.sources) {
+    if (!pin.empty() && src.name != pin)
+      continue;
     inputs = std::min(inputs, src.max_batch_inputs);
     tokens = std::min(tokens, src.max_batch_tokens);
   }
@@ -296,10 +298,12 @@ embed_call(self_ptr self, embed_call_args args) {
     [self](atom::start) -> caf::result<embed_response> {
       return start_side_call<embed_response>(self, [self] {
         auto& st = self->state;
-        for (auto& range : splitter_of(*st.args.scope)
+        auto pinned_out = pin_exclusions(st.args);
+        for (auto& range : splitter_of(*st.args.scope, st.args.pin)
                              .split(*st.args.inputs)) {
           embed_batch_state b;
           b.range = range;
+          b.retry.excluded = pinned_out;
           st.batches.push_back(std::move(b));
         }
         st.response.vectors.resize(st.args.inputs->size());

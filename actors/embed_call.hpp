@@ -15,8 +15,6 @@ namespace pgw {
 /// What an embedding call needs; built by its gateway.
 struct embed_call_args : side_call_args {
   std::shared_ptr<const std::vector<std::string>> inputs;
-  /// Prices for `cost_usd` (input tokens of each sub-batch); null = none.
-  std::shared_ptr<const price_table> prices;
 };
 
 /// One sub-batch and its retry state.

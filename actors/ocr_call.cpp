@@ -19,15 +19,38 @@ const call_source* source_of(self_ptr self, const std::string& name) {
   return side_source(self->state.args, name);
 }
 
-/// Ends the running attempt: settles 0 (S6), breaker, report.
+/// The price of a recognised image on `src` answering as `model`: pages ×
+/// the table's page price; none without one (OCR has no tokens to price).
+caf::optional<double> ocr_cost(self_ptr self, const source_config& src,
+                               const std::string& model) {
+  auto& args = self->state.args;
+  if (!args.prices)
+    return caf::none;
+  if (auto cost = args.prices->page_cost(src.scope, src.name, model,
+                                         args.pages))
+    return *cost;
+  return caf::none;
+}
+
+/// The model `res` answered as, else the source's MODEL.
+const std::string& model_of(const source_config& src,
+                            const attempt_result* res) {
+  return res != nullptr && !res->model.empty() ? res->model : src.model;
+}
+
+/// Ends the running attempt: settles 0 (S6), breaker, report; an ok
+/// attempt costs its pages.
 void end_attempt(self_ptr self, outcome kind,
                  caf::optional<double> retry_after,
                  const attempt_result* res) {
   auto& st = self->state;
   if (auto src = source_of(self, st.req.admitted.source)) {
+    auto cost = kind == outcome::ok
+                  ? ocr_cost(self, *src->config, model_of(*src->config, res))
+                  : caf::none;
     end_side_request(st.args, *src, st.req,
                      st.args.request->layout ? "ocr_layout" : "ocr_text",
-                     kind, 0, retry_after, res, caf::none, true,
+                     kind, 0, retry_after, res, cost, true,
                      self->clock().now());
   } else {
     st.req.handle.reset();
@@ -178,9 +201,10 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
       auto& out = st.response;
       out.text = std::move(res.content);
       out.source = source;
-      out.model = !res.model.empty() ? res.model : src->config->model;
+      out.model = model_of(*src->config, &res);
       out.stats.source = source;
       out.stats.model = out.model;
+      out.stats.cost_usd = ocr_cost(self, *src->config, out.model);
       out.stats.usage_source = "reported"; // OCR has no tokens: 0 is a fact
       st.finishing = true;
       maybe_deliver(self);
@@ -218,7 +242,10 @@ ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
                  });
   return {
     [self](atom::start) -> caf::result<ocr_response> {
-      return start_side_call<ocr_response>(self, [self] { admit(self); });
+      return start_side_call<ocr_response>(self, [self] {
+        self->state.retry.excluded = pin_exclusions(self->state.args);
+        admit(self);
+      });
     },
     [](atom::first_token, uint64_t) {},
     [self](atom::done, uint64_t tag, attempt_result& res) {

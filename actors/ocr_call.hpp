@@ -14,6 +14,8 @@ namespace pgw {
 struct ocr_call_args : side_call_args {
   std::shared_ptr<const ocr_request> request;
   image_type type = image_type::png;
+  /// The image's pages (`page_count`), for a per-page price.
+  int64_t pages = 1;
 };
 
 struct ocr_call_state : side_call_state_base<ocr_call_args, ocr_response> {

@@ -84,6 +84,15 @@ const call_source* side_source(const side_call_args& args,
   return i == args.sources->end() ? nullptr : &i->second;
 }
 
+std::vector<std::string> pin_exclusions(const side_call_args& args) {
+  std::vector<std::string> out;
+  if (!args.pin.empty())
+    for (auto& entry : *args.sources)
+      if (entry.first != args.pin)
+        out.push_back(entry.first);
+  return out;
+}
+
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
                            const side_retry& line,
                            std::map<std::string, std::string>& last_reason,
@@ -153,6 +162,28 @@ caf::error side_error(const side_call_args& args,
     detail.upstream_message = upstream->error_message;
   }
   return make_error(code, std::move(detail));
+}
+
+void write_side_call_rows(const side_call_args& args,
+                          caf::actor_clock::time_point started_at,
+                          caf::actor_clock::time_point now, int32_t attempts,
+                          const call_stats* stats, const caf::error& failure) {
+  if (!args.telemetry)
+    return;
+  call_row row;
+  row.call_id = args.call_id;
+  row.scope = args.scope->name;
+  row.started_at_ms = wall_ms(started_at, args.wall_offset_ms);
+  row.attempts = attempts;
+  row.latency_ms = ms_between(started_at, now);
+  if (stats != nullptr) {
+    fill_ok_call(row, *stats);
+    caf::anon_send(args.telemetry, atom::record_v, std::move(row));
+    return;
+  }
+  auto fail_row = fail_call(row, failure);
+  caf::anon_send(args.telemetry, atom::record_v, std::move(row));
+  caf::anon_send(args.telemetry, atom::record_v, std::move(fail_row));
 }
 
 void end_side_request(const side_call_args& args, const call_source& src,

@@ -34,6 +34,11 @@ struct side_call_args {
   /// failure row go; invalid = nowhere.
   telemetry_actor telemetry;
   double wall_offset_ms = 0;
+  /// Prices for `cost_usd` (embeddings: input tokens of each sub-batch;
+  /// OCR: pages, when the table gives a page price); null = none.
+  std::shared_ptr<const price_table> prices;
+  /// The source the call is pinned to (empty = any source of the scope).
+  std::string pin;
 };
 
 /// The retry state of one line of requests (an OCR call, one embedding
@@ -82,6 +87,10 @@ caf::timespan side_timespan(double seconds);
 /// The source `name` of the call, or null.
 const call_source* side_source(const side_call_args& args,
                                const std::string& name);
+
+/// The sources a call pinned to `args.pin` must never run on (all but the
+/// pinned one; none when not pinned).
+std::vector<std::string> pin_exclusions(const side_call_args& args);
 
 /// Ends one admitted request: settles `amount` and releases the permit,
 /// records `kind` at the source's breaker (a cancellation records nothing
@@ -202,19 +211,33 @@ bool begin_failure(Self self, error_code code, std::string message,
   return true;
 }
 
+/// Sends the call row of a finished embedding or OCR call and, when it
+/// failed (`stats` null), its terminal failure row; nothing when
+/// `args.telemetry` is invalid.
+void write_side_call_rows(const side_call_args& args,
+                          caf::actor_clock::time_point started_at,
+                          caf::actor_clock::time_point now, int32_t attempts,
+                          const call_stats* stats, const caf::error& failure);
+
 /// Answers the caller once: the failure, or the response after `finish`
-/// completed it (total latency and call id are set here); then quits.
+/// completed it (total latency and call id are set here); writes the call's
+/// telemetry rows, then quits.
 template <class Self, class Finish>
 void deliver_side_call(Self self, Finish finish) {
   auto& st = self->state;
   st.delivered = true;
+  auto now = self->clock().now();
+  auto attempts = st.response.stats.attempts;
   if (st.failure) {
+    write_side_call_rows(st.args, st.started_at, now, attempts, nullptr,
+                         st.failure);
     st.promise.deliver(st.failure);
   } else {
-    st.response.stats.total_latency_ms = ms_between(st.started_at,
-                                                    self->clock().now());
+    st.response.stats.total_latency_ms = ms_between(st.started_at, now);
     finish(st.response);
     st.response.call_id = st.args.call_id;
+    write_side_call_rows(st.args, st.started_at, now, attempts,
+                         &st.response.stats, st.failure);
     st.promise.deliver(std::move(st.response));
   }
   self->quit();

@@ -20,7 +20,9 @@ constexpr const char* embed_usage = R"(usage: pgw-actor embed [TEXT...|-] [optio
 
   TEXT...           the inputs, one vector each; `-` reads one input per
                     line from stdin (empty lines are skipped)
-  --scope S         scope to use (default EMBED; its sources KIND=embedding)
+  --scope S         scope to use (default EMBED; its sources KIND=embedding);
+                    S/NAME pins source NAME of the scope
+  --source NAME     pin the call to source NAME (every sub-batch runs there)
   --env-file F      read configuration from F (default ./.env when present)
   --deadline S      bound the whole call to S seconds (finite, > 0)
   --json            print OpenAI's embeddings response plus call_stats

@@ -21,7 +21,9 @@ constexpr const char* ocr_usage = R"(usage: pgw-actor ocr text|layout FILE [opti
   text              the text in the image
   layout            markdown plus blocks (type, text, bounding box)
   FILE              a PNG, JPEG or PDF (the type is read from its bytes)
-  --scope S         scope to use (default OCR; KIND=ocr_vision or ocr_monkey)
+  --scope S         scope to use (default OCR; KIND=ocr_vision or ocr_monkey);
+                    S/NAME pins source NAME of the scope
+  --source NAME     pin the call to source NAME
   --env-file F      read configuration from F (default ./.env when present)
   --deadline S      bound the whole call to S seconds (finite, > 0)
   --json            print {text, blocks?, source, call_id, call_stats} or
@@ -88,7 +90,8 @@ int ocr_main(const std::vector<std::string>& args) {
   int64_t cap = 0;
   if (auto* sc = cfg->find(opts.scope))
     for (auto& src : sc->sources)
-      cap = std::max(cap, src.max_image_bytes);
+      if (opts.source.empty() || src.name == opts.source)
+        cap = std::max(cap, src.max_image_bytes);
   auto image = read_config_file(
     *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
     static_cast<size_t>(cap));

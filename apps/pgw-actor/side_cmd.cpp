@@ -1,5 +1,7 @@
 #include "side_cmd.hpp"
 
+#include "config/keys.hpp"
+
 namespace pgw::cli {
 
 side_option read_side_option(const std::vector<std::string>& args, size_t& i,
@@ -11,15 +13,28 @@ side_option read_side_option(const std::vector<std::string>& args, size_t& i,
     opts.json_out = true;
     return side_option::taken;
   }
-  if (a != "--scope" && a != "--env-file" && a != "--deadline")
+  if (a != "--scope" && a != "--source" && a != "--env-file"
+      && a != "--deadline")
     return side_option::not_shared;
   if (i + 1 >= args.size()) {
     error = a + " needs a value";
     return side_option::taken;
   }
   auto& v = args[++i];
-  if (a == "--scope") {
-    opts.scope = v;
+  if (a == "--scope" || a == "--source") {
+    // Source names are lower case (config/load.cpp), as serve's model.
+    auto slash = a == "--scope" ? v.find('/') : std::string::npos;
+    opts.scope = a == "--scope" ? v.substr(0, slash) : opts.scope;
+    auto pin = a == "--source" ? v
+               : slash == std::string::npos ? std::string{}
+                                            : v.substr(slash + 1);
+    pin = detail::to_lower(pin);
+    if (a == "--source" && pin.empty())
+      error = "--source needs a source name";
+    else if (!pin.empty() && !opts.source.empty() && pin != opts.source)
+      error = "two different sources pinned: " + opts.source + " and " + pin;
+    else if (!pin.empty())
+      opts.source = pin;
   } else if (a == "--env-file") {
     opts.env_file = v;
   } else {

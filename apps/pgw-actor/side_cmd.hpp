@@ -23,6 +23,8 @@ namespace pgw::cli {
 struct side_options {
   std::optional<std::string> env_file;
   std::string scope;
+  /// A pinned source (`--source NAME` or `--scope SCOPE/NAME`); empty = any.
+  std::string source;
   bool json_out = false;
   caf::optional<double> deadline_s;
 };
@@ -30,8 +32,9 @@ struct side_options {
 enum class side_option { not_shared, taken, help };
 
 /// Reads `args[i]` when it is a shared option (`--help`, `--json`,
-/// `--scope S`, `--env-file F`, `--deadline S`; `i` moves past a value).
-/// A missing or bad value sets `error`.
+/// `--scope S` or `--scope S/NAME`, `--source NAME`, `--env-file F`,
+/// `--deadline S`; `i` moves past a value). A missing or bad value, or two
+/// different pinned sources, sets `error`.
 side_option read_side_option(const std::vector<std::string>& args, size_t& i,
                              side_options& opts, std::string& error);
 
@@ -50,6 +53,7 @@ int run_side_command(const settings& cfg, const side_options& opts,
   client cl{sys, *gw};
   req.call_id = id_prefix + std::to_string(::getpid());
   req.deadline_s = opts.deadline_s;
+  req.source = opts.source;
   auto call_id = req.call_id;
   auto pending = start(cl, std::move(req));
   auto result = await_cancellable(pending, [&] { cl.cancel(call_id); });
