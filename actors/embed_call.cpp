@@ -310,6 +310,9 @@ embed_call(self_ptr self, embed_call_args args) {
         pump(self);
       });
     },
+    // The handlers below repeat in ocr_call (duplicates pairs them): a typed
+    // behaviour is one list of handlers, and each calls its own actor's
+    // on_done / fail.
     [](atom::first_token, uint64_t) {},
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);

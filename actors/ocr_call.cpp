@@ -247,6 +247,9 @@ ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
         admit(self);
       });
     },
+    // The handlers below repeat in embed_call (duplicates pairs them): a typed
+    // behaviour is one list of handlers, and each calls its own actor's
+    // on_done / fail.
     [](atom::first_token, uint64_t) {},
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);
