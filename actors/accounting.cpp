@@ -1,6 +1,8 @@
 #include "actors/accounting.hpp"
 
 #include "config/scrub.hpp"
+#include "messages/chat.hpp"
+#include "messages/errors.hpp"
 #include "messages/telemetry.hpp"
 
 namespace pgw {
@@ -58,6 +60,45 @@ void fill_result(attempt_row& row, outcome kind, const attempt_result* res) {
   } else if (res->usage_rejected) {
     row.usage_source = "rejected"; // absurd numbers (SPEC §12)
   }
+}
+
+void fill_ok_call(call_row& row, const call_stats& s) {
+  // The row's columns repeat call_stats one by one (duplicates pairs this
+  // with call_supervisor's succeed()): two types, each filled in one place.
+  row.outcome = "ok";
+  row.hedge_won = s.hedge_won;
+  row.cache_hit = s.cache_hit;
+  row.generation_ms = s.generation_ms;
+  row.source = s.source;
+  row.model = s.model;
+  row.input_tokens = s.prompt_tokens;
+  row.output_tokens = s.completion_tokens;
+  row.cost_usd = s.cost_usd;
+  row.cost_saved_usd = s.cost_saved_usd;
+}
+
+terminal_failure_row fail_call(call_row& row, const caf::error& failure) {
+  auto code = code_of(failure);
+  row.outcome = code ? to_string(*code) : "internal";
+  terminal_failure_row fail_row;
+  fail_row.call_id = row.call_id;
+  fail_row.scope = row.scope;
+  fail_row.at_ms = row.started_at_ms + row.latency_ms;
+  fail_row.error_code = row.outcome;
+  if (auto d = detail_of(failure)) {
+    fail_row.message = d->message;
+    fail_row.retry_after_s = d->retry_after_s;
+    fail_row.upstream_status = d->upstream_status;
+    fail_row.upstream_code = d->upstream_code;
+    std::string per = "{";
+    for (auto& [source, reason] : d->per_source) {
+      if (per.size() > 1)
+        per += ",";
+      per += "\"" + source + "\":\"" + reason + "\"";
+    }
+    fail_row.per_source_json = per + "}";
+  }
+  return fail_row;
 }
 
 } // namespace pgw

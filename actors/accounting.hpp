@@ -9,6 +9,7 @@
 #include "messages/outcome.hpp"
 
 #include <caf/actor_clock.hpp>
+#include <caf/error.hpp>
 #include <caf/optional.hpp>
 
 #include <cstdint>
@@ -46,5 +47,19 @@ struct attempt_row;
 /// HTTP status, upstream error (scrubbed) and reported tokens; without a
 /// result the reason is `kind`.
 void fill_result(attempt_row& row, outcome kind, const attempt_result* res);
+
+struct call_row;
+struct call_stats;
+struct terminal_failure_row;
+
+/// Fills the call row of a successful call from its `call_stats` (outcome
+/// "ok", hedge and cache flags, generation time, source, model, tokens,
+/// cost).
+void fill_ok_call(call_row& row, const call_stats& stats);
+
+/// For a failed call: sets the row's outcome to the error's code name and
+/// returns its terminal failure row (message, retry hint, upstream status
+/// and code, each source's last reason as JSON).
+terminal_failure_row fail_call(call_row& row, const caf::error& failure);
 
 } // namespace pgw

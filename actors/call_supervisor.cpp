@@ -93,42 +93,11 @@ void write_rows(self_ptr self) {
       if (m.role == "user")
         row.prompt = m.content;
   if (st.response) {
-    // The row's columns repeat call_stats one by one (duplicates pairs this
-    // with succeed()): two types, each filled in exactly one place.
-    auto& s = st.response->stats;
-    row.outcome = "ok";
-    row.hedge_won = s.hedge_won;
-    row.cache_hit = s.cache_hit;
-    row.generation_ms = s.generation_ms;
-    row.source = s.source;
-    row.model = s.model;
-    row.input_tokens = s.prompt_tokens;
-    row.output_tokens = s.completion_tokens;
-    row.cost_usd = s.cost_usd;
-    row.cost_saved_usd = s.cost_saved_usd;
+    fill_ok_call(row, st.response->stats);
     self->send(st.args.telemetry, atom::record_v, std::move(row));
     return;
   }
-  auto code = code_of(st.failure);
-  row.outcome = code ? to_string(*code) : "internal";
-  terminal_failure_row fail_row;
-  fail_row.call_id = row.call_id;
-  fail_row.scope = row.scope;
-  fail_row.at_ms = row.started_at_ms + row.latency_ms;
-  fail_row.error_code = row.outcome;
-  if (auto d = detail_of(st.failure)) {
-    fail_row.message = d->message;
-    fail_row.retry_after_s = d->retry_after_s;
-    fail_row.upstream_status = d->upstream_status;
-    fail_row.upstream_code = d->upstream_code;
-    std::string per = "{";
-    for (auto& [source, reason] : d->per_source) {
-      if (per.size() > 1)
-        per += ",";
-      per += "\"" + source + "\":\"" + reason + "\"";
-    }
-    fail_row.per_source_json = per + "}";
-  }
+  auto fail_row = fail_call(row, st.failure);
   self->send(st.args.telemetry, atom::record_v, std::move(row));
   self->send(st.args.telemetry, atom::record_v, std::move(fail_row));
 }

@@ -1,9 +1,7 @@
 #include "actors/embed_call.hpp"
 
 #include "actors/accounting.hpp"
-#include "actors/selector.hpp"
 #include "actors/settlement.hpp"
-#include "actors/side_call.hpp"
 #include "transport/embed_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -19,24 +17,8 @@ namespace {
 using self_ptr = embed_call_actor::stateful_pointer<embed_call_state>;
 using phase = embed_batch_state::phase;
 
-constexpr uint64_t deadline_tag = 1;
-
-/// Shortest wait before admitting again after a refusal (no spinning).
-constexpr double min_wait_s = 0.001;
-
-caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
-}
-
-double ms_since(self_ptr self, caf::actor_clock::time_point from) {
-  return std::chrono::duration<double, std::milli>(self->clock().now() - from)
-    .count();
-}
-
 const call_source* source_of(self_ptr self, const std::string& name) {
-  auto i = self->state.args.sources->find(name);
-  return i == self->state.args.sources->end() ? nullptr : &i->second;
+  return side_source(self->state.args, name);
 }
 
 /// Settles and releases a sub-batch's permit, feeds its breaker (unless
@@ -45,42 +27,32 @@ void end_request(self_ptr self, embed_batch_state& b, outcome kind,
                  int64_t amount, caf::optional<double> retry_after,
                  const attempt_result* res) {
   auto& args = self->state.args;
-  if (auto src = source_of(self, b.admitted.source)) {
-    end_admitted(*src, args.gateway, b.admitted, kind, amount, retry_after,
-                 false);
+  if (auto src = source_of(self, b.req.admitted.source)) {
     auto& cfg = *src->config;
-    side_attempt a{args.call_id, b.attempt, "embeddings", b.sent_at, kind, res,
-                   amount,
-                   attempt_cost(args.prices.get(), cfg.scope, cfg.name,
-                                res && !res->model.empty() ? res->model
-                                                           : cfg.model,
-                                kind, res, amount)};
-    write_side_row(args.telemetry, *src, a, self->clock().now(),
-                   args.wall_offset_ms);
+    auto cost = attempt_cost(args.prices.get(), cfg.scope, cfg.name,
+                             res && !res->model.empty() ? res->model
+                                                        : cfg.model,
+                             kind, res, amount);
+    end_side_request(args, *src, b.req, "embeddings", kind, amount,
+                     retry_after, res, cost, false, self->clock().now());
+  } else {
+    b.req.handle.reset();
+    b.req.admitted = admit_result{};
   }
-  b.handle.reset();
-  b.admitted = admit_result{};
 }
 
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
   if (!st.finishing || st.delivered || st.admitting > 0)
     return;
-  st.delivered = true;
-  if (st.failure) {
-    st.promise.deliver(st.failure);
-  } else {
-    auto& stats = st.response.stats;
-    stats.total_latency_ms = ms_since(self, st.started_at);
+  deliver_side_call(self, [&st](embed_response& out) {
+    auto& stats = out.stats;
     stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";
     stats.cost_usd = st.cost_usd;
     for (auto& s : st.sources_used)
       stats.source += (stats.source.empty() ? "" : ",") + s;
-    stats.model = st.response.model;
-    st.response.call_id = st.args.call_id;
-    st.promise.deliver(std::move(st.response));
-  }
-  self->quit();
+    stats.model = out.model;
+  });
 }
 
 /// Ends the call with `code`: running sub-batches are cancelled and settled
@@ -88,25 +60,14 @@ void maybe_deliver(self_ptr self) {
 void fail(self_ptr self, error_code code, std::string message,
           const attempt_result* upstream = nullptr) {
   auto& st = self->state;
-  if (st.finishing)
+  if (!begin_failure(self, code, std::move(message), upstream))
     return;
-  st.finishing = true;
-  error_detail detail;
-  detail.message = std::move(message);
-  detail.per_source = st.last_reason;
-  detail.call_id = st.args.call_id;
-  if (upstream != nullptr) {
-    detail.upstream_status = upstream->http_status;
-    detail.upstream_code = upstream->error_code;
-    detail.upstream_message = upstream->error_message;
-  }
-  st.failure = make_error(code, std::move(detail));
   for (auto& b : st.batches)
     if (b.at == phase::running) {
-      if (b.handle)
-        b.handle->cancel();
-      auto amount = settle_cancelled(static_cast<bool>(b.handle),
-                                     b.admitted.granted_permit.est);
+      if (b.req.handle)
+        b.req.handle->cancel();
+      auto amount = settle_cancelled(static_cast<bool>(b.req.handle),
+                                     b.req.admitted.granted_permit.est);
       end_request(self, b, outcome::cancelled, amount, caf::none, nullptr);
       b.at = phase::done;
     }
@@ -119,36 +80,22 @@ void pump(self_ptr self);
 void retry_later(self_ptr self, size_t i, double delay_s) {
   auto& b = self->state.batches[i];
   b.at = phase::waiting;
-  auto gen = ++b.retry_gen;
-  self->delayed_send(self, to_timespan(std::max(delay_s, min_wait_s)),
+  auto gen = ++b.retry.retry_gen;
+  self->delayed_send(self, side_timespan(std::max(delay_s, side_min_wait_s)),
                      atom::retry_v, (gen << 32) | static_cast<uint64_t>(i));
 }
 
 void on_refused(self_ptr self, size_t i, admit_result& r) {
   auto& st = self->state;
   auto& b = st.batches[i];
-  for (auto& [source, reason] : r.skipped)
-    st.last_reason[source] = to_string(reason);
-  if (r.refusal == admission_refusal::none) {
-    if (b.last_rejection)
-      fail(self, error_code::request_rejected,
-           "every source rejected a sub-batch of inputs "
-             + std::to_string(b.range.begin) + ".."
-             + std::to_string(b.range.end - 1),
-           &*b.last_rejection);
-    else
-      fail(self, error_code::retry_exhausted, "no source left to try");
-    return;
-  }
-  bool quota = false;
-  auto wait_s = refusal_wait(*st.args.scope, r, quota);
-  if (!wait_s) {
-    fail(self, quota ? error_code::quota_exhausted : error_code::circuit_open,
-         quota ? "no source may run: quota full or circuit open everywhere"
-               : "every source's circuit is open");
-    return;
-  }
-  retry_later(self, i, *wait_s);
+  auto step = after_refusal(*st.args.scope, r, b.retry, st.last_reason,
+                            "every source rejected a sub-batch of inputs "
+                              + std::to_string(b.range.begin) + ".."
+                              + std::to_string(b.range.end - 1));
+  if (step.wait_s)
+    retry_later(self, i, *step.wait_s);
+  else
+    fail(self, step.code, std::move(step.message), step.upstream);
 }
 
 void start_request(self_ptr self, size_t i, admit_result& r) {
@@ -160,19 +107,19 @@ void start_request(self_ptr self, size_t i, admit_result& r) {
     fail(self, error_code::internal, "gateway admitted unknown source");
     return;
   }
-  b.admitted = std::move(r);
+  b.req.admitted = std::move(r);
   b.at = phase::running;
-  b.tag = ++st.next_tag;
+  b.req.tag = ++st.next_tag;
   ++st.response.stats.attempts;
-  b.attempt = static_cast<uint64_t>(st.response.stats.attempts);
-  b.sent_at = self->clock().now();
+  b.req.attempt = static_cast<uint64_t>(st.response.stats.attempts);
+  b.req.sent_at = self->clock().now();
   upstream_call call;
   call.source = src->config;
   call.kind = upstream_kind::embeddings;
   call.body = build_embed_body(*src->config, *st.args.inputs, b.range.begin,
                                b.range.end);
-  b.handle = st.args.transport->start(std::move(call),
-                                      caf::actor_cast<caf::actor>(self), b.tag);
+  b.req.handle = st.args.transport->start(
+    std::move(call), caf::actor_cast<caf::actor>(self), b.req.tag);
 }
 
 void admit(self_ptr self, size_t i) {
@@ -182,8 +129,8 @@ void admit(self_ptr self, size_t i) {
   ++st.busy;
   ++st.admitting;
   admit_request req;
-  req.exclude = b.excluded;
-  req.failures = b.failures;
+  req.exclude = b.retry.excluded;
+  req.failures = b.retry.failures;
   req.est = b.range.est_tokens;
   self->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
     .then(
@@ -205,15 +152,9 @@ void admit(self_ptr self, size_t i) {
         pump(self);
       },
       [self](caf::error& err) {
-        auto& st = self->state;
-        --st.admitting;
-        if (code_of(err) == error_code::governance_unavailable)
-          fail(self, error_code::governance_unavailable,
-               "the limiter or breaker backend is unavailable: "
-                 + describe(err));
-        else
-          fail(self, error_code::internal,
-               "admission failed: " + to_string(err));
+        --self->state.admitting;
+        auto [code, message] = admission_failure(err);
+        fail(self, code, std::move(message));
         maybe_deliver(self);
       });
 }
@@ -264,13 +205,13 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
     return;
   auto it = std::find_if(st.batches.begin(), st.batches.end(),
                          [tag](auto& b) {
-                           return b.at == phase::running && b.tag == tag;
+                           return b.at == phase::running && b.req.tag == tag;
                          });
   if (it == st.batches.end())
     return;
   auto& b = *it;
   auto i = static_cast<size_t>(it - st.batches.begin());
-  auto source = b.admitted.source;
+  auto source = b.req.admitted.source;
   std::vector<std::vector<float>> vectors;
   if (res.kind == outcome::ok) {
     decode_embeddings(res.content, b.range.end - b.range.begin, vectors, res);
@@ -286,7 +227,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   }
   res.content.clear();
   end_request(self, b, res.kind,
-              settle_amount(res, b.admitted.granted_permit.est),
+              settle_amount(res, b.req.admitted.granted_permit.est),
               res.retry_after_s, &res);
   --st.busy;
   st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
@@ -306,36 +247,25 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
     case outcome::source_rejected:
       // Sources differ in what they accept (batch size, input length):
       // another source may take this sub-batch; no budget spent.
-      b.excluded.push_back(source);
-      b.last_rejection = res;
+      b.retry.excluded.push_back(source);
+      b.retry.last_rejection = res;
       b.at = phase::ready;
       break;
-    case outcome::rate_limited: {
-      // No budget; the gateway's cooldown memo keeps the source away.
-      std::uniform_real_distribution<double> u01{0.0, 1.0};
-      auto& scope = *st.args.scope;
-      retry_later(self, i,
-                  backoff_delay(++b.rounds_failed, scope.backoff_base_s,
-                                scope.backoff_max_s, u01(st.rng)));
-      break;
-    }
     default: {
       if (res.reason == "dimension_mismatch")
-        b.excluded.push_back(source); // it would answer the same again
-      ++b.failures[source];
-      auto& scope = *st.args.scope;
-      if (++b.budget_used >= scope.max_attempts) {
+        b.retry.excluded.push_back(source); // it would answer the same again
+      // A 429 spends no budget; the gateway's cooldown memo keeps the
+      // source away.
+      auto delay = after_failure(*st.args.scope, b.retry, res.kind, source,
+                                 st.rng);
+      if (!delay) {
         fail(self, error_code::retry_exhausted,
-             "all " + std::to_string(scope.max_attempts)
-               + " attempts of the retry budget failed for inputs "
+             budget_message(*st.args.scope) + " for inputs "
                + std::to_string(b.range.begin) + ".."
                + std::to_string(b.range.end - 1));
         return;
       }
-      std::uniform_real_distribution<double> u01{0.0, 1.0};
-      retry_later(self, i,
-                  backoff_delay(++b.rounds_failed, scope.backoff_base_s,
-                                scope.backoff_max_s, u01(st.rng)));
+      retry_later(self, i, *delay);
       break;
     }
   }
@@ -343,11 +273,13 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
 }
 
 /// The smallest per-source limit of the scope: any sub-batch may land on
-/// any source.
-batch_splitter splitter_of(const scope_config& scope) {
+/// any source (only the pinned one when the call is pinned).
+batch_splitter splitter_of(const scope_config& scope, const std::string& pin) {
   auto inputs = std::numeric_limits<int64_t>::max();
   auto tokens = std::numeric_limits<int64_t>::max();
   for (auto& src : scope.sources) {
+    if (!pin.empty() && src.name != pin)
+      continue;
     inputs = std::min(inputs, src.max_batch_inputs);
     tokens = std::min(tokens, src.max_batch_tokens);
   }
@@ -358,35 +290,29 @@ batch_splitter splitter_of(const scope_config& scope) {
 
 embed_call_actor::behavior_type
 embed_call(self_ptr self, embed_call_args args) {
-  auto& st = self->state;
-  st.args = std::move(args);
-  st.rng.seed(st.args.seed);
-  watch_caller(self, st.args.requester,
-               [](self_ptr self, error_code code, const char* what) {
-                 fail(self, code, what);
-               });
+  init_side_call(self, std::move(args),
+                 [](self_ptr self, error_code code, const char* what) {
+                   fail(self, code, what);
+                 });
   return {
     [self](atom::start) -> caf::result<embed_response> {
-      auto& st = self->state;
-      // A second start is refused without touching the first caller's
-      // promise (it would otherwise never be answered).
-      if (st.started)
-        return make_error(error_code::internal, "call started twice");
-      st.promise = self->make_response_promise<embed_response>();
-      st.started = true;
-      st.started_at = self->clock().now();
-      for (auto& range : splitter_of(*st.args.scope).split(*st.args.inputs)) {
-        embed_batch_state b;
-        b.range = range;
-        st.batches.push_back(std::move(b));
-      }
-      st.response.vectors.resize(st.args.inputs->size());
-      if (st.args.deadline_s)
-        self->delayed_send(self, to_timespan(*st.args.deadline_s),
-                           atom::timer_v, deadline_tag);
-      pump(self);
-      return st.promise;
+      return start_side_call<embed_response>(self, [self] {
+        auto& st = self->state;
+        auto pinned_out = pin_exclusions(st.args);
+        for (auto& range : splitter_of(*st.args.scope, st.args.pin)
+                             .split(*st.args.inputs)) {
+          embed_batch_state b;
+          b.range = range;
+          b.retry.excluded = pinned_out;
+          st.batches.push_back(std::move(b));
+        }
+        st.response.vectors.resize(st.args.inputs->size());
+        pump(self);
+      });
     },
+    // The handlers below repeat in ocr_call (duplicates pairs them): a typed
+    // behaviour is one list of handlers, and each calls its own actor's
+    // on_done / fail.
     [](atom::first_token, uint64_t) {},
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);
@@ -397,7 +323,7 @@ embed_call(self_ptr self, embed_call_args args) {
       if (st.finishing || i >= st.batches.size())
         return;
       auto& b = st.batches[i];
-      if (b.at == phase::waiting && b.retry_gen == (packed >> 32)) {
+      if (b.at == phase::waiting && b.retry.retry_gen == (packed >> 32)) {
         b.at = phase::ready;
         pump(self);
       }

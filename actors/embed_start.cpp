@@ -19,21 +19,24 @@ caf::result<embed_response> start_embed(gateway_self self,
                         fmt::format("input {} is empty", i));
   if (auto err = check_deadline(req.deadline_s))
     return err;
+  if (auto err = check_pin(self, req.source))
+    return err;
   if (auto err = claim_call_id(self, req.call_id))
     return err;
   if (req.inputs.empty()) {
     embed_response out;
     out.call_id = req.call_id;
-    out.model = st.scope->sources.front().model;
+    out.model = req.source.empty() ? st.scope->sources.front().model
+                                   : st.call_sources->at(req.source)
+                                       .config->model;
     out.stats.model = out.model;
     out.stats.usage_source = "reported"; // 0 tokens is a fact
     return out;
   }
   embed_call_args args;
-  fill_side_args(self, args, req.call_id, req.deadline_s);
+  fill_side_args(self, args, req.call_id, req.deadline_s, req.source);
   args.inputs = std::make_shared<const std::vector<std::string>>(
     std::move(req.inputs));
-  args.prices = st.opts.prices;
   auto id = args.call_id;
   return run_side_call<embed_response>(self, id,
                                        self->spawn(embed_call,

@@ -1,7 +1,5 @@
 #include "actors/ocr_call.hpp"
 
-#include "actors/selector.hpp"
-#include "actors/side_call.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -17,75 +15,65 @@ namespace {
 
 using self_ptr = ocr_call_actor::stateful_pointer<ocr_call_state>;
 
-constexpr double min_wait_s = 0.001;
-
-caf::timespan to_timespan(double seconds) {
-  return std::chrono::ceil<caf::timespan>(
-    std::chrono::duration<double>(std::max(0.0, seconds)));
-}
-
 const call_source* source_of(self_ptr self, const std::string& name) {
-  auto i = self->state.args.sources->find(name);
-  return i == self->state.args.sources->end() ? nullptr : &i->second;
+  return side_source(self->state.args, name);
 }
 
-/// Ends the running attempt: settles 0 (S6), breaker, report.
+/// The price of a recognised image on `src` answering as `model`: pages ×
+/// the table's page price; none without one (OCR has no tokens to price).
+caf::optional<double> ocr_cost(self_ptr self, const source_config& src,
+                               const std::string& model) {
+  auto& args = self->state.args;
+  if (!args.prices)
+    return caf::none;
+  if (auto cost = args.prices->page_cost(src.scope, src.name, model,
+                                         args.pages))
+    return *cost;
+  return caf::none;
+}
+
+/// The model `res` answered as, else the source's MODEL.
+const std::string& model_of(const source_config& src,
+                            const attempt_result* res) {
+  return res != nullptr && !res->model.empty() ? res->model : src.model;
+}
+
+/// Ends the running attempt: settles 0 (S6), breaker, report; an ok
+/// attempt costs its pages.
 void end_attempt(self_ptr self, outcome kind,
                  caf::optional<double> retry_after,
                  const attempt_result* res) {
   auto& st = self->state;
-  if (auto src = source_of(self, st.admitted.source)) {
-    end_admitted(*src, st.args.gateway, st.admitted, kind, 0, retry_after,
-                 true);
-    side_attempt a{st.args.call_id,
-                   static_cast<uint64_t>(st.response.stats.attempts),
-                   st.args.request->layout ? "ocr_layout" : "ocr_text",
-                   st.sent_at, kind, res, 0, caf::none};
-    write_side_row(st.args.telemetry, *src, a, self->clock().now(),
-                   st.args.wall_offset_ms);
+  if (auto src = source_of(self, st.req.admitted.source)) {
+    auto cost = kind == outcome::ok
+                  ? ocr_cost(self, *src->config, model_of(*src->config, res))
+                  : caf::none;
+    end_side_request(st.args, *src, st.req,
+                     st.args.request->layout ? "ocr_layout" : "ocr_text",
+                     kind, 0, retry_after, res, cost, true,
+                     self->clock().now());
+  } else {
+    st.req.handle.reset();
+    st.req.admitted = admit_result{};
   }
   st.running = false;
-  st.handle.reset();
-  st.admitted = admit_result{};
 }
 
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
   if (!st.finishing || st.delivered || st.admitting)
     return;
-  st.delivered = true;
-  if (st.failure) {
-    st.promise.deliver(st.failure);
-  } else {
-    st.response.stats.total_latency_ms
-      = std::chrono::duration<double, std::milli>(self->clock().now()
-                                                  - st.started_at)
-          .count();
-    st.response.call_id = st.args.call_id;
-    st.promise.deliver(std::move(st.response));
-  }
-  self->quit();
+  deliver_side_call(self, [](ocr_response&) {});
 }
 
 void fail(self_ptr self, error_code code, std::string message,
           const attempt_result* upstream = nullptr) {
   auto& st = self->state;
-  if (st.finishing)
+  if (!begin_failure(self, code, std::move(message), upstream))
     return;
-  st.finishing = true;
-  error_detail detail;
-  detail.message = std::move(message);
-  detail.per_source = st.last_reason;
-  detail.call_id = st.args.call_id;
-  if (upstream != nullptr) {
-    detail.upstream_status = upstream->http_status;
-    detail.upstream_code = upstream->error_code;
-    detail.upstream_message = upstream->error_message;
-  }
-  st.failure = make_error(code, std::move(detail));
   if (st.running) {
-    if (st.handle)
-      st.handle->cancel();
+    if (st.req.handle)
+      st.req.handle->cancel();
     end_attempt(self, outcome::cancelled, caf::none, nullptr);
   }
   maybe_deliver(self);
@@ -94,8 +82,8 @@ void fail(self_ptr self, error_code code, std::string message,
 void admit(self_ptr self);
 
 void retry_later(self_ptr self, double delay_s) {
-  auto gen = ++self->state.retry_gen;
-  self->delayed_send(self, to_timespan(std::max(delay_s, min_wait_s)),
+  auto gen = ++self->state.retry.retry_gen;
+  self->delayed_send(self, side_timespan(std::max(delay_s, side_min_wait_s)),
                      atom::retry_v, gen);
 }
 
@@ -126,37 +114,24 @@ void start_attempt(self_ptr self, admit_result& r) {
     }
     call.body = std::move(*body);
   }
-  st.admitted = std::move(r);
+  st.req.admitted = std::move(r);
   st.running = true;
-  st.tag += 1;
+  st.req.tag += 1;
   ++st.response.stats.attempts;
-  st.sent_at = self->clock().now();
-  st.handle = st.args.transport->start(std::move(call),
-                                       caf::actor_cast<caf::actor>(self),
-                                       st.tag);
+  st.req.attempt = static_cast<uint64_t>(st.response.stats.attempts);
+  st.req.sent_at = self->clock().now();
+  st.req.handle = st.args.transport->start(
+    std::move(call), caf::actor_cast<caf::actor>(self), st.req.tag);
 }
 
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
-  for (auto& [source, reason] : r.skipped)
-    st.last_reason[source] = to_string(reason);
-  if (r.refusal == admission_refusal::none) {
-    if (st.last_rejection)
-      fail(self, error_code::request_rejected,
-           "every source rejected the image", &*st.last_rejection);
-    else
-      fail(self, error_code::retry_exhausted, "no source left to try");
-    return;
-  }
-  bool quota = false;
-  auto wait_s = refusal_wait(*st.args.scope, r, quota);
-  if (!wait_s) {
-    fail(self, quota ? error_code::quota_exhausted : error_code::circuit_open,
-         quota ? "no source may run: quota full or circuit open everywhere"
-               : "every source's circuit is open");
-    return;
-  }
-  retry_later(self, *wait_s);
+  auto step = after_refusal(*st.args.scope, r, st.retry, st.last_reason,
+                            "every source rejected the image");
+  if (step.wait_s)
+    retry_later(self, *step.wait_s);
+  else
+    fail(self, step.code, std::move(step.message), step.upstream);
 }
 
 void admit(self_ptr self) {
@@ -165,8 +140,8 @@ void admit(self_ptr self) {
     return;
   st.admitting = true;
   admit_request req;
-  req.exclude = st.excluded;
-  req.failures = st.failures;
+  req.exclude = st.retry.excluded;
+  req.failures = st.retry.failures;
   self->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
     .then(
       [self](admit_result& r) {
@@ -184,11 +159,8 @@ void admit(self_ptr self) {
       },
       [self](caf::error& err) {
         self->state.admitting = false;
-        fail(self,
-             code_of(err) == error_code::governance_unavailable
-               ? error_code::governance_unavailable
-               : error_code::internal,
-             "admission failed: " + describe(err));
+        auto [code, message] = admission_failure(err);
+        fail(self, code, std::move(message));
         maybe_deliver(self);
       });
 }
@@ -213,25 +185,11 @@ void decode(self_ptr self, const source_config& src, attempt_result& res) {
     st.response.blocks_json = std::move(blocks);
 }
 
-void backoff(self_ptr self, bool spend) {
-  auto& st = self->state;
-  auto& scope = *st.args.scope;
-  if (spend && ++st.budget_used >= scope.max_attempts) {
-    fail(self, error_code::retry_exhausted,
-         "all " + std::to_string(scope.max_attempts)
-           + " attempts of the retry budget failed");
-    return;
-  }
-  std::uniform_real_distribution<double> u01{0.0, 1.0};
-  retry_later(self, backoff_delay(++st.rounds_failed, scope.backoff_base_s,
-                                  scope.backoff_max_s, u01(st.rng)));
-}
-
 void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   auto& st = self->state;
-  if (st.finishing || !st.running || tag != st.tag)
+  if (st.finishing || !st.running || tag != st.req.tag)
     return;
-  auto source = st.admitted.source;
+  auto source = st.req.admitted.source;
   auto src = source_of(self, source);
   if (res.kind == outcome::ok)
     decode(self, *src->config, res);
@@ -243,9 +201,10 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
       auto& out = st.response;
       out.text = std::move(res.content);
       out.source = source;
-      out.model = !res.model.empty() ? res.model : src->config->model;
+      out.model = model_of(*src->config, &res);
       out.stats.source = source;
       out.stats.model = out.model;
+      out.stats.cost_usd = ocr_cost(self, *src->config, out.model);
       out.stats.usage_source = "reported"; // OCR has no tokens: 0 is a fact
       st.finishing = true;
       maybe_deliver(self);
@@ -258,16 +217,18 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
            &res);
       return;
     case outcome::source_rejected:
-      st.excluded.push_back(source);
-      st.last_rejection = res;
+      st.retry.excluded.push_back(source);
+      st.retry.last_rejection = res;
       admit(self);
       return;
-    case outcome::rate_limited:
-      backoff(self, false);
-      return;
     default:
-      ++st.failures[source];
-      backoff(self, true);
+      // A 429 spends no budget.
+      if (auto delay = after_failure(*st.args.scope, st.retry, res.kind,
+                                     source, st.rng))
+        retry_later(self, *delay);
+      else
+        fail(self, error_code::retry_exhausted,
+             budget_message(*st.args.scope));
       return;
   }
 }
@@ -275,35 +236,26 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
 } // namespace
 
 ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
-  auto& st = self->state;
-  st.args = std::move(args);
-  st.rng.seed(st.args.seed);
-  watch_caller(self, st.args.requester,
-               [](self_ptr self, error_code code, const char* what) {
-                 fail(self, code, what);
-               });
+  init_side_call(self, std::move(args),
+                 [](self_ptr self, error_code code, const char* what) {
+                   fail(self, code, what);
+                 });
   return {
     [self](atom::start) -> caf::result<ocr_response> {
-      auto& st = self->state;
-      // A second start is refused without touching the first caller's
-      // promise (it would otherwise never be answered).
-      if (st.started)
-        return make_error(error_code::internal, "call started twice");
-      st.promise = self->make_response_promise<ocr_response>();
-      st.started = true;
-      st.started_at = self->clock().now();
-      if (st.args.deadline_s)
-        self->delayed_send(self, to_timespan(*st.args.deadline_s),
-                           atom::timer_v, uint64_t{1});
-      admit(self);
-      return st.promise;
+      return start_side_call<ocr_response>(self, [self] {
+        self->state.retry.excluded = pin_exclusions(self->state.args);
+        admit(self);
+      });
     },
+    // The handlers below repeat in embed_call (duplicates pairs them): a typed
+    // behaviour is one list of handlers, and each calls its own actor's
+    // on_done / fail.
     [](atom::first_token, uint64_t) {},
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);
     },
     [self](atom::retry, uint64_t gen) {
-      if (gen == self->state.retry_gen)
+      if (gen == self->state.retry.retry_gen)
         admit(self);
     },
     [self](atom::timer, uint64_t) {

@@ -2,66 +2,29 @@
 
 /// The `ocr_call` actor: one per logical OCR call (issue 16).
 
-#include "actors/call_supervisor.hpp"
 #include "actors/interfaces.hpp"
+#include "actors/side_call.hpp"
 #include "transport/ocr_codec.hpp"
 
-#include <caf/actor_clock.hpp>
-#include <caf/typed_response_promise.hpp>
-
-#include <map>
 #include <memory>
-#include <random>
-#include <string>
-#include <vector>
 
 namespace pgw {
 
 /// What an OCR call needs; built by its gateway.
-struct ocr_call_args {
-  std::string call_id;
+struct ocr_call_args : side_call_args {
   std::shared_ptr<const ocr_request> request;
   image_type type = image_type::png;
-  scope_ptr scope;
-  std::shared_ptr<const std::map<std::string, call_source>> sources;
-  gateway_actor gateway;
-  transport_ptr transport;
-  caf::optional<double> deadline_s;
-  uint64_t seed = 0;
-  /// Who asked: when it goes away, the call is cancelled.
-  caf::strong_actor_ptr requester;
-  /// Where each attempt's row goes; invalid = nowhere.
-  telemetry_actor telemetry;
-  double wall_offset_ms = 0;
+  /// The image's pages (`page_count`), for a per-page price.
+  int64_t pages = 1;
 };
 
-struct ocr_call_state {
+struct ocr_call_state : side_call_state_base<ocr_call_args, ocr_response> {
   static inline const char* name = "ocr_call";
 
-  ocr_call_args args;
-  caf::typed_response_promise<ocr_response> promise;
-  bool started = false;
-  bool finishing = false;
-  bool delivered = false;
   bool admitting = false;
   bool running = false;
-  caf::error failure;
-  ocr_response response;
-  // -- the running attempt --
-  uint64_t tag = 0;
-  admit_result admitted;
-  std::shared_ptr<call_handle> handle;
-  caf::actor_clock::time_point sent_at;
-  // -- the retry loop --
-  uint64_t retry_gen = 0;
-  int64_t budget_used = 0;
-  int64_t rounds_failed = 0;
-  std::map<std::string, int32_t> failures;
-  std::vector<std::string> excluded;
-  std::map<std::string, std::string> last_reason;
-  caf::optional<attempt_result> last_rejection;
-  caf::actor_clock::time_point started_at;
-  std::mt19937_64 rng;
+  side_request req; ///< the running attempt
+  side_retry retry;
 };
 
 /// Runs one OCR operation with the chat retry rules (MAX_ATTEMPTS budget,

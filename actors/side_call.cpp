@@ -1,8 +1,12 @@
 #include "actors/side_call.hpp"
 
 #include "actors/accounting.hpp"
+#include "actors/selector.hpp"
 
 #include <caf/send.hpp>
+
+#include <algorithm>
+#include <chrono>
 
 namespace pgw {
 
@@ -67,6 +71,133 @@ void write_side_row(const telemetry_actor& telemetry, const call_source& src,
   row.operation = a.operation;
   fill_result(row, a.kind, a.res);
   caf::anon_send(telemetry, atom::record_v, std::move(row));
+}
+
+caf::timespan side_timespan(double seconds) {
+  return std::chrono::ceil<caf::timespan>(
+    std::chrono::duration<double>(std::max(0.0, seconds)));
+}
+
+const call_source* side_source(const side_call_args& args,
+                               const std::string& name) {
+  auto i = args.sources->find(name);
+  return i == args.sources->end() ? nullptr : &i->second;
+}
+
+std::vector<std::string> pin_exclusions(const side_call_args& args) {
+  std::vector<std::string> out;
+  if (!args.pin.empty())
+    for (auto& entry : *args.sources)
+      if (entry.first != args.pin)
+        out.push_back(entry.first);
+  return out;
+}
+
+refusal_step after_refusal(const scope_config& scope, const admit_result& r,
+                           const side_retry& line,
+                           std::map<std::string, std::string>& last_reason,
+                           std::string rejected_message) {
+  refusal_step step;
+  for (auto& [source, reason] : r.skipped)
+    last_reason[source] = to_string(reason);
+  if (r.refusal == admission_refusal::none) {
+    if (line.last_rejection) {
+      step.code = error_code::request_rejected;
+      step.message = std::move(rejected_message);
+      step.upstream = &*line.last_rejection;
+    } else {
+      step.code = error_code::retry_exhausted;
+      step.message = "no source left to try";
+    }
+    return step;
+  }
+  bool quota = false;
+  step.wait_s = refusal_wait(scope, r, quota);
+  if (!step.wait_s) {
+    step.code = quota ? error_code::quota_exhausted : error_code::circuit_open;
+    step.message = quota ? "no source may run: quota full or circuit open "
+                           "everywhere"
+                         : "every source's circuit is open";
+  }
+  return step;
+}
+
+std::pair<error_code, std::string> admission_failure(const caf::error& err) {
+  if (code_of(err) == error_code::governance_unavailable)
+    return {error_code::governance_unavailable,
+            "the limiter or breaker backend is unavailable: " + describe(err)};
+  return {error_code::internal, "admission failed: " + describe(err)};
+}
+
+caf::optional<double> after_failure(const scope_config& scope,
+                                    side_retry& line, outcome kind,
+                                    const std::string& source,
+                                    std::mt19937_64& rng) {
+  if (kind != outcome::rate_limited) {
+    ++line.failures[source];
+    if (++line.budget_used >= scope.max_attempts)
+      return caf::none;
+  }
+  std::uniform_real_distribution<double> u01{0.0, 1.0};
+  return backoff_delay(++line.rounds_failed, scope.backoff_base_s,
+                       scope.backoff_max_s, u01(rng));
+}
+
+std::string budget_message(const scope_config& scope) {
+  return "all " + std::to_string(scope.max_attempts)
+         + " attempts of the retry budget failed";
+}
+
+caf::error side_error(const side_call_args& args,
+                      const std::map<std::string, std::string>& last_reason,
+                      error_code code, std::string message,
+                      const attempt_result* upstream) {
+  error_detail detail;
+  detail.message = std::move(message);
+  detail.per_source = last_reason;
+  detail.call_id = args.call_id;
+  if (upstream != nullptr) {
+    detail.upstream_status = upstream->http_status;
+    detail.upstream_code = upstream->error_code;
+    detail.upstream_message = upstream->error_message;
+  }
+  return make_error(code, std::move(detail));
+}
+
+void write_side_call_rows(const side_call_args& args,
+                          caf::actor_clock::time_point started_at,
+                          caf::actor_clock::time_point now, int32_t attempts,
+                          const call_stats* stats, const caf::error& failure) {
+  if (!args.telemetry)
+    return;
+  call_row row;
+  row.call_id = args.call_id;
+  row.scope = args.scope->name;
+  row.started_at_ms = wall_ms(started_at, args.wall_offset_ms);
+  row.attempts = attempts;
+  row.latency_ms = ms_between(started_at, now);
+  if (stats != nullptr) {
+    fill_ok_call(row, *stats);
+    caf::anon_send(args.telemetry, atom::record_v, std::move(row));
+    return;
+  }
+  auto fail_row = fail_call(row, failure);
+  caf::anon_send(args.telemetry, atom::record_v, std::move(row));
+  caf::anon_send(args.telemetry, atom::record_v, std::move(fail_row));
+}
+
+void end_side_request(const side_call_args& args, const call_source& src,
+                      side_request& req, const char* operation, outcome kind,
+                      int64_t amount, caf::optional<double> retry_after,
+                      const attempt_result* res, caf::optional<double> cost,
+                      bool feeds_health, caf::actor_clock::time_point now) {
+  end_admitted(src, args.gateway, req.admitted, kind, amount, retry_after,
+               feeds_health);
+  side_attempt a{args.call_id, req.attempt, operation, req.sent_at, kind,
+                 res, amount, cost};
+  write_side_row(args.telemetry, src, a, now, args.wall_offset_ms);
+  req.handle.reset();
+  req.admitted = admit_result{};
 }
 
 } // namespace pgw

@@ -4,11 +4,93 @@
 /// attempt actor (embeddings, OCR): they admit through the gateway, start
 /// the transport themselves and end each admitted request here.
 
+#include "actors/accounting.hpp"
 #include "actors/call_supervisor.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/optional.hpp>
+#include <caf/typed_response_promise.hpp>
+
+#include <map>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
 
 namespace pgw {
+
+/// What every embedding and OCR call takes from its gateway.
+struct side_call_args {
+  std::string call_id;
+  scope_ptr scope;
+  std::shared_ptr<const std::map<std::string, call_source>> sources;
+  gateway_actor gateway;
+  transport_ptr transport;
+  caf::optional<double> deadline_s;
+  uint64_t seed = 0;
+  /// Who asked: when it goes away, the call is cancelled (like a deadline).
+  caf::strong_actor_ptr requester;
+  /// Where each request's attempt row, the call row and the terminal
+  /// failure row go; invalid = nowhere.
+  telemetry_actor telemetry;
+  double wall_offset_ms = 0;
+  /// Prices for `cost_usd` (embeddings: input tokens of each sub-batch;
+  /// OCR: pages, when the table gives a page price); null = none.
+  std::shared_ptr<const price_table> prices;
+  /// The source the call is pinned to (empty = any source of the scope).
+  std::string pin;
+};
+
+/// The retry state of one line of requests (an OCR call, one embedding
+/// sub-batch): the chat retry rules' counters.
+struct side_retry {
+  uint64_t retry_gen = 0;
+  int64_t budget_used = 0;
+  int64_t rounds_failed = 0;
+  std::map<std::string, int32_t> failures;
+  std::vector<std::string> excluded;
+  /// The last rejection, for the error when every source rejected it.
+  caf::optional<attempt_result> last_rejection;
+};
+
+/// One admitted upstream request while it runs.
+struct side_request {
+  uint64_t tag = 0;
+  uint64_t attempt = 0; ///< 1, 2, ... within the call (its telemetry row)
+  admit_result admitted;
+  std::shared_ptr<call_handle> handle;
+  caf::actor_clock::time_point sent_at;
+};
+
+/// The state every embedding and OCR call has.
+template <class Args, class Response>
+struct side_call_state_base {
+  Args args;
+  caf::typed_response_promise<Response> promise;
+  bool started = false;
+  bool finishing = false;
+  bool delivered = false;
+  caf::error failure;
+  Response response;
+  /// Each source's last reason (ok, http_503, quota, ...) for the error.
+  std::map<std::string, std::string> last_reason;
+  caf::actor_clock::time_point started_at;
+  std::mt19937_64 rng;
+};
+
+/// Shortest wait before admitting again after a refusal (no spinning).
+constexpr double side_min_wait_s = 0.001;
+
+/// `seconds` (negative = 0) as a CAF timespan, rounded up.
+caf::timespan side_timespan(double seconds);
+
+/// The source `name` of the call, or null.
+const call_source* side_source(const side_call_args& args,
+                               const std::string& name);
+
+/// The sources a call pinned to `args.pin` must never run on (all but the
+/// pinned one; none when not pinned).
+std::vector<std::string> pin_exclusions(const side_call_args& args);
 
 /// Ends one admitted request: settles `amount` and releases the permit,
 /// records `kind` at the source's breaker (a cancellation records nothing
@@ -25,6 +107,46 @@ void end_admitted(const call_source& src, const gateway_actor& gateway,
 /// reasons (`quota_exhausted` rather than `circuit_open`).
 caf::optional<double> refusal_wait(const scope_config& scope,
                                    const admit_result& refused, bool& quota);
+
+/// What a refused admission leads to: a wait before admitting again, or the
+/// call's failure.
+struct refusal_step {
+  caf::optional<double> wait_s; ///< set: admit again after this long
+  error_code code = error_code::internal;
+  std::string message;
+  const attempt_result* upstream = nullptr;
+};
+
+/// Records the skipped sources' reasons in `last_reason`, then decides:
+/// no source left → `request_rejected` with `rejected_message` when `line`
+/// was rejected somewhere (else `retry_exhausted`); otherwise the wait of
+/// `refusal_wait`, or `quota_exhausted` / `circuit_open`.
+refusal_step after_refusal(const scope_config& scope, const admit_result& r,
+                           const side_retry& line,
+                           std::map<std::string, std::string>& last_reason,
+                           std::string rejected_message);
+
+/// The code and message of a failed admission request.
+std::pair<error_code, std::string> admission_failure(const caf::error& err);
+
+/// After a failed request of `line` on `source` that another try may fix:
+/// a 429 waits a backoff round without spending the budget; any other
+/// failure counts against `source` and spends one of MAX_ATTEMPTS. Returns
+/// the backoff to wait, or none when the budget is spent.
+caf::optional<double> after_failure(const scope_config& scope,
+                                    side_retry& line, outcome kind,
+                                    const std::string& source,
+                                    std::mt19937_64& rng);
+
+/// "all N attempts of the retry budget failed".
+std::string budget_message(const scope_config& scope);
+
+/// The error a call ends with: `message`, each source's last reason, the
+/// call id and, when given, the upstream's status, code and message.
+caf::error side_error(const side_call_args& args,
+                      const std::map<std::string, std::string>& last_reason,
+                      error_code code, std::string message,
+                      const attempt_result* upstream);
 
 /// Makes an embedding or OCR call end with `cancelled` when its caller goes
 /// away (monitored) or its gateway shuts down (the exit handler answers the
@@ -49,6 +171,78 @@ void watch_caller(Self self, const Requester& requester, Fail fail) {
   });
 }
 
+/// Takes `args`, seeds the call's generator and watches the caller.
+template <class Self, class Args, class Fail>
+void init_side_call(Self self, Args&& args, Fail fail) {
+  auto& st = self->state;
+  st.args = std::move(args);
+  st.rng.seed(st.args.seed);
+  watch_caller(self, st.args.requester, fail);
+}
+
+/// The `start` handler's common part: refuses a second start without
+/// touching the first caller's promise (it would otherwise never be
+/// answered), takes the promise, arms the call deadline and runs `begin`.
+template <class Response, class Self, class Begin>
+caf::result<Response> start_side_call(Self self, Begin begin) {
+  auto& st = self->state;
+  if (st.started)
+    return make_error(error_code::internal, "call started twice");
+  st.promise = self->template make_response_promise<Response>();
+  st.started = true;
+  st.started_at = self->clock().now();
+  if (st.args.deadline_s)
+    self->delayed_send(self, side_timespan(*st.args.deadline_s),
+                       atom::timer_v, uint64_t{1});
+  begin();
+  return st.promise;
+}
+
+/// Decides the call's failure once (false when it is already finishing).
+template <class Self>
+bool begin_failure(Self self, error_code code, std::string message,
+                   const attempt_result* upstream) {
+  auto& st = self->state;
+  if (st.finishing)
+    return false;
+  st.finishing = true;
+  st.failure = side_error(st.args, st.last_reason, code, std::move(message),
+                          upstream);
+  return true;
+}
+
+/// Sends the call row of a finished embedding or OCR call and, when it
+/// failed (`stats` null), its terminal failure row; nothing when
+/// `args.telemetry` is invalid.
+void write_side_call_rows(const side_call_args& args,
+                          caf::actor_clock::time_point started_at,
+                          caf::actor_clock::time_point now, int32_t attempts,
+                          const call_stats* stats, const caf::error& failure);
+
+/// Answers the caller once: the failure, or the response after `finish`
+/// completed it (total latency and call id are set here); writes the call's
+/// telemetry rows, then quits.
+template <class Self, class Finish>
+void deliver_side_call(Self self, Finish finish) {
+  auto& st = self->state;
+  st.delivered = true;
+  auto now = self->clock().now();
+  auto attempts = st.response.stats.attempts;
+  if (st.failure) {
+    write_side_call_rows(st.args, st.started_at, now, attempts, nullptr,
+                         st.failure);
+    st.promise.deliver(st.failure);
+  } else {
+    st.response.stats.total_latency_ms = ms_between(st.started_at, now);
+    finish(st.response);
+    st.response.call_id = st.args.call_id;
+    write_side_call_rows(st.args, st.started_at, now, attempts,
+                         &st.response.stats, st.failure);
+    st.promise.deliver(std::move(st.response));
+  }
+  self->quit();
+}
+
 /// One ended request of an embedding or OCR call, for its telemetry row.
 struct side_attempt {
   std::string call_id;
@@ -66,5 +260,14 @@ struct side_attempt {
 void write_side_row(const telemetry_actor& telemetry, const call_source& src,
                     const side_attempt& a, caf::actor_clock::time_point now,
                     double wall_offset_ms);
+
+/// Ends the running request `req` on `src`: `end_admitted`, then its
+/// attempt row (`operation`, `res`, `amount` settled, `cost`); clears the
+/// request's permit and handle.
+void end_side_request(const side_call_args& args, const call_source& src,
+                      side_request& req, const char* operation, outcome kind,
+                      int64_t amount, caf::optional<double> retry_after,
+                      const attempt_result* res, caf::optional<double> cost,
+                      bool feeds_health, caf::actor_clock::time_point now);
 
 } // namespace pgw

@@ -35,14 +35,28 @@ inline caf::error check_deadline(const caf::optional<double>& deadline_s) {
   return {};
 }
 
+/// `invalid_request` unless `source` is empty or a source of the scope (a
+/// pinned call; chat says the same).
+inline caf::error check_pin(gateway_self self, const std::string& source) {
+  auto& st = self->state;
+  if (!source.empty() && st.call_sources->count(source) == 0)
+    return make_error(error_code::invalid_request,
+                      "source '" + source.substr(0, 64)
+                        + "' is not in scope " + st.scope->name);
+  return {};
+}
+
 /// The fields every embedding and OCR call takes from the gateway: its id,
-/// scope, sources, transport, telemetry, the caller (monitored) and the
-/// deadline (the request's, else the scope's CALL_DEADLINE_S).
+/// scope, sources, transport, telemetry, the caller (monitored), the
+/// deadline (the request's, else the scope's CALL_DEADLINE_S) and the
+/// pinned source.
 template <class Args>
 void fill_side_args(gateway_self self, Args& args, const std::string& call_id,
-                    const caf::optional<double>& deadline_s) {
+                    const caf::optional<double>& deadline_s,
+                    const std::string& pin) {
   auto& st = self->state;
   args.call_id = call_id;
+  args.pin = pin;
   args.scope = st.scope;
   args.sources = st.call_sources;
   args.gateway = self;
@@ -55,6 +69,7 @@ void fill_side_args(gateway_self self, Args& args, const std::string& call_id,
   args.requester = self->current_sender();
   args.telemetry = st.opts.telemetry;
   args.wall_offset_ms = st.opts.wall_offset_ms;
+  args.prices = st.opts.prices;
 }
 
 /// Starts `call` (spawned by the caller), keeps it cancellable by `id`

@@ -54,7 +54,8 @@ caf::error parse_price(const std::string& origin, const std::string& path,
                        const json::value& entry, token_price& out) {
   if (!entry.is_object())
     return fail(origin, fmt::format("{}: must be an object {{\"input\": x, "
-                                    "\"output\": y}} (USD per million tokens)",
+                                    "\"output\": y}} (USD per million tokens)"
+                                    " or {{\"page\": z}} (USD per page)",
                                     path));
   bool has_input = false;
   bool has_output = false;
@@ -62,15 +63,15 @@ caf::error parse_price(const std::string& origin, const std::string& path,
     std::string field{key};
     if (is_comment(field))
       continue;
-    if (field != "input" && field != "output")
+    if (field != "input" && field != "output" && field != "page")
       return fail(origin, fmt::format("{}: unknown field \"{}\" (expected "
-                                      "input and output)",
+                                      "input and output, or page)",
                                       path, field));
     auto where = path + "." + field;
+    auto unit = field == "page" ? "USD per page" : "USD per million tokens";
     if (!value.is_number())
-      return fail(origin, fmt::format("{}: must be a number (USD per million "
-                                      "tokens)",
-                                      where));
+      return fail(origin, fmt::format("{}: must be a number ({})", where,
+                                      unit));
     auto x = value.to_number<double>();
     if (!std::isfinite(x) || x < 0)
       return fail(origin, fmt::format("{}: must be finite and >= 0, not {}",
@@ -78,16 +79,20 @@ caf::error parse_price(const std::string& origin, const std::string& path,
     if (field == "input") {
       out.input_per_million = x;
       has_input = true;
-    } else {
+    } else if (field == "output") {
       out.output_per_million = x;
       has_output = true;
+    } else {
+      out.per_page = x;
     }
   }
-  if (!has_input)
+  // A page price alone prices pages only; tokens need both prices.
+  out.per_token = has_input || has_output || !out.per_page;
+  if (out.per_token && !has_input)
     return fail(origin, fmt::format("{}.input: missing (USD per million "
                                     "input tokens)",
                                     path));
-  if (!has_output)
+  if (out.per_token && !has_output)
     return fail(origin, fmt::format("{}.output: missing (USD per million "
                                     "output tokens)",
                                     path));
@@ -229,11 +234,21 @@ std::optional<double> price_table::cost(const std::string& scope,
                                         int64_t input_tokens,
                                         int64_t output_tokens) const {
   auto price = find(scope, source, model);
-  if (!price)
+  if (!price || !price->per_token)
     return std::nullopt;
   return (static_cast<double>(input_tokens) * price->input_per_million
           + static_cast<double>(output_tokens) * price->output_per_million)
          / 1e6;
+}
+
+std::optional<double> price_table::page_cost(const std::string& scope,
+                                             const std::string& source,
+                                             const std::string& model,
+                                             int64_t pages) const {
+  auto price = find(scope, source, model);
+  if (!price || !price->per_page)
+    return std::nullopt;
+  return static_cast<double>(pages) * *price->per_page;
 }
 
 } // namespace pgw

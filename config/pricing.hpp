@@ -15,12 +15,18 @@ namespace pgw {
 struct token_price {
   double input_per_million = 0;
   double output_per_million = 0;
+  /// False for an entry that gives only a page price (OCR): its tokens are
+  /// unpriced, not free.
+  bool per_token = true;
+  /// USD per page (OCR: an image is one page, a PDF its page count).
+  std::optional<double> per_page;
 };
 
 class price_table {
 public:
   /// Parses the config/prices.json format: {"models": {"name": {"input": x,
   /// "output": y}}, "sources": {"SCOPE/name": {...}}, "read_on": "..."};
+  /// an entry may add `"page": z` (USD per page, OCR) or give only that;
   /// keys starting with `_` are comments. Prices must be finite and >= 0.
   /// Errors are `invalid_config` naming the JSON path.
   static caf::expected<price_table> parse(const std::string& json_text);
@@ -43,6 +49,13 @@ public:
                              const std::string& source,
                              const std::string& model, int64_t input_tokens,
                              int64_t output_tokens) const;
+
+  /// pages × the page price, in USD; nullopt when the entry found gives no
+  /// page price.
+  std::optional<double> page_cost(const std::string& scope,
+                                  const std::string& source,
+                                  const std::string& model,
+                                  int64_t pages) const;
 
   const std::string& read_on() const {
     return read_on_;

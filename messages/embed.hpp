@@ -20,12 +20,15 @@ struct embed_request {
   caf::optional<double> deadline_s;
   /// Optional caller-chosen id; used to cancel the call.
   std::string call_id;
+  /// Pins the call to this source of the scope (empty = any source): every
+  /// sub-batch runs there, split by its own batch limits.
+  std::string source;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, embed_request& x) {
   return f(caf::meta::type_name("pgw.embed_request"), x.inputs, x.deadline_s,
-           x.call_id);
+           x.call_id, x.source);
 }
 
 /// The answer to a successful embedding call. `stats.prompt_tokens` and

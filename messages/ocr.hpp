@@ -21,12 +21,14 @@ struct ocr_request {
   caf::optional<double> deadline_s;
   /// Optional caller-chosen id; used to cancel the call.
   std::string call_id;
+  /// Pins the call to this source of the scope (empty = any source).
+  std::string source;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, ocr_request& x) {
   return f(caf::meta::type_name("pgw.ocr_request"), x.image, x.layout,
-           x.deadline_s, x.call_id);
+           x.deadline_s, x.call_id, x.source);
 }
 
 /// The answer: the recognised text (markdown for a layout), and for a

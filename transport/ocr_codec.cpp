@@ -84,6 +84,27 @@ caf::error check_image(const std::string& bytes, size_t max_bytes,
   return {};
 }
 
+int64_t page_count(const std::string& bytes, image_type t) {
+  if (t != image_type::pdf)
+    return 1;
+  int64_t pages = 0;
+  for (auto at = bytes.find("/Type"); at != std::string::npos;
+       at = bytes.find("/Type", at + 5)) {
+    auto k = at + 5;
+    while (k < bytes.size()
+           && (bytes[k] == ' ' || bytes[k] == '\r' || bytes[k] == '\n'
+               || bytes[k] == '\t'))
+      ++k;
+    if (bytes.compare(k, 5, "/Page") != 0)
+      continue;
+    // `/Pages` is the page tree, not a page.
+    if (k + 5 < bytes.size() && bytes[k + 5] == 's')
+      continue;
+    ++pages;
+  }
+  return std::max<int64_t>(pages, 1);
+}
+
 std::string base64_encode(const std::string& bytes) {
   static constexpr char table[] =
     "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";

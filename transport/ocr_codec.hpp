@@ -11,6 +11,7 @@
 #include <caf/error.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 
 namespace pgw {
@@ -31,6 +32,11 @@ bool sniff_image(const std::string& bytes, image_type& out);
 /// success.
 caf::error check_image(const std::string& bytes, size_t max_bytes,
                        image_type& out);
+
+/// The pages of an image for per-page pricing: 1 for a PNG or JPEG; for a
+/// PDF the page objects (`/Type /Page`, not `/Pages`) its bytes hold, at
+/// least 1 (a compressed object stream hides them: then 1, a lower bound).
+int64_t page_count(const std::string& bytes, image_type t);
 
 /// Standard base64 with padding.
 std::string base64_encode(const std::string& bytes);

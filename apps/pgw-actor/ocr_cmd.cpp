@@ -1,18 +1,11 @@
 // `pgw-actor ocr`: one OCR call on an image file, the text on stdout.
 
-#include "cli.hpp"
+#include "side_cmd.hpp"
 
-#include "actors/client.hpp"
-#include "apps/node/node_builder.hpp"
 #include "config/file.hpp"
 #include "config/json_text.hpp"
 
-#include <caf/actor_system.hpp>
-#include <caf/send.hpp>
-
 #include <boost/json.hpp>
-
-#include <unistd.h>
 
 #include <cstdio>
 #include <algorithm>
@@ -28,7 +21,9 @@ constexpr const char* ocr_usage = R"(usage: pgw-actor ocr text|layout FILE [opti
   text              the text in the image
   layout            markdown plus blocks (type, text, bounding box)
   FILE              a PNG, JPEG or PDF (the type is read from its bytes)
-  --scope S         scope to use (default OCR; KIND=ocr_vision or ocr_monkey)
+  --scope S         scope to use (default OCR; KIND=ocr_vision or ocr_monkey);
+                    S/NAME pins source NAME of the scope
+  --source NAME     pin the call to source NAME
   --env-file F      read configuration from F (default ./.env when present)
   --deadline S      bound the whole call to S seconds (finite, > 0)
   --json            print {text, blocks?, source, call_id, call_stats} or
@@ -57,32 +52,20 @@ std::string ocr_json(const ocr_response& resp, bool layout) {
 } // namespace
 
 int ocr_main(const std::vector<std::string>& args) {
-  std::optional<std::string> operation, file, env_file;
-  std::string scope = "OCR";
-  bool json_out = false;
-  ocr_request req;
+  std::optional<std::string> operation, file;
+  side_options opts;
+  opts.scope = "OCR";
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
-    if (a == "--help" || a == "-h") {
+    std::string error;
+    auto shared = read_side_option(args, i, opts, error);
+    if (shared == side_option::help) {
       std::fputs(ocr_usage, stdout);
       return exit_ok;
-    } else if (a == "--json") {
-      json_out = true;
-    } else if (a == "--scope" || a == "--env-file" || a == "--deadline") {
-      if (i + 1 >= args.size())
-        return ocr_usage_error(a + " needs a value");
-      auto& v = args[++i];
-      if (a == "--scope") {
-        scope = v;
-      } else if (a == "--env-file") {
-        env_file = v;
-      } else {
-        auto x = parse_number(v);
-        if (!x || *x <= 0)
-          return ocr_usage_error("--deadline " + v
-                                 + ": must be a finite number of seconds > 0");
-        req.deadline_s = *x;
-      }
+    } else if (!error.empty()) {
+      return ocr_usage_error(error);
+    } else if (shared == side_option::taken) {
+      continue;
     } else if (a.size() > 1 && a[0] == '-') {
       return ocr_usage_error("unknown option " + a);
     } else if (!operation) {
@@ -97,45 +80,34 @@ int ocr_main(const std::vector<std::string>& args) {
   }
   if (!operation || !file)
     return ocr_usage_error("usage: pgw-actor ocr text|layout FILE");
+  ocr_request req;
   req.layout = *operation == "layout";
-  auto cfg = load(env_file);
+  auto cfg = load(opts.env_file);
   if (!cfg)
     return exit_usage;
   // Bounded: a regular file of at most the scope's largest MAX_IMAGE_BYTES,
   // never /dev/zero or a FIFO.
   int64_t cap = 0;
-  if (auto* sc = cfg->find(scope))
+  if (auto* sc = cfg->find(opts.scope))
     for (auto& src : sc->sources)
-      cap = std::max(cap, src.max_image_bytes);
+      if (opts.source.empty() || src.name == opts.source)
+        cap = std::max(cap, src.max_image_bytes);
   auto image = read_config_file(
     *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
     static_cast<size_t>(cap));
   if (!image)
     return ocr_usage_error(describe(image.error()));
   req.image = std::move(*image);
-  system_config sys_cfg;
-  caf::actor_system sys{sys_cfg};
-  auto gw = command_gateway(sys, *cfg, scope, json_out);
-  if (!gw)
-    return exit_usage;
-  client cl{sys, *gw};
-  req.call_id = "cli-ocr-" + std::to_string(::getpid());
-  auto call_id = req.call_id;
   bool layout = req.layout;
-  auto pending = cl.ocr_async(std::move(req));
-  auto result = await_cancellable(pending, [&] { cl.cancel(call_id); });
-  int rc = exit_ok;
-  if (result) {
-    if (json_out)
-      std::puts(ocr_json(*result, layout).c_str());
-    else
-      std::puts(result->text.c_str());
-  } else {
-    rc = report_call_error(result.error(), json_out);
-  }
-  std::fflush(stdout);
-  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
-  return rc;
+  return run_side_command(
+    *cfg, opts, std::move(req), "cli-ocr-",
+    [](client& cl, ocr_request r) { return cl.ocr_async(std::move(r)); },
+    [&opts, layout](const ocr_response& result) {
+      if (opts.json_out)
+        std::puts(ocr_json(result, layout).c_str());
+      else
+        std::puts(result.text.c_str());
+    });
 }
 
 } // namespace pgw::cli

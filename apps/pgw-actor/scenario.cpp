@@ -14,6 +14,7 @@
 #include "apps/pgw-upstream-sim/scenario.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "actors/structured_schema.hpp"
+#include "apps/pgw-upstream-sim/embeddings.hpp"
 
 #include <boost/json.hpp>
 #include <fmt/format.h>
@@ -204,7 +205,20 @@ scenario_file parse_file(const std::string& path) {
     bad("load", "required: {\"calls\": N, \"concurrency\": C}");
   auto& lo = load->get_object();
   only_keys(lo, "load",
-            {"calls", "concurrency", "deadline_s", "stream", "schema"});
+            {"calls", "concurrency", "deadline_s", "stream", "schema",
+             "operation", "inputs"});
+  if (auto* x = lo.if_contains("operation")) {
+    f.operation = text_of(*x, "load.operation");
+    if (f.operation != "chat" && f.operation != "embeddings"
+        && f.operation != "ocr_text" && f.operation != "ocr_layout")
+      bad("load.operation", "must be chat, embeddings, ocr_text or "
+                            "ocr_layout");
+  }
+  if (auto* x = lo.if_contains("inputs")) {
+    if (f.operation != "embeddings")
+      bad("load.inputs", "only with \"operation\": \"embeddings\"");
+    f.inputs = count(*x, "load.inputs", 1);
+  }
   if (auto* x = lo.if_contains("schema")) {
     if (!x->is_object())
       bad("load.schema", "must be a JSON Schema object");
@@ -252,6 +266,8 @@ scenario_file parse_file(const std::string& path) {
     f.expect = x->get_object();
     check_expectation_keys(f.expect, f.nodes > 0);
   }
+  if (f.nodes > 0 && f.operation != "chat")
+    bad("load.operation", "a fleet runs chat calls only");
   return f;
 }
 
@@ -274,6 +290,35 @@ struct temp_file {
   ~temp_file() {
     ::unlink(path.c_str());
   }
+};
+
+/// Embeddings: each answer's vector i must be the simulator's vector of
+/// input i (a hash of its text), so any reordering or mix-up shows.
+class embed_order_checker {
+public:
+  void operator()(const std::vector<std::string>& inputs,
+                  const embed_response& r) {
+    int64_t wrong = 0;
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (i >= r.vectors.size()
+          || r.vectors[i]
+               != sim::detail::embed_vector(inputs[i], r.vectors[i].size()))
+        ++wrong;
+    std::lock_guard<std::mutex> guard{mtx_};
+    checked_ += static_cast<int64_t>(inputs.size());
+    wrong_ += wrong;
+  }
+
+  void fill(check_context& ctx) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ctx.vectors_checked = checked_;
+    ctx.vectors_wrong = wrong_;
+  }
+
+private:
+  std::mutex mtx_;
+  int64_t checked_ = 0;
+  int64_t wrong_ = 0;
 };
 
 /// Checks a complete answer: the simulator's deterministic text for the
@@ -464,6 +509,15 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
   params.publish = ov.publish;
   params.title = "scenario " + f.name;
   params.schema = f.schema;
+  params.operation = f.operation;
+  params.inputs = f.inputs;
+  auto vectors = std::make_shared<embed_order_checker>();
+  if (f.operation == "embeddings")
+    params.embed_hook = [vectors](int64_t,
+                                  const std::vector<std::string>& inputs,
+                                  const embed_response& r) {
+      (*vectors)(inputs, r);
+    };
   auto checker = std::make_shared<answer_checker>(f, *scope);
   auto structured = std::make_shared<structured_tally>(f.schema);
   answer_hook hook = [checker, structured](int64_t n,
@@ -483,6 +537,7 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
   check_context ctx{f, *scope, res, log, checker->checked(),
                     checker->truncated(), checker->examples()};
   structured->fill(ctx);
+  vectors->fill(ctx);
   auto checks = evaluate(ctx);
   bool soak_ok = rc == exit_ok;
   bool all = soak_ok && print_checks(f, ctx, checks);

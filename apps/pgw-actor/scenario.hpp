@@ -7,6 +7,7 @@
 
 #include "cli.hpp"
 
+#include "messages/embed.hpp"
 #include "messages/gateway.hpp"
 
 #include <boost/json.hpp>
@@ -33,6 +34,15 @@ struct soak_params {
   std::optional<double> progress_s;
   /// Structured output: every call carries this JSON Schema (empty: none).
   std::string schema;
+  /// What each call does: chat, embeddings (`inputs` texts per call) or
+  /// ocr_text / ocr_layout (one small PNG per call) (issue 16).
+  std::string operation = "chat";
+  int64_t inputs = 1;
+  /// Embeddings: called on the caller's thread with every answer and the
+  /// inputs it embedded (the scenario checks the vectors' order).
+  std::function<void(int64_t, const std::vector<std::string>&,
+                     const embed_response&)>
+    embed_hook;
 };
 
 /// One logical call as the caller saw it.

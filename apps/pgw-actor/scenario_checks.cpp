@@ -212,7 +212,7 @@ const std::set<std::string> single_keys{
   "breakers", "success_rate_until", "share_after", "complete_answers",
   "limits_respected", "limits_reached", "retry_after_honoured",
   "upstream_requests_per_call_max", "sim_actions_min", "schema_valid_min",
-  "reask_rate_min", "reask_rate_max"};
+  "reask_rate_min", "reask_rate_max", "embeddings_in_order"};
 
 const std::set<std::string> fleet_keys{
   "success_rate_min", "limits_respected", "limits_reached",
@@ -291,7 +291,8 @@ void check_expectation_keys(const json::object& expect, bool fleet) {
       num(o.contains("after_s") ? o.at("after_s") : json::value(), key + ".after_s");
       num(o.contains("min") ? o.at("min") : json::value(), key + ".min");
     } else if (key == "complete_answers" || key == "limits_respected"
-               || key == "retry_after_honoured") {
+               || key == "retry_after_honoured"
+               || key == "embeddings_in_order") {
       if (!v.is_bool())
         bad(key, "must be true or false");
     } else if (key == "limits_reached") {
@@ -484,6 +485,13 @@ std::vector<check> evaluate(const check_context& ctx) {
     add("complete_answers",
         ctx.answers_truncated == 0 && ctx.answers_checked == soak.ok, detail);
   }
+  if (auto* x = e.if_contains("embeddings_in_order"); x && x->as_bool())
+    add("embeddings_in_order",
+        ctx.vectors_wrong == 0 && ctx.vectors_checked > 0
+          && soak.ok == soak.calls,
+        fmt::format("{} vectors of {} ok calls compared with the "
+                    "simulator's vector of their input: {} wrong",
+                    ctx.vectors_checked, soak.ok, ctx.vectors_wrong));
   auto limits = limits_from_log(ctx.scope, ctx.log);
   if (auto* x = e.if_contains("limits_respected"); x && x->as_bool()) {
     for (auto& f : limits) {

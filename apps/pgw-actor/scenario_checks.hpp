@@ -39,6 +39,10 @@ struct scenario_file {
   std::optional<double> deadline_s;
   std::optional<bool> stream;
   std::string schema; ///< load.schema, serialized; empty: free text
+  /// load.operation: chat, embeddings, ocr_text or ocr_layout; load.inputs:
+  /// texts per embeddings call.
+  std::string operation = "chat";
+  int64_t inputs = 1;
   std::string prices_json; ///< empty: the default price table
   int nodes = 0;           ///< > 0: a fleet of that many processes
   boost::json::object expect;
@@ -88,6 +92,9 @@ struct check_context {
   int64_t reasks = 0;        ///< re-asks of the ok calls, summed
   int64_t reasked_calls = 0; ///< ok calls that needed at least one re-ask
   int64_t repaired = 0;      ///< ok answers valid only after repair
+  // -- embeddings (load.operation) --
+  int64_t vectors_checked = 0; ///< vectors compared with the simulator's
+  int64_t vectors_wrong = 0;   ///< ... that were not its input's vector
 };
 
 /// Throws std::invalid_argument on an unknown or malformed expectation (or

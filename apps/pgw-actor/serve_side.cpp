@@ -48,20 +48,20 @@ std::optional<std::string> parse_object(const std::string& body,
   return {};
 }
 
-/// The served scope named by `model` when it serves one of `kinds`;
-/// otherwise sends the error (404 unknown, 400 a scope of another kind or
-/// a pinned source) and returns null.
+/// The served scope named by `model` (`SCOPE` or `SCOPE/source`, which
+/// sets `source`) when it serves one of `kinds`; otherwise sends the error
+/// (404 unknown scope or source, 400 a scope of another kind) and returns
+/// null.
 const served_scope* scope_for(context& ctx, const json::object& body,
                               std::initializer_list<const char*> kinds,
                               const char* what, httplib::Response& res,
-                              std::string& model) {
+                              std::string& model, std::string& source) {
   auto* m = body.if_contains("model");
   if (m == nullptr || !m->is_string() || m->as_string().empty()) {
     send_bad_request(res, "`model` must be a non-empty string (a scope)");
     return nullptr;
   }
   model = std::string(m->as_string());
-  std::string source;
   auto scope = resolve(ctx, model, source);
   if (scope == nullptr) {
     send_model_not_found(res, model);
@@ -74,12 +74,6 @@ const served_scope* scope_for(context& ctx, const json::object& body,
   if (!fits) {
     send_bad_request(res, "scope " + scope->config->name + " serves KIND="
                             + kind + ", not " + what);
-    return nullptr;
-  }
-  if (!source.empty()) {
-    send_bad_request(res, std::string{"pinning a source (SCOPE/source) is "
-                                      "not supported for "}
-                            + what + "; name the scope");
     return nullptr;
   }
   res.set_header("x-pgw-scope", scope->config->name);
@@ -233,7 +227,8 @@ void handle_embeddings(context& ctx, const httplib::Request& req,
   if (auto problem = embed_inputs(body, call.inputs))
     return send_bad_request(res, *problem);
   std::string model;
-  auto scope = scope_for(ctx, body, {"embedding"}, "embeddings", res, model);
+  auto scope = scope_for(ctx, body, {"embedding"}, "embeddings", res, model,
+                         call.source);
   if (scope == nullptr)
     return;
   run_call(
@@ -266,10 +261,13 @@ void handle_ocr(context& ctx, const httplib::Request& req,
   }
   std::string model;
   auto scope = scope_for(ctx, body, {"ocr_vision", "ocr_monkey"}, "OCR", res,
-                         model);
+                         model, call.source);
   if (scope == nullptr)
     return;
   auto size = call.image.size();
+  image_type type = image_type::png;
+  int64_t pages = sniff_image(call.image, type) ? page_count(call.image, type)
+                                                : 1;
   bool layout = call.layout;
   run_call(
     ctx, req, res, *scope,
@@ -291,7 +289,7 @@ void handle_ocr(context& ctx, const httplib::Request& req,
         {"pages", json::array{std::move(page)}},
         {"model", model},
         {"usage_info",
-         json::object{{"pages_processed", 1}, {"doc_size_bytes", size}}},
+         json::object{{"pages_processed", pages}, {"doc_size_bytes", size}}},
         {"pgw", json::object{{"call_id", resp.call_id},
                              {"source", resp.source},
                              {"call_stats",

@@ -114,6 +114,57 @@ caf::expected<gateway_status> quiet_status(client& cl) {
   }
 }
 
+/// The OCR image of soak call `n`: a PNG signature and the call number.
+std::string soak_image(int64_t n) {
+  return std::string("\x89PNG\r\n\x1a\n", 8) + fmt::format("soak {}", n);
+}
+
+/// One call of the load by `params.operation`; an embeddings or OCR answer
+/// comes back as a chat answer (source, stats, text) for the tally.
+caf::expected<chat_response> soak_one_call(client& cl,
+                                           const soak_params& params,
+                                           int64_t n, int c) {
+  if (params.operation == "embeddings") {
+    embed_request req;
+    for (int64_t i = 0; i < params.inputs; ++i)
+      req.inputs.push_back(fmt::format("soak call {} input {}", n, i));
+    req.deadline_s = params.deadline_s;
+    auto inputs = params.embed_hook ? req.inputs : std::vector<std::string>{};
+    auto res = cl.embed_async(std::move(req)).get();
+    if (!res)
+      return std::move(res.error());
+    if (params.embed_hook)
+      params.embed_hook(n, inputs, *res);
+    chat_response out;
+    out.source = res->stats.source;
+    out.model = res->model;
+    out.stats = res->stats;
+    return out;
+  }
+  if (params.operation == "ocr_text" || params.operation == "ocr_layout") {
+    ocr_request req;
+    req.image = soak_image(n);
+    req.layout = params.operation == "ocr_layout";
+    req.deadline_s = params.deadline_s;
+    auto res = cl.ocr_async(std::move(req)).get();
+    if (!res)
+      return std::move(res.error());
+    chat_response out;
+    out.content = std::move(res->text);
+    out.source = res->source;
+    out.model = res->model;
+    out.stats = res->stats;
+    return out;
+  }
+  chat_request req;
+  req.messages.push_back(
+    {"user", fmt::format("soak call {} from caller {}", n, c), {}});
+  req.stream = params.stream;
+  req.deadline_s = params.deadline_s;
+  req.schema = params.schema;
+  return cl.chat(std::move(req));
+}
+
 } // namespace
 
 int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
@@ -158,14 +209,8 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
         auto n = next.fetch_add(1);
         if (n >= calls)
           return;
-        chat_request req;
-        req.messages.push_back(
-          {"user", fmt::format("soak call {} from caller {}", n, c), {}});
-        req.stream = params.stream;
-        req.deadline_s = params.deadline_s;
-        req.schema = params.schema;
         auto start = clock_type::now();
-        auto res = cl.chat(std::move(req));
+        auto res = soak_one_call(cl, params, n, c);
         auto end = clock_type::now();
         auto ms = std::chrono::duration<double, std::milli>(end - start)
                     .count();

@@ -202,3 +202,28 @@ TEST_CASE_FIXTURE(embed_e2e_fixture,
   CHECK(chat_scope.exit_code == 2);
   CHECK(chat_scope.err.find("not embeddings") != std::string::npos);
 }
+
+TEST_CASE_FIXTURE(embed_e2e_fixture,
+                  "embed: --source and --scope EMBED/NAME pin the call to one "
+                  "source, an unknown one is a usage error") {
+  auto env = concat(source("A", "emb"), source("B", "emb-small"));
+  for (auto pin : {std::vector<std::string>{"--source", "b"},
+                   std::vector<std::string>{"--scope", "EMBED/B"}}) {
+    CAPTURE(pin[1]);
+    auto args = concat({"--json", "one", "two"}, pin);
+    auto r = embed(args, concat(env, {"EMBED__BACKOFF_BASE_S=0.01"}));
+    REQUIRE(r.exit_code == 0);
+    check_vectors(r.out, {"one", "two"});
+    CHECK(json::parse(r.out).at("call_stats").at("source").as_string() == "b");
+  }
+  // Only emb-small (source b) was asked, never emb.
+  for (auto& [key, n] : seen())
+    CHECK(key.rfind("emb-small:", 0) == 0);
+  auto unknown = embed({"x", "--source", "zz"}, env);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err.find("source 'zz' is not in scope EMBED")
+        != std::string::npos);
+  auto two = embed({"x", "--scope", "EMBED/a", "--source", "b"}, env);
+  CHECK(two.exit_code == 2);
+  CHECK(two.err.find("two different sources pinned") != std::string::npos);
+}

@@ -134,3 +134,24 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
           .at("reason").as_string()
         == "layout_not_json");
 }
+
+TEST_CASE_FIXTURE(ocr_e2e_fixture,
+                  "ocr: --source and --scope OCR/NAME pin the call: a pinned "
+                  "failing source is not failed over") {
+  auto env = source("A", "sad");
+  auto more = source("B", "monkey");
+  env.insert(env.end(), more.begin(), more.end());
+  env.push_back("OCR__BACKOFF_BASE_S=0.01");
+  env.push_back("OCR__MAX_ATTEMPTS=2");
+  auto good = ocr({"text", dir + "-page.png", "--json", "--scope", "OCR/b"},
+                  env);
+  INFO(good.err);
+  REQUIRE(good.exit_code == 0);
+  CHECK(json::parse(good.out).at("source").as_string() == "b");
+  auto pinned = ocr({"text", dir + "-page.png", "--json", "--source", "a"},
+                    env);
+  CHECK(pinned.exit_code == 4);
+  auto err = json::parse(pinned.out).at("error").as_object();
+  CHECK(err.at("per_source").as_object().contains("a"));
+  CHECK_FALSE(err.at("per_source").as_object().contains("b"));
+}

@@ -258,3 +258,57 @@ TEST_CASE("scenario stream-faults with --calls 200: its action counts scale with
   CHECK(s.r.out.find("scaled to 200 calls") != std::string::npos);
   CHECK(check_ok(s.doc, "sim_actions_min.cut"));
 }
+
+TEST_CASE("scenario embed-flap: 10,000 inputs through a flapping source that takes 100, every vector in input order") {
+  auto s = run_scenario("embed-flap");
+  INFO(s.r.out);
+  INFO(s.r.err);
+  REQUIRE(s.r.exit_code == 0);
+  auto& doc = s.doc;
+  CHECK(doc.at("success_rate").to_number<double>() == 1.0);
+  CHECK(check_ok(doc, "embeddings_in_order"));
+  CHECK(s.r.out.find("10000 vectors of 10 ok calls") != std::string::npos);
+  // 100 sub-batches of 100 answered; the flapping source's 503s retried.
+  auto& sim = doc.at("scenario").at("sim_by_source").as_object();
+  CHECK(sim.at("small").at("requests").as_int64()
+          + sim.at("big").at("requests").as_int64()
+        > 100);
+  CHECK(attempts_of(doc, "small") > 10);
+  CHECK(attempts_of(doc, "big") > 10);
+  all_invariants_hold(doc);
+}
+
+TEST_CASE("scenario ocr-serial: 20 parallel OCR calls on a concurrency-1 source, never two requests at once") {
+  auto s = run_scenario("ocr-serial");
+  INFO(s.r.out);
+  INFO(s.r.err);
+  REQUIRE(s.r.exit_code == 0);
+  auto& doc = s.doc;
+  CHECK(doc.at("success_rate").to_number<double>() == 1.0);
+  auto& sim = doc.at("scenario").at("sim_by_source").as_object();
+  CHECK(sim.at("m").at("requests").as_int64() == 20);
+  CHECK(sim.at("m").at("peak_concurrency").as_int64() == 1);
+  CHECK(check_ok(doc, "limits_respected.m"));
+  all_invariants_hold(doc);
+}
+
+TEST_CASE("a scenario's load.operation is checked: unknown operations and inputs without embeddings exit 2") {
+  auto path = "/tmp/pgw-scenario-op-" + std::to_string(::getpid()) + ".json";
+  for (auto [load, words] :
+       {std::pair{R"({"calls": 1, "operation": "vectors"})",
+                  "load.operation: must be chat, embeddings, ocr_text"},
+        std::pair{R"({"calls": 1, "inputs": 5})",
+                  "load.inputs: only with \"operation\": \"embeddings\""}}) {
+    std::ofstream{path} << R"({"sim": {"models": {}},
+                               "env": {"LLM__GENERIC__A__BASE_URL": "${SIM}",
+                               "LLM__GENERIC__A__MODEL": "ok"},
+                               "load": )"
+                        << load << "}";
+    auto r = run_program({PGW_ACTOR_BIN, "soak", "--scenario", path});
+    CAPTURE(std::string(load));
+    CAPTURE(r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(words) != std::string::npos);
+  }
+  std::remove(path.c_str());
+}

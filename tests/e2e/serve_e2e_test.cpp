@@ -506,8 +506,8 @@ TEST_CASE("serve: the openai SDK's embeddings (float, base64, SDK default) "
         != std::string::npos);
 }
 
-TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats, token "
-          "arrays and a pinned source") {
+TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
+          "arrays, a pinned source (EMBED/e) answers, an unknown one is 404") {
   serve_fixture f;
   auto cli = f.http();
   auto post = [&](const std::string& body) {
@@ -523,9 +523,18 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats, token "
   CHECK(dims.second.find("`dimensions` is not supported") != std::string::npos);
   CHECK(post(R"({"model":"EMBED","input":"x","encoding_format":"int8"})").first == 400);
   CHECK(post(R"({"model":"EMBED","input":[[1,2,3]]})").first == 400);
-  auto pinned = post(R"({"model":"EMBED/e","input":"x"})");
-  CHECK(pinned.first == 400);
-  CHECK(pinned.second.find("pinning a source") != std::string::npos);
+  auto pinned = cli.Post("/v1/embeddings", f.auth(),
+                         R"({"model":"EMBED/e","input":"x"})",
+                         "application/json");
+  REQUIRE(pinned);
+  CHECK(pinned->status == 200);
+  CHECK(pinned->get_header_value("x-pgw-source") == "e");
+  CHECK(json::parse(pinned->body).at("model").as_string() == "EMBED/e");
+  auto unknown = cli.Post("/v1/embeddings", f.auth(),
+                          R"({"model":"EMBED/zz","input":"x"})",
+                          "application/json");
+  REQUIRE(unknown);
+  CHECK(unknown->status == 404);
   auto empty = post(R"({"model":"EMBED","input":["a",""]})");
   CHECK(empty.first == 400);
   CHECK(empty.second.find("input 1 is empty") != std::string::npos);
@@ -560,6 +569,13 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
   CHECK(doc.at("usage_info").at("doc_size_bytes").to_number<size_t>() == png.size());
   CHECK(doc.at("pgw").at("source").as_string() == "m");
   CHECK(res->get_header_value("x-pgw-source") == "m");
+  // Pinned to its source (SCOPE/source, as chat): the same answer.
+  auto pin = cli.Post("/v1/ocr", f.auth(),
+                      body("image_url", data_url("image/png", png), "ocr/m"),
+                      "application/json");
+  REQUIRE(pin);
+  CHECK(pin->status == 200);
+  CHECK(pin->get_header_value("x-pgw-source") == "m");
   // A PDF as document_url, the layout asked for (pgw's `layout: true`).
   const std::string pdf = "%PDF-1.4 tiny";
   auto lay = json::parse(body("document_url", data_url("application/pdf", pdf))).as_object();
@@ -587,16 +603,18 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
   error(body("image_url", "data:image/png;base64,@@@"), 400, "malformed");
   error(body("image_url", data_url("image/png", png), "NOPE"), 404,
         "model_not_found");
+  error(body("image_url", data_url("image/png", png), "ocr/zz"), 404,
+        "model_not_found");
   error(body("image_url", data_url("image/png", png), "EMBED"), 400,
         "KIND=embedding, not OCR");
   error(R"({"model":"ocr","document":{"type":"file","file":"x"}})", 400,
         "document.type");
-  // Every request above reached the upstream at most twice: the errors are
+  // Only the three good requests reached the upstream: the errors are
   // answered at the edge or by the gateway, never sent on.
   httplib::Client s{"127.0.0.1", f.sim->port()};
   auto log = s.Get("/_sim/log");
   REQUIRE(log);
-  CHECK(json::parse(log->body).at("requests").as_array().size() == 2);
+  CHECK(json::parse(log->body).at("requests").as_array().size() == 3);
 }
 
 } // TEST_SUITE

@@ -390,3 +390,46 @@ TEST_CASE_FIXTURE(embed_fixture,
   CHECK(numbers_seen == std::set<uint64_t>{1, 2, 3});
   CHECK(tokens == 6); // 3 inputs, 2 tokens each
 }
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a call pinned to one source runs every sub-batch "
+                  "there, split by that source's batch limit") {
+  fake->script("a", {embed_ok()});
+  fake->script("b", {fake_step::transient("http_503"), embed_ok()});
+  auto sc = embed_scope({"a", "b"}, 2);
+  sc.sources[1].max_batch_inputs = 5;
+  sc.backoff_base_s = 0.01;
+  auto gw = spawn_gateway(sc);
+  embed_request req;
+  req.inputs = numbers(10);
+  req.source = "b";
+  auto out = start_embed(gw, std::move(req));
+  run_until(out);
+  REQUIRE(out->response);
+  check_order(*out->response, 10);
+  // b's limit (5), not the scope's smallest (2); the failed sub-batch is
+  // retried on b again, never on a.
+  CHECK(out->response->sub_batches == 2);
+  CHECK(fake->count("a") == 0);
+  CHECK(fake->count("b") == 3);
+  for (auto& body : bodies())
+    CHECK(body.size() == 5);
+  CHECK(out->response->stats.source == "b");
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a pinned source the scope does not have is "
+                  "invalid_request, nothing sent") {
+  fake->script("a", {embed_ok()});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2));
+  embed_request req;
+  req.inputs = numbers(3);
+  req.source = "zz";
+  auto out = start_embed(gw, std::move(req));
+  run_until(out);
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::invalid_request);
+  CHECK(describe(out->error).find("source 'zz' is not in scope EMBED")
+        != std::string::npos);
+  CHECK(fake->calls().empty());
+}

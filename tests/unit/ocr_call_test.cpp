@@ -232,3 +232,32 @@ TEST_CASE_FIXTURE(ocr_fixture,
           "b ok ocr_layout 3"});
   CHECK(sink->attempts[0].http_status == 503);
 }
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: a call pinned to one source retries there and never "
+                  "runs on another, an unknown pin is invalid_request") {
+  fake->script("a", {fake_step::ok("from a", 0, 0)});
+  fake->script("b", {fake_step::transient("http_503"),
+                     fake_step::ok("from b", 0, 0)});
+  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  sc.backoff_base_s = 0.01;
+  auto gw = spawn_gateway(sc);
+  ocr_request req;
+  req.image = png;
+  req.source = "b";
+  auto out = start_side<ocr_response>(gw, atom::ocr_v, req);
+  run_until(out);
+  REQUIRE(out->response);
+  CHECK(out->response->text == "from b");
+  CHECK(out->response->source == "b");
+  CHECK(fake->count("a") == 0);
+  CHECK(fake->count("b") == 2);
+  req.source = "zz";
+  auto bad = start_side<ocr_response>(gw, atom::ocr_v, req);
+  run_until(bad);
+  REQUIRE(bad->error);
+  CHECK(code_of(bad->error) == error_code::invalid_request);
+  CHECK(describe(bad->error).find("source 'zz' is not in scope OCR")
+        != std::string::npos);
+  CHECK(fake->calls().size() == 2);
+}
