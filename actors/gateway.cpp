@@ -275,7 +275,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       breaker, std::shared_ptr<breaker_backend>{std::move(brk)},
       opts.governance_pool);
     rt.limiter = self->spawn<caf::linked>(
-      limiter, std::shared_ptr<limiter_backend>{std::move(lim)},
+      governed_limiter, std::shared_ptr<limiter_backend>{std::move(lim)},
       opts.governance_pool, std::move(pair), rt.breaker);
     call_sources[src.name] = call_source{ptr, rt.limiter, rt.breaker};
     st.sources.push_back(std::move(rt));

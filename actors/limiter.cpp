@@ -66,8 +66,16 @@ void settle_release(limiter_self self, const std::string& id,
 limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,
-        std::shared_ptr<io_pool> offload, governance_pair_ptr pair,
-        breaker_actor breaker) {
+        std::shared_ptr<io_pool> offload) {
+  return governed_limiter(self, std::move(backend), std::move(offload),
+                          nullptr, breaker_actor{});
+}
+
+limiter_actor::behavior_type
+governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
+                 std::shared_ptr<limiter_backend> backend,
+                 std::shared_ptr<io_pool> offload, governance_pair_ptr pair,
+                 breaker_actor breaker) {
   self->state.backend = std::move(backend);
   self->state.offload = std::move(offload);
   self->state.pair = std::move(pair);

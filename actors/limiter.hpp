@@ -57,9 +57,16 @@ constexpr caf::timespan limiter_drain_limit = std::chrono::seconds(2);
 /// on to `breaker`. The breaker actor keeps serving `enter`, `release`
 /// (probe lease) and `status`.
 limiter_actor::behavior_type
+governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
+                 std::shared_ptr<limiter_backend> backend,
+                 std::shared_ptr<io_pool> offload, governance_pair_ptr pair,
+                 breaker_actor breaker);
+
+/// A limiter on its own (no pair, no breaker: an attempt's outcome sent to
+/// it goes nowhere), for tests and tools.
+limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,
-        std::shared_ptr<io_pool> offload = nullptr,
-        governance_pair_ptr pair = nullptr, breaker_actor breaker = {});
+        std::shared_ptr<io_pool> offload = nullptr);
 
 } // namespace pgw

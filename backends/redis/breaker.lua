@@ -54,6 +54,28 @@ if op == 'enter' then
   end
 end
 
+-- -- a success while closed: one increment -------------------------------------
+
+-- The usual record: closed, no failure counted, the rate bucket still the
+-- current one. It counts the attempt and changes nothing else.
+if op == 'record' and ARGV[11] == 's' then
+  local q = redis.call('HMGET', key, 'state', 'epoch', 'failure_count',
+                       'bucket', 'clock')
+  if q[1] == 'closed' and tonumber(ARGV[10]) >= tonumber(q[2] or '0')
+     and (q[3] == false or q[3] == '0') and q[4] and window > 0 then
+    local t = redis.call('TIME')
+    local now = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]),
+                         tonumber(q[5] or '0'))
+    if math.floor(now / (window / 2)) == tonumber(q[4]) then
+      redis.call('HINCRBY', key, 'a0', 1)
+      if redis.call('PTTL', key) < retention / 2 then
+        redis.call('PEXPIRE', key, string.format('%.0f', retention))
+      end
+      return 1
+    end
+  end
+end
+
 -- -- load -----------------------------------------------------------------------
 
 local h = {}

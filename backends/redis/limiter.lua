@@ -2,7 +2,8 @@
 -- windows and in-flight leases of one source, shared by every node. One
 -- call = one operation, atomic. Time is Redis TIME in microseconds (never
 -- the caller's), and never runs backwards: it is at least the newest
--- acquisition time and the clock saved by the last pruning.
+-- acquisition time (status, release and pruning also read the clock saved
+-- by the last pruning).
 --
 -- KEYS[1] win    ZSET   permit number -> acquisition time (us)
 -- KEYS[2] tok    HASH   permit number -> tokens (estimate or settled);
@@ -148,7 +149,12 @@ end
 -- -- clock and pruning ------------------------------------------------------------
 
 local raw = redis_time()
-local now = saved_clock(raw)
+-- The acquire path reads only the newest acquisition; status and pruning
+-- also the saved clock.
+local now = raw
+if op ~= 'acquire' then
+  now = saved_clock(raw)
+end
 local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
 if #newest == 2 and tonumber(newest[2]) > now then
   now = tonumber(newest[2])
