@@ -37,6 +37,19 @@ chat_request hi() {
   return req;
 }
 
+/// One source on `sim` ("ok" answers), its limiter and breaker in `redis`.
+env_map governed_env(const sim_process& sim, const redis_process& redis) {
+  return {
+    {"LLM__GENERIC__A__BASE_URL", sim.base_url()},
+    {"LLM__GENERIC__A__MODEL", "ok"},
+    {"LLM__GENERIC__A__RPM", "1000"},
+    {"LLM__STREAM", "false"},
+    {"PGW_LIMITER_BACKEND", "redis"},
+    {"PGW_BREAKER_BACKEND", "redis"},
+    {"REDIS_URL", redis.url()},
+  };
+}
+
 /// `field` of the limiter's shared counters (the one source's), as Redis
 /// holds them; read with plain commands, which are not script calls.
 int64_t limiter_counter(redis_client& c, const std::string& field) {
@@ -75,16 +88,7 @@ TEST_CASE("redis governance: a call costs two script calls, breaker and "
           "limiter together (issue 17)") {
   redis_process redis;
   sim_process sim;
-  env_map env{
-    {"LLM__GENERIC__A__BASE_URL", sim.base_url()},
-    {"LLM__GENERIC__A__MODEL", "ok"},
-    {"LLM__GENERIC__A__RPM", "1000"},
-    {"LLM__STREAM", "false"},
-    {"PGW_LIMITER_BACKEND", "redis"},
-    {"PGW_BREAKER_BACKEND", "redis"},
-    {"REDIS_URL", redis.url()},
-  };
-  auto cfg = load_settings(env);
+  auto cfg = load_settings(governed_env(sim, redis));
   REQUIRE(cfg);
   config sys_cfg;
   caf::actor_system sys{sys_cfg};
@@ -117,16 +121,8 @@ TEST_CASE("redis governance: a call costs two script calls, breaker and "
 TEST_CASE("redis governance: fail closed while Redis is down, recover without a restart") {
   redis_process redis;
   sim_process sim;
-  env_map env{
-    {"LLM__GENERIC__A__BASE_URL", sim.base_url()},
-    {"LLM__GENERIC__A__MODEL", "ok"},
-    {"LLM__GENERIC__A__RPM", "1000"},
-    {"LLM__STREAM", "false"},
-    {"PGW_LIMITER_BACKEND", "redis"},
-    {"PGW_BREAKER_BACKEND", "redis"},
-    {"REDIS_URL", redis.url()},
-    {"PGW_CACHE_NAMESPACE", "fleet-test"},
-  };
+  auto env = governed_env(sim, redis);
+  env["PGW_CACHE_NAMESPACE"] = "fleet-test";
   auto cfg = load_settings(env);
   REQUIRE(cfg);
   config sys_cfg;
