@@ -136,8 +136,8 @@ TEST_CASE("redis pair: an admission and an attempt's end are one script "
   CHECK(bs->state == "open");
 }
 
-TEST_CASE("redis pair: an open breaker acquires nothing; a probe without a "
-          "permit gives its lease back in the same call") {
+TEST_CASE("redis pair: an open breaker acquires nothing, and a probe "
+          "without a permit gives its lease back in the same call") {
   pair_fixture fx;
   auto limits = pair_limits();
   limits.rpm = 1;
@@ -180,7 +180,7 @@ TEST_CASE("redis pair: an open breaker acquires nothing; a probe without a "
 }
 
 TEST_CASE("redis: a lean acquire prunes nothing and writes no clock or "
-          "permit key; a closed breaker's enter writes nothing") {
+          "permit key, a closed breaker's enter writes nothing") {
   pair_fixture fx;
   auto limits = pair_limits();
   limits.rpm = 100000;
