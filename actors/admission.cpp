@@ -61,42 +61,160 @@ void governance_failed(const admission_ptr& a, const caf::error& err) {
 
 void next_candidate(gateway_self self, admission_ptr a);
 
+int64_t estimate(const admission_ptr& a, const source_runtime& src) {
+  return a->req.est > 0 ? a->req.est : src.config->est_tokens;
+}
+
+/// The breaker refused source `i`: skipped as circuit_open.
+void entry_refused(gateway_self self, admission_ptr a, size_t i,
+                   const breaker_entry& entry) {
+  auto& src = self->state.sources[i];
+  if (!src.last_failure.empty())
+    a->out.why[src.config->name] = "opened after " + src.last_failure;
+  skip(a, src.config->name, skip_reason::circuit_open, entry.retry_after_s);
+  next_candidate(self, std::move(a));
+}
+
+/// The breaker let the caller in; `res` is the limiter's answer. A refused
+/// probe gives its lease back unless `probe_returned` (the pair's script
+/// did).
+void permit_answered(gateway_self self, admission_ptr a, size_t i,
+                     const breaker_entry& entry, acquire_result& res,
+                     bool probe_returned) {
+  auto& src = self->state.sources[i];
+  if (!res.granted) {
+    // Give the breaker entry back: a probe lease must not wait for its
+    // expiry (SPEC §6).
+    if (entry.probe && !probe_returned)
+      self->send(src.breaker, atom::release_v, entry.epoch);
+    skip(a, src.config->name, skip_reason::quota, res.retry_after_s);
+    next_candidate(self, std::move(a));
+    return;
+  }
+  ++src.in_flight;
+  ++src.attempts;
+  auto& out = a->out;
+  out.admitted = true;
+  out.source = src.config->name;
+  out.granted_permit = std::move(res.granted_permit);
+  out.epoch = entry.epoch;
+  out.probe = entry.probe;
+  out.skipped.clear();
+  out.retry_in.clear();
+  out.why.clear();
+  out.retry_after_s = caf::none;
+  a->rp.deliver(std::move(out));
+}
+
+/// Sequential: the limiter is asked once the breaker let the caller in.
 void try_limiter(gateway_self self, admission_ptr a, size_t i,
                  breaker_entry entry) {
   auto& src = self->state.sources[i];
-  auto est = a->req.est > 0 ? a->req.est : src.config->est_tokens;
-  self->request(src.limiter, caf::infinite, atom::acquire_v, est)
+  self->request(src.limiter, caf::infinite, atom::acquire_v, estimate(a, src))
     .then(
       [self, a, i, entry](acquire_result& res) {
-        auto& src = self->state.sources[i];
-        if (!res.granted) {
-          // Give the breaker entry back: a probe lease must not wait for
-          // its expiry (SPEC §6).
-          if (entry.probe)
-            self->send(src.breaker, atom::release_v, entry.epoch);
-          skip(a, src.config->name, skip_reason::quota, res.retry_after_s);
-          next_candidate(self, std::move(a));
-          return;
-        }
-        ++src.in_flight;
-        ++src.attempts;
-        auto& out = a->out;
-        out.admitted = true;
-        out.source = src.config->name;
-        out.granted_permit = std::move(res.granted_permit);
-        out.epoch = entry.epoch;
-        out.probe = entry.probe;
-        out.skipped.clear();
-        out.retry_in.clear();
-        out.why.clear();
-        out.retry_after_s = caf::none;
-        a->rp.deliver(std::move(out));
+        permit_answered(self, a, i, entry, res, false);
       },
       [self, a, i, entry](caf::error& err) {
         if (entry.probe)
           self->send(self->state.sources[i].breaker, atom::release_v,
                      entry.epoch);
         governance_failed(a, err);
+      });
+}
+
+void enter_then_acquire(gateway_self self, admission_ptr a, size_t i) {
+  self->request(self->state.sources[i].breaker, caf::infinite, atom::enter_v)
+    .then(
+      [self, a, i](breaker_entry& entry) {
+        auto& src = self->state.sources[i];
+        src.breaker_closed = entry.allowed && !entry.probe;
+        if (!entry.allowed) {
+          entry_refused(self, std::move(a), i, entry);
+          return;
+        }
+        try_limiter(self, std::move(a), i, entry);
+      },
+      [a](caf::error& err) { governance_failed(a, err); });
+}
+
+/// A governance pair: one request to the limiter, one backend call.
+void enter_and_acquire(gateway_self self, admission_ptr a, size_t i) {
+  auto& src = self->state.sources[i];
+  self
+    ->request(src.limiter, caf::infinite, atom::acquire_v, estimate(a, src),
+              atom::enter_v)
+    .then(
+      [self, a, i](breaker_entry& entry, acquire_result& res) {
+        if (!entry.allowed)
+          entry_refused(self, std::move(a), i, entry);
+        else
+          permit_answered(self, std::move(a), i, entry, res, true);
+      },
+      [a](caf::error& err) { governance_failed(a, err); });
+}
+
+/// What the breaker and the limiter answered when asked at once.
+struct both_answers {
+  caf::optional<breaker_entry> entry;
+  caf::optional<acquire_result> permit;
+  caf::error err;
+  int pending = 2;
+};
+
+/// Both answered: a permit the breaker makes useless, or a probe lease
+/// when the limiter failed, is given back at once.
+void both_answered(gateway_self self, admission_ptr a, size_t i,
+                   both_answers& x) {
+  auto& src = self->state.sources[i];
+  bool granted = x.permit && x.permit->granted;
+  if (x.entry)
+    src.breaker_closed = x.entry->allowed && !x.entry->probe;
+  if (granted && (x.err || !x.entry->allowed))
+    self->send(src.limiter, atom::settle_v, x.permit->granted_permit.id,
+               int64_t{0}, atom::release_v);
+  if (x.err) {
+    if (x.entry && x.entry->probe)
+      self->send(src.breaker, atom::release_v, x.entry->epoch);
+    governance_failed(a, x.err);
+    return;
+  }
+  if (!x.entry->allowed)
+    entry_refused(self, std::move(a), i, *x.entry);
+  else
+    permit_answered(self, std::move(a), i, *x.entry, *x.permit, false);
+}
+
+/// Without a pair, while the breaker was last seen closed: enter and
+/// acquire asked in parallel (issue 17). Should the breaker have opened
+/// meanwhile, the permit goes back at once (it used one RPM slot); the
+/// next admissions ask the breaker first until it lets callers in again.
+void enter_with_acquire(gateway_self self, admission_ptr a, size_t i) {
+  auto& src = self->state.sources[i];
+  auto x = std::make_shared<both_answers>();
+  auto answered = [self, a, i, x] {
+    if (--x->pending == 0)
+      both_answered(self, a, i, *x);
+  };
+  self->request(src.breaker, caf::infinite, atom::enter_v)
+    .then(
+      [x, answered](breaker_entry& entry) {
+        x->entry = entry;
+        answered();
+      },
+      [x, answered](caf::error& err) {
+        x->err = err;
+        answered();
+      });
+  self->request(src.limiter, caf::infinite, atom::acquire_v, estimate(a, src))
+    .then(
+      [x, answered](acquire_result& res) {
+        x->permit = std::move(res);
+        answered();
+      },
+      [x, answered](caf::error& err) {
+        x->err = err;
+        answered();
       });
 }
 
@@ -115,22 +233,12 @@ void next_candidate(gateway_self self, admission_ptr a) {
            std::chrono::duration<double>(src.cool_until - now).count());
       continue;
     }
-    self->request(src.breaker, caf::infinite, atom::enter_v)
-      .then(
-        [self, a, i](breaker_entry& entry) {
-          if (!entry.allowed) {
-            auto& src = self->state.sources[i];
-            if (!src.last_failure.empty())
-              a->out.why[src.config->name] = "opened after "
-                                             + src.last_failure;
-            skip(a, src.config->name, skip_reason::circuit_open,
-                 entry.retry_after_s);
-            next_candidate(self, std::move(a));
-            return;
-          }
-          try_limiter(self, std::move(a), i, entry);
-        },
-        [a](caf::error& err) { governance_failed(a, err); });
+    if (src.paired)
+      enter_and_acquire(self, std::move(a), i);
+    else if (src.breaker_closed)
+      enter_with_acquire(self, std::move(a), i);
+    else
+      enter_then_acquire(self, std::move(a), i);
     return;
   }
   refuse(a);

@@ -98,6 +98,20 @@ void settle(self_ptr self, int64_t amount) {
   self->send(args.limiter, atom::settle_v, id, amount, atom::release_v);
 }
 
+/// The end of an attempt that ran: settle, release and the outcome for the
+/// breaker in one message to the limiter, which makes them one backend call
+/// with a governance pair (issue 17). Without a permit the breaker hears it
+/// directly.
+void finish(self_ptr self, int64_t amount, outcome kind) {
+  auto& args = self->state.args;
+  if (args.granted_permit.id.empty()) {
+    self->send(args.breaker, atom::record_v, args.epoch, kind);
+    return;
+  }
+  self->send(args.limiter, atom::settle_v, args.granted_permit.id, amount,
+             atom::release_v, args.epoch, kind);
+}
+
 } // namespace
 
 attempt_actor::behavior_type
@@ -165,10 +179,9 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       st.finished = true;
       check_structured(self, res);
       auto amount = settle_amount(res, st.args.granted_permit.est);
-      settle(self, amount);
+      finish(self, amount, res.kind);
       write_row(self, res.kind, &res, amount);
       log_end(self, res.kind, &res);
-      self->send(st.args.breaker, atom::record_v, st.args.epoch, res.kind);
       report(self, res.kind, res.retry_after_s, &res);
       self->send(st.args.supervisor, atom::done_v, st.args.leg,
                  std::move(res));

@@ -267,12 +267,16 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     auto brk = opts.make_breaker
                  ? opts.make_breaker(*st.scope, src)
                  : make_memory_breaker(breaker_settings_of(*st.scope, src));
-    rt.limiter = self->spawn<caf::linked>(
-      limiter, std::shared_ptr<limiter_backend>{std::move(lim)},
-      opts.governance_pool);
+    auto pair = opts.make_governance_pair
+                  ? opts.make_governance_pair(*st.scope, src)
+                  : nullptr;
+    rt.paired = pair != nullptr;
     rt.breaker = self->spawn<caf::linked>(
       breaker, std::shared_ptr<breaker_backend>{std::move(brk)},
       opts.governance_pool);
+    rt.limiter = self->spawn<caf::linked>(
+      governed_limiter, std::shared_ptr<limiter_backend>{std::move(lim)},
+      opts.governance_pool, std::move(pair), rt.breaker);
     call_sources[src.name] = call_source{ptr, rt.limiter, rt.breaker};
     st.sources.push_back(std::move(rt));
     entries.push_back({src.name, src.priority});

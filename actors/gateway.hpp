@@ -10,6 +10,7 @@
 #include "actors/timer_table.hpp"
 #include "config/pricing.hpp"
 #include "backends/breaker.hpp"
+#include "backends/governance.hpp"
 #include "backends/limiter.hpp"
 #include "transport/io_pool.hpp"
 #include "config/settings.hpp"
@@ -40,6 +41,11 @@ struct source_runtime {
   std::shared_ptr<const source_config> config;
   limiter_actor limiter;
   breaker_actor breaker;
+  /// The limiter holds a governance pair: admission asks it alone (issue 17).
+  bool paired = false;
+  /// The breaker let the last entry in, not as a probe: the next admission
+  /// asks the breaker and the limiter at once (without a pair).
+  bool breaker_closed = true;
   /// Attempts admitted and not yet reported.
   int32_t in_flight = 0;
   /// The 429 cooldown memo: not admitted before this time.
@@ -68,6 +74,11 @@ struct gateway_options {
     make_limiter;
   std::function<breaker_backend_ptr(const scope_config&, const source_config&)>
     make_breaker;
+  /// Builds a source's governance pair (its breaker and limiter in one
+  /// store: one call per admission and one per attempt end); unset or null
+  /// = none.
+  std::function<governance_pair_ptr(const scope_config&, const source_config&)>
+    make_governance_pair;
   /// Threads for blocking (remote) governance backends; null for memory.
   std::shared_ptr<io_pool> governance_pool;
   /// Where attempt, call and failure rows go; invalid = no telemetry.

@@ -101,8 +101,20 @@ using limiter_actor = caf::typed_actor<
   caf::reacts_to<atom::settle, std::string, int64_t>,
   /// Frees the permit's in-flight slot, once.
   caf::reacts_to<atom::release, std::string>,
-  /// Both at once, the usual end of an attempt (one round trip to Redis).
+  /// Both at once (one round trip to Redis): an abandoned admission.
   caf::reacts_to<atom::settle, std::string, int64_t, atom::release>,
+  /// The usual end of an attempt: settle and release, and the outcome for
+  /// the source's breaker (stamped with the entry's epoch). With a
+  /// governance pair one backend call; otherwise the limiter settles and
+  /// hands the outcome to its breaker (issue 17).
+  caf::reacts_to<atom::settle, std::string, int64_t, atom::release, uint64_t,
+                 outcome>,
+  /// Enters the source's breaker, then acquires a permit for `est`: one
+  /// backend call, on the breaker's behalf, for a source with a governance
+  /// pair (`governance_unavailable` without one). The permit is empty when
+  /// the breaker refused; a probe that got no permit gave its lease back.
+  caf::replies_to<atom::acquire, int64_t, atom::enter>::with<breaker_entry,
+                                                             acquire_result>,
   caf::replies_to<atom::status>::with<limiter_status>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;

@@ -50,14 +50,36 @@ void change(limiter_self self, std::string what, Work work, bool first) {
       });
 }
 
+void settle_release(limiter_self self, const std::string& id,
+                    int64_t actual) {
+  auto backend = self->state.backend;
+  change(
+    self, "settle and release of permit " + id,
+    [backend, id, actual](double now) {
+      return backend->settle_and_release(id, actual, now);
+    },
+    true);
+}
+
 } // namespace
 
 limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,
         std::shared_ptr<io_pool> offload) {
+  return governed_limiter(self, std::move(backend), std::move(offload),
+                          nullptr, breaker_actor{});
+}
+
+limiter_actor::behavior_type
+governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
+                 std::shared_ptr<limiter_backend> backend,
+                 std::shared_ptr<io_pool> offload, governance_pair_ptr pair,
+                 breaker_actor breaker) {
   self->state.backend = std::move(backend);
   self->state.offload = std::move(offload);
+  self->state.pair = std::move(pair);
+  self->state.breaker = std::move(breaker);
   self->set_exit_handler([self](caf::exit_msg& msg) {
     if (!msg.reason)
       return; // a linked actor ended normally: nothing to do
@@ -90,13 +112,44 @@ limiter(limiter_actor::stateful_pointer<limiter_state> self,
         true);
     },
     [self](atom::settle, const std::string& id, int64_t actual, atom::release) {
-      auto backend = self->state.backend;
+      settle_release(self, id, actual);
+    },
+    [self](atom::settle, const std::string& id, int64_t actual, atom::release,
+           uint64_t epoch, outcome kind) {
+      auto& st = self->state;
+      if (!st.pair) {
+        if (st.breaker)
+          self->send(st.breaker, atom::record_v, epoch, kind);
+        settle_release(self, id, actual);
+        return;
+      }
+      auto pair = st.pair;
       change(
-        self, "settle and release of permit " + id,
-        [backend, id, actual](double now) {
-          return backend->settle_and_release(id, actual, now);
+        self, "outcome, settle and release of permit " + id,
+        [pair, id, actual, epoch, kind](double now) {
+          return pair->finish(epoch, feed_for(kind), id, actual, now);
         },
         true);
+    },
+    [self](atom::acquire, int64_t est, atom::enter)
+      -> caf::result<breaker_entry, acquire_result> {
+      auto pair = self->state.pair;
+      if (!pair)
+        return make_error(error_code::governance_unavailable,
+                          "limiter: no governance pair for a combined "
+                          "admission");
+      auto rp = self->make_response_promise<breaker_entry, acquire_result>();
+      auto now = now_s(self);
+      run(self, self->state.offload,
+          [pair, est, now] { return pair->enter_and_acquire(est, now); },
+          [rp](caf::expected<std::pair<breaker_entry, acquire_result>>
+                 res) mutable {
+            if (res)
+              rp.deliver(std::move(res->first), std::move(res->second));
+            else
+              rp.deliver(unavailable(res.error()));
+          });
+      return rp;
     },
     [self](atom::status) -> caf::result<limiter_status> {
       auto backend = self->state.backend;

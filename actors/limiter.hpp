@@ -5,6 +5,7 @@
 /// with the actor clock as the backend's time.
 
 #include "actors/interfaces.hpp"
+#include "backends/governance.hpp"
 #include "backends/limiter.hpp"
 #include "transport/io_pool.hpp"
 
@@ -20,6 +21,12 @@ struct limiter_state {
   std::shared_ptr<limiter_backend> backend;
   /// Set for blocking (remote) backends: calls run on these threads.
   std::shared_ptr<io_pool> offload;
+  /// The source's breaker and limiter in one store (Redis), or null: the
+  /// limiter then makes the combined calls on the breaker's behalf.
+  governance_pair_ptr pair;
+  /// The source's breaker: where an attempt's outcome goes when there is
+  /// no pair.
+  breaker_actor breaker;
   std::optional<caf::actor_clock::time_point> last_warning;
   /// Settles and releases not done yet (in the backend or waiting to be
   /// tried again).
@@ -42,6 +49,21 @@ constexpr caf::timespan limiter_drain_limit = std::chrono::seconds(2);
 /// exit (its gateway stopping, the process ending) waits for pending
 /// settles and releases for up to `limiter_drain_limit` (2 s), then drops
 /// what is left with a warning.
+///
+/// The limiter is the front of its source's governance pair (issue 17):
+/// the end of an attempt (settle, release, outcome) comes here; with a
+/// `pair` it is one backend call, retried like a settle, and so is the
+/// combined `acquire ... enter` of admission; without one the outcome goes
+/// on to `breaker`. The breaker actor keeps serving `enter`, `release`
+/// (probe lease) and `status`.
+limiter_actor::behavior_type
+governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
+                 std::shared_ptr<limiter_backend> backend,
+                 std::shared_ptr<io_pool> offload, governance_pair_ptr pair,
+                 breaker_actor breaker);
+
+/// A limiter on its own (no pair, no breaker: an attempt's outcome sent to
+/// it goes nowhere), for tests and tools.
 limiter_actor::behavior_type
 limiter(limiter_actor::stateful_pointer<limiter_state> self,
         std::shared_ptr<limiter_backend> backend,

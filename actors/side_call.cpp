@@ -13,12 +13,17 @@ namespace pgw {
 void end_admitted(const call_source& src, const gateway_actor& gateway,
                   const admit_result& admitted, outcome kind, int64_t amount,
                   caf::optional<double> retry_after, bool feeds_health) {
-  if (!admitted.granted_permit.id.empty())
-    caf::anon_send(src.limiter, atom::settle_v, admitted.granted_permit.id,
-                   amount, atom::release_v);
+  auto& id = admitted.granted_permit.id;
   if (kind == outcome::cancelled) {
+    if (!id.empty())
+      caf::anon_send(src.limiter, atom::settle_v, id, amount, atom::release_v);
     if (admitted.probe)
       caf::anon_send(src.breaker, atom::release_v, admitted.epoch);
+  } else if (!id.empty()) {
+    // Settle, release and the breaker's feed: one message, one backend call
+    // with a governance pair (issue 17).
+    caf::anon_send(src.limiter, atom::settle_v, id, amount, atom::release_v,
+                   admitted.epoch, kind);
   } else {
     caf::anon_send(src.breaker, atom::record_v, admitted.epoch, kind);
   }

@@ -6,6 +6,7 @@
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/cache.hpp"
 #include "backends/redis/client.hpp"
+#include "backends/redis/governance.hpp"
 #include "backends/redis/limiter.hpp"
 #include "transport/httplib_transport.hpp"
 
@@ -38,6 +39,14 @@ caf::error wire_redis_governance(const global_config& g, gateway_options& opts) 
                                           const source_config& src) {
       return make_redis_breaker(c, ns + ":" + sc.name + ":" + src.name,
                                 breaker_settings_of(sc, src));
+    };
+  if (limiter && breaker)
+    // Both in one Redis: two script calls per call, not four (issue 17).
+    opts.make_governance_pair = [c = *client, ns](const scope_config& sc,
+                                                  const source_config& src) {
+      return make_redis_governance_pair(c, ns + ":" + sc.name + ":" + src.name,
+                                        limits_of(src),
+                                        breaker_settings_of(sc, src));
     };
   opts.governance_pool = std::make_shared<io_pool>();
   return {};

@@ -10,12 +10,9 @@
 
 namespace pgw {
 
-namespace {
+namespace detail {
 
-const redis_script& breaker_script() {
-  static const redis_script script{detail::embedded_lua("breaker.lua")};
-  return script;
-}
+namespace {
 
 caf::error bad_reply(const std::string& what) {
   return make_error(error_code::governance_unavailable,
@@ -46,66 +43,108 @@ const char* feed_code(breaker_feed feed) {
   return "x";
 }
 
+} // namespace
+
+const redis_script& breaker_script() {
+  static const redis_script script{embedded_lua("breaker.lua")};
+  return script;
+}
+
+redis_breaker_calls::redis_breaker_calls(const std::string& prefix,
+                                         breaker_settings settings)
+  : settings_(std::move(settings)) {
+  keys_ = {prefix + ":brk"};
+  auto longest = std::max({settings_.max_cooldown_s, settings_.window_s,
+                           settings_.probe_lease_s});
+  common_ = {std::to_string(settings_.threshold),
+             to_us_text(settings_.cooldown_s),
+             std::to_string(settings_.min_calls),
+             fmt::format("{:.17g}", settings_.fail_rate),
+             to_us_text(settings_.window_s),
+             to_us_text(settings_.max_cooldown_s),
+             to_us_text(settings_.probe_lease_s),
+             to_ms_text(redis_retention_s(longest))};
+}
+
+std::vector<std::string>
+redis_breaker_calls::args(const char* op,
+                          std::vector<std::string> extra) const {
+  std::vector<std::string> out;
+  out.reserve(1 + common_.size() + extra.size());
+  out.emplace_back(op);
+  out.insert(out.end(), common_.begin(), common_.end());
+  for (auto& x : extra)
+    out.push_back(std::move(x));
+  return out;
+}
+
+std::vector<std::string>
+redis_breaker_calls::record_args(uint64_t epoch, breaker_feed feed) const {
+  return args("record", {std::to_string(epoch), feed_code(feed)});
+}
+
+caf::expected<breaker_entry>
+redis_breaker_calls::enter_reply(const redis_reply& r) {
+  int64_t v[4];
+  for (size_t i = 0; i < 4; ++i)
+    if (!integer_at(r, i, v[i]))
+      return bad_reply("enter");
+  breaker_entry entry;
+  entry.allowed = v[0] == 1;
+  entry.epoch = static_cast<uint64_t>(v[1]);
+  entry.probe = v[2] == 1;
+  entry.retry_after_s = static_cast<double>(v[3]) / 1e6;
+  return entry;
+}
+
+} // namespace detail
+
+namespace {
+
+using detail::redis_breaker_calls;
+
 class redis_breaker final : public breaker_backend {
 public:
   redis_breaker(redis_client_ptr client, std::string prefix,
                 breaker_settings settings)
-    : client_(std::move(client)), settings_(std::move(settings)) {
-    keys_ = {prefix + ":brk"};
-    auto longest = std::max({settings_.max_cooldown_s, settings_.window_s,
-                             settings_.probe_lease_s});
-    common_ = {std::to_string(settings_.threshold),
-               detail::to_us_text(settings_.cooldown_s),
-               std::to_string(settings_.min_calls),
-               fmt::format("{:.17g}", settings_.fail_rate),
-               detail::to_us_text(settings_.window_s),
-               detail::to_us_text(settings_.max_cooldown_s),
-               detail::to_us_text(settings_.probe_lease_s),
-               detail::to_ms_text(redis_retention_s(longest))};
+    : client_(std::move(client)), calls_(prefix, std::move(settings)) {
+    // nop
   }
 
   caf::expected<breaker_entry> enter(double) override {
-    auto r = run("enter", {});
+    auto r = run(calls_.args("enter"));
     if (!r)
       return std::move(r.error());
-    int64_t v[4];
-    for (size_t i = 0; i < 4; ++i)
-      if (!integer_at(*r, i, v[i]))
-        return bad_reply("enter");
-    breaker_entry entry;
-    entry.allowed = v[0] == 1;
-    entry.epoch = static_cast<uint64_t>(v[1]);
-    entry.probe = v[2] == 1;
-    entry.retry_after_s = static_cast<double>(v[3]) / 1e6;
-    return entry;
+    return redis_breaker_calls::enter_reply(*r);
   }
 
   caf::error record(uint64_t epoch, breaker_feed feed, double) override {
-    return done(run("record", {std::to_string(epoch), feed_code(feed)}),
-                "record");
+    return done(run(calls_.record_args(epoch, feed)), "record");
   }
 
   caf::error release_probe(uint64_t epoch, double) override {
-    return done(run("release", {std::to_string(epoch)}), "release_probe");
+    return done(run(calls_.args("release", {std::to_string(epoch)})),
+                "release_probe");
   }
 
   caf::expected<breaker_status> status(double) override {
-    auto r = run("status", {});
+    auto r = run(calls_.args("status"));
     if (!r)
       return std::move(r.error());
     if (r->type != redis_reply::kind::array || r->elements.size() != 11
         || r->elements[0].type != redis_reply::kind::string)
-      return bad_reply("status");
+      return detail::bad_reply("status");
     int64_t v[11];
     for (size_t i = 1; i < 11; ++i)
-      if (!integer_at(*r, i, v[i]))
-        return bad_reply("status");
+      if (!detail::integer_at(*r, i, v[i]))
+        return detail::bad_reply("status");
+    auto& settings = calls_.settings();
     breaker_status st;
-    st.source = settings_.source;
+    st.source = settings.source;
     st.state = r->elements[0].str;
     st.epoch = static_cast<uint64_t>(v[1]);
     st.failure_count = v[2];
-    st.threshold = settings_.threshold;
+    st.threshold = settings.threshold;
     st.reopen_streak = v[3];
     st.open_for_s = static_cast<double>(v[4]) / 1e6;
     st.window_attempts = v[5];
@@ -118,29 +157,20 @@ public:
   }
 
 private:
-  caf::expected<redis_reply> run(const char* op,
-                                 std::vector<std::string> extra) {
-    std::vector<std::string> args;
-    args.reserve(1 + common_.size() + extra.size());
-    args.emplace_back(op);
-    args.insert(args.end(), common_.begin(), common_.end());
-    for (auto& x : extra)
-      args.push_back(std::move(x));
-    return client_->eval(breaker_script(), keys_, args);
+  caf::expected<redis_reply> run(const std::vector<std::string>& args) {
+    return client_->eval(detail::breaker_script(), calls_.keys(), args);
   }
 
   static caf::error done(caf::expected<redis_reply> r, const char* what) {
     if (!r)
       return std::move(r.error());
     if (r->type != redis_reply::kind::integer)
-      return bad_reply(what);
+      return detail::bad_reply(what);
     return {};
   }
 
   redis_client_ptr client_;
-  breaker_settings settings_;
-  std::vector<std::string> keys_;
-  std::vector<std::string> common_; ///< ARGV[2..9] of every call
+  redis_breaker_calls calls_;
 };
 
 } // namespace

@@ -43,6 +43,39 @@ local function s(x)
   return string.format('%.0f', x)
 end
 
+-- -- enter while closed: read-only ---------------------------------------------
+
+-- The usual case needs two fields and writes nothing (issue 17): the rate
+-- buckets and the clock move on with the next record.
+if op == 'enter' then
+  local quick = redis.call('HMGET', key, 'state', 'epoch')
+  if quick[1] == false or quick[1] == 'closed' then
+    return {1, tonumber(quick[2] or '0'), 0, 0}
+  end
+end
+
+-- -- a success while closed: one increment -------------------------------------
+
+-- The usual record: closed, no failure counted, the rate bucket still the
+-- current one. It counts the attempt and changes nothing else.
+if op == 'record' and ARGV[11] == 's' then
+  local q = redis.call('HMGET', key, 'state', 'epoch', 'failure_count',
+                       'bucket', 'clock')
+  if q[1] == 'closed' and tonumber(ARGV[10]) >= tonumber(q[2] or '0')
+     and (q[3] == false or q[3] == '0') and q[4] and window > 0 then
+    local t = redis.call('TIME')
+    local now = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]),
+                         tonumber(q[5] or '0'))
+    if math.floor(now / (window / 2)) == tonumber(q[4]) then
+      redis.call('HINCRBY', key, 'a0', 1)
+      if redis.call('PTTL', key) < retention / 2 then
+        redis.call('PEXPIRE', key, string.format('%.0f', retention))
+      end
+      return 1
+    end
+  end
+end
+
 -- -- load -----------------------------------------------------------------------
 
 local h = {}
@@ -155,24 +188,40 @@ end
 -- -- save -----------------------------------------------------------------------
 
 local function save()
-  redis.call('HSET', key, 'state', state, 'epoch', s(epoch),
-             'failure_count', s(failure_count),
-             'reopen_streak', s(reopen_streak), 'open_until', s(open_until),
-             'probe_until', s(probe_until), 'a0', s(a0), 'f0', s(f0),
-             'a1', s(a1), 'f1', s(f1), 'opens', s(opens),
-             'probes', s(probes), 'probe_failures', s(probe_failures),
-             'clock', s(now))
-  if closed_since == nil then
+  -- Only the fields that changed: a success while closed writes one or two.
+  local fields = {state = state, epoch = s(epoch),
+                  failure_count = s(failure_count),
+                  reopen_streak = s(reopen_streak),
+                  open_until = s(open_until), probe_until = s(probe_until),
+                  a0 = s(a0), f0 = s(f0), a1 = s(a1), f1 = s(f1),
+                  opens = s(opens), probes = s(probes),
+                  probe_failures = s(probe_failures), clock = s(now)}
+  if closed_since ~= nil then
+    fields.closed_since = s(closed_since)
+  end
+  if bucket ~= nil then
+    fields.bucket = s(bucket)
+  end
+  local changed = {}
+  for field, value in pairs(fields) do
+    if h[field] ~= value then
+      changed[#changed + 1] = field
+      changed[#changed + 1] = value
+    end
+  end
+  if #changed > 0 then
+    redis.call('HSET', key, unpack(changed))
+  end
+  if closed_since == nil and h.closed_since ~= nil then
     redis.call('HDEL', key, 'closed_since')
-  else
-    redis.call('HSET', key, 'closed_since', s(closed_since))
   end
-  if bucket == nil then
+  if bucket == nil and h.bucket ~= nil then
     redis.call('HDEL', key, 'bucket')
-  else
-    redis.call('HSET', key, 'bucket', s(bucket))
   end
-  redis.call('PEXPIRE', key, s(retention))
+  -- The retention (a day or more) is refreshed once half of it is gone.
+  if redis.call('PTTL', key) < retention / 2 then
+    redis.call('PEXPIRE', key, s(retention))
+  end
 end
 
 -- -- operations -----------------------------------------------------------------

@@ -1,43 +1,49 @@
 -- The Redis twin of backends/memory/limiter.cpp (SPEC 5): sliding RPM/TPM
 -- windows and in-flight leases of one source, shared by every node. One
 -- call = one operation, atomic. Time is Redis TIME in microseconds (never
--- the caller's), and never runs backwards: the latest time seen is kept in
--- the stats hash.
+-- the caller's), and never runs backwards: it is at least the newest
+-- acquisition time (status, release and pruning also read the clock saved
+-- by the last pruning).
 --
 -- KEYS[1] win    ZSET   permit number -> acquisition time (us)
 -- KEYS[2] tok    HASH   permit number -> tokens (estimate or settled);
---                       field "sum" -> tokens of every entry in the window
+--                       field "sum" -> tokens of every entry in `win`
 -- KEYS[3] lease  ZSET   permit number -> lease expiry (us), live leases only
 -- KEYS[4] seq    STRING the last permit number (INCR)
 -- KEYS[5] stats  HASH   counters of limiter_status; "clock" (us)
--- A permit record, ARGV[2] .. number (STRING "1", PX), exists while the
--- permit is unsettled and not forgotten (see backends/memory/limiter.hpp:
--- forgotten once its lease ended and its entry left the window).
+-- KEYS[6] open   ZSET   permit number -> when it may be forgotten (us), for
+--                       the permits not settled yet (see
+--                       backends/memory/limiter.hpp: forgotten once its
+--                       lease ended and its entry left the window); its
+--                       score is its expiry, so a permit of a node that
+--                       died goes with the next pruning
 --
--- ARGV[1] operation: acquire | settle | release | status
--- ARGV[2] permit record key prefix
--- ARGV[3] window (us)   ARGV[4] lease (us)   ARGV[5] retention (ms)
--- acquire: ARGV[6] est, ARGV[7] rpm, ARGV[8] tpm, ARGV[9] max concurrency
---          ('' = no limit), ARGV[10] concurrency retry hint (us),
---          ARGV[11] not after (Unix time, us; '' = none): an acquire that
+-- Lean on purpose (issue 17): the hot path reads the sizes of `win` and
+-- `lease` and the token sum, which can only overstate the usage (entries
+-- that aged out stay until the next pruning). Only when a limit looks
+-- reached does it prune and decide on exact figures; it also prunes every
+-- 64th permit and on status, so the sets stay small.
+--
+-- ARGV[1] operation: acquire | settle | release | settle_release | status
+-- ARGV[2] window (us)   ARGV[3] lease (us)   ARGV[4] retention (ms)
+-- acquire: ARGV[5] est, ARGV[6] rpm, ARGV[7] tpm, ARGV[8] max concurrency
+--          ('' = no limit), ARGV[9] concurrency retry hint (us),
+--          ARGV[10] not after (Unix time, us; '' = none): an acquire that
 --          runs later (its client gave up; it sat in a socket buffer while
 --          Redis was stalled) changes nothing and answers {0, 'late', 0}
 --          -> {1, permit number} or {0, reason, retry after (us)}
--- settle:  ARGV[6] permit number, ARGV[7] actual -> 1 | 0
--- release: ARGV[6] permit number -> 1 | 0
--- settle_release: ARGV[6] permit number, ARGV[7] actual -> {settled, released}
--- settle, release and settle_release skip the clock and the pruning: they
--- touch one permit only, and an entry that aged out but was not pruned yet
--- keeps the window sum consistent (pruning subtracts its current amount).
+-- settle:  ARGV[5] permit number, ARGV[6] actual -> 1 | 0
+-- release: ARGV[5] permit number -> 1 | 0
+-- settle_release: ARGV[5] permit number, ARGV[6] actual -> {settled, released}
 -- status:  -> {rpm_used, tpm_used, in_flight, acquired, settled, released,
 --              refused_rpm, refused_tpm, refused_concurrency, leases_expired}
 
-local win, tok, lease, seq, stats = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local win, tok, lease, seq, stats, open = KEYS[1], KEYS[2], KEYS[3], KEYS[4],
+                                          KEYS[5], KEYS[6]
 local op = ARGV[1]
-local rec = ARGV[2]
-local window = tonumber(ARGV[3])
-local lease_len = tonumber(ARGV[4])
-local retention = tonumber(ARGV[5])
+local window = tonumber(ARGV[2])
+local lease_len = tonumber(ARGV[3])
+local retention = tonumber(ARGV[4])
 
 if op ~= 'acquire' and op ~= 'settle' and op ~= 'release' and op ~= 'status'
    and op ~= 'settle_release' then
@@ -74,23 +80,38 @@ local function chunked(list, fn)
   end
 end
 
--- Counters, the sequence and the leases live as long as the source is used.
+local function redis_time()
+  local t = redis.call('TIME')
+  return tonumber(t[1]) * 1000000 + tonumber(t[2])
+end
+
+-- Redis TIME, never before the clock saved by the last pruning.
+local function saved_clock(raw)
+  local clock = tonumber(redis.call('HGET', stats, 'clock') or '0')
+  return math.max(raw, clock)
+end
+
+-- Counters, the sequence, the leases and the unsettled permits live as long
+-- as the source is used.
 local function keep()
   redis.call('PEXPIRE', stats, s(retention))
   redis.call('PEXPIRE', seq, s(retention))
   redis.call('PEXPIRE', lease, s(retention))
+  redis.call('PEXPIRE', open, s(retention))
 end
 
--- -- settle and release: one permit, no clock ------------------------------------
+-- -- settle and release: one permit ------------------------------------------------
 
 local function settle(n, actual)
-  if redis.call('DEL', rec .. n) == 0 then
+  if redis.call('ZREM', open, n) == 0 then
     return 0 -- settled before, forgotten, or never issued
   end
   redis.call('HINCRBY', stats, 'settled', 1)
   local est = redis.call('HGET', tok, n)
   if est then
-    -- May exceed what the estimate reserved (see the memory limiter).
+    -- May exceed what the estimate reserved (see the memory limiter). An
+    -- entry that aged out but was not pruned yet keeps the sum consistent:
+    -- pruning subtracts its current amount.
     redis.call('HSET', tok, n, s(actual))
     redis.call('HINCRBY', tok, 'sum', s(actual - tonumber(est)))
   end
@@ -103,81 +124,75 @@ local function release(n)
     return 0 -- released before, expired, or never issued
   end
   redis.call('ZREM', lease, n)
-  local t = redis.call('TIME')
-  local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-  local clock = tonumber(redis.call('HGET', stats, 'clock') or '0')
-  if tonumber(expiry) <= math.max(now, clock) then
+  if tonumber(expiry) <= saved_clock(redis_time()) then
     -- The lease ran out before this release: it counts as expired.
     redis.call('HINCRBY', stats, 'leases_expired', 1)
-    if not redis.call('ZSCORE', win, n) then
-      redis.call('DEL', rec .. n)
-    end
     return 0
   end
   redis.call('HINCRBY', stats, 'released', 1)
-  if not redis.call('ZSCORE', win, n) then
-    redis.call('DEL', rec .. n)
-  end
   return 1
 end
 
 if op == 'settle' then
-  return settle(ARGV[6], tokens(ARGV[7]))
+  return settle(ARGV[5], tokens(ARGV[6]))
 end
 
 if op == 'release' then
-  return release(ARGV[6])
+  return release(ARGV[5])
 end
 
 if op == 'settle_release' then
-  local settled = settle(ARGV[6], tokens(ARGV[7]))
-  return {settled, release(ARGV[6])}
+  local settled = settle(ARGV[5], tokens(ARGV[6]))
+  return {settled, release(ARGV[5])}
 end
 
--- -- clock ----------------------------------------------------------------------
+-- -- clock and pruning ------------------------------------------------------------
 
-local t = redis.call('TIME')
-local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
-local clock = tonumber(redis.call('HGET', stats, 'clock') or '0')
-if clock > now then
-  now = clock
+local raw = redis_time()
+-- The acquire path reads only the newest acquisition; status and pruning
+-- also the saved clock.
+local now = raw
+if op ~= 'acquire' then
+  now = saved_clock(raw)
 end
-redis.call('HSET', stats, 'clock', s(now))
+local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
+if #newest == 2 and tonumber(newest[2]) > now then
+  now = tonumber(newest[2])
+end
 
--- Leases first: a lease that ran out frees its slot; its record goes when
--- the entry has left the window too.
-local ended = redis.call('ZRANGEBYSCORE', lease, '-inf', s(now))
-if #ended > 0 then
-  for _, n in ipairs(ended) do
-    if not redis.call('ZSCORE', win, n) then
-      redis.call('DEL', rec .. n)
-    end
+-- Drops what time has ended: leases that ran out (their slots are free),
+-- entries that left the window (with their tokens), unsettled permits that
+-- may be forgotten. Saves the clock.
+local pruned = false
+local function prune()
+  if pruned then
+    return
   end
-  redis.call('ZREMRANGEBYSCORE', lease, '-inf', s(now))
-  redis.call('HINCRBY', stats, 'leases_expired', #ended)
-end
-
--- Then the window: an entry leaves it `window` after its acquisition.
-local edge = s(now - window)
-local old = redis.call('ZRANGEBYSCORE', win, '-inf', edge)
-if #old > 0 then
-  local freed = 0
-  chunked(old, function(chunk)
-    local amounts = redis.call('HMGET', tok, unpack(chunk))
-    for i, n in ipairs(chunk) do
-      freed = freed + tonumber(amounts[i] or '0')
-      if not redis.call('ZSCORE', lease, n) then
-        redis.call('DEL', rec .. n)
+  pruned = true
+  local ended = redis.call('ZREMRANGEBYSCORE', lease, '-inf', s(now))
+  if ended > 0 then
+    redis.call('HINCRBY', stats, 'leases_expired', ended)
+  end
+  local edge = s(now - window)
+  local old = redis.call('ZRANGEBYSCORE', win, '-inf', edge)
+  if #old > 0 then
+    local freed = 0
+    chunked(old, function(chunk)
+      local amounts = redis.call('HMGET', tok, unpack(chunk))
+      for i = 1, #chunk do
+        freed = freed + tonumber(amounts[i] or '0')
       end
+      redis.call('HDEL', tok, unpack(chunk))
+    end)
+    redis.call('ZREMRANGEBYSCORE', win, '-inf', edge)
+    if redis.call('ZCARD', win) == 0 then
+      redis.call('DEL', tok)
+    else
+      redis.call('HINCRBY', tok, 'sum', s(-freed))
     end
-    redis.call('HDEL', tok, unpack(chunk))
-  end)
-  redis.call('ZREMRANGEBYSCORE', win, '-inf', edge)
-  if redis.call('ZCARD', win) == 0 then
-    redis.call('DEL', tok)
-  else
-    redis.call('HINCRBY', tok, 'sum', s(-freed))
   end
+  redis.call('ZREMRANGEBYSCORE', open, '-inf', s(now))
+  redis.call('HSET', stats, 'clock', s(now))
 end
 
 -- -- operations -----------------------------------------------------------------
@@ -189,21 +204,36 @@ local function refuse(reason, retry)
 end
 
 if op == 'acquire' then
-  local not_after = ARGV[11]
-  if not_after and not_after ~= ''
-     and tonumber(t[1]) * 1000000 + tonumber(t[2]) > tonumber(not_after) then
+  local not_after = ARGV[10]
+  if not_after and not_after ~= '' and raw > tonumber(not_after) then
     redis.call('HINCRBY', stats, 'late_acquires', 1)
     return {0, 'late', 0}
   end
-  local est = tokens(ARGV[6])
-  local rpm = limit(ARGV[7])
-  local tpm = limit(ARGV[8])
-  local cap = limit(ARGV[9])
-  local concurrency_retry = tonumber(ARGV[10])
+  local est = tokens(ARGV[5])
+  local rpm = limit(ARGV[6])
+  local tpm = limit(ARGV[7])
+  local cap = limit(ARGV[8])
+  local concurrency_retry = tonumber(ARGV[9])
+  -- A number for this call (a refused call leaves a gap). A sequence that
+  -- expired restarts above every number it gave (seeded with the time in
+  -- us), so a stale permit never names a new one.
+  local number = redis.call('INCR', seq)
+  local fresh = number == 1
+  if fresh then
+    redis.call('SET', seq, s(now))
+    number = redis.call('INCR', seq)
+  end
+  if number % 64 == 0 then
+    prune()
+  end
   if rpm then
-    local used = redis.call('ZCARD', win)
     if rpm <= 0 then
       return refuse('rpm', window)
+    end
+    local used = redis.call('ZCARD', win)
+    if used + 1 > rpm and not pruned then
+      prune()
+      used = redis.call('ZCARD', win)
     end
     if used + 1 > rpm then
       -- It fits once used + 1 - rpm entries have aged out; the last of them
@@ -217,6 +247,10 @@ if op == 'acquire' then
       return refuse('tpm', window)
     end
     local sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
+    if sum + est > tpm and not pruned then
+      prune()
+      sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
+    end
     if sum + est > tpm then
       -- The earliest time enough tokens have aged out for `est` to fit.
       local excess = sum + est - tpm
@@ -249,6 +283,10 @@ if op == 'acquire' then
   end
   if cap then
     local live = redis.call('ZCARD', lease)
+    if live >= cap and not pruned then
+      prune()
+      live = redis.call('ZCARD', lease)
+    end
     if live >= cap then
       local retry = concurrency_retry
       if live > 0 then
@@ -258,32 +296,32 @@ if op == 'acquire' then
       return refuse('concurrency', retry)
     end
   end
-  -- Granted. A sequence that expired restarts above every number it gave
-  -- (seeded with the time in us), so a stale permit never names a new one.
-  if redis.call('EXISTS', seq) == 0 then
-    redis.call('SET', seq, s(now))
-  end
-  local n = s(redis.call('INCR', seq))
+  -- Granted.
+  local n = s(number)
   redis.call('ZADD', win, s(now), n)
   redis.call('HSET', tok, n, s(est))
   redis.call('HINCRBY', tok, 'sum', s(est))
   redis.call('ZADD', lease, s(now + lease_len), n)
-  local record_ms = math.ceil(math.max(lease_len, window) / 1000) + 1000
-  redis.call('SET', rec .. n, '1', 'PX', s(record_ms))
+  redis.call('ZADD', open, s(now + math.max(lease_len, window)), n)
   redis.call('HINCRBY', stats, 'acquired', 1)
-  -- Every entry has left the window one window after the newest one.
-  local window_ms = s(math.ceil(window / 1000) + 1000)
-  redis.call('PEXPIRE', win, window_ms)
-  redis.call('PEXPIRE', tok, window_ms)
-  -- The long-lived keys' retention (a day or more) is refreshed every 32nd
-  -- permit and by status: three fewer calls on the hot path.
-  if tonumber(n) % 32 == 1 then
+  -- Every entry has left the window one window after the newest one: the
+  -- window keys live between that and one second more, refreshed about
+  -- once a second rather than on every call.
+  local window_ms = math.ceil(window / 1000) + 1000
+  if redis.call('PTTL', win) < window_ms then
+    redis.call('PEXPIRE', win, s(window_ms + 1000))
+    redis.call('PEXPIRE', tok, s(window_ms + 1000))
+  end
+  -- The long-lived keys' retention (a day or more) is set when the sequence
+  -- starts, and refreshed every 32nd number and by status.
+  if fresh or number % 32 == 1 then
     keep()
   end
   return {1, n}
 end
 
 if op == 'status' then
+  prune()
   keep()
   local c = redis.call('HMGET', stats, 'acquired', 'settled', 'released',
                        'refused_rpm', 'refused_tpm', 'refused_concurrency',

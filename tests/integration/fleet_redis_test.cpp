@@ -3,6 +3,7 @@
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
+#include "backends/redis/client.hpp"
 #include "config/loader.hpp"
 #include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"
@@ -36,12 +37,9 @@ chat_request hi() {
   return req;
 }
 
-} // namespace
-
-TEST_CASE("redis governance: fail closed while Redis is down, recover without a restart") {
-  redis_process redis;
-  sim_process sim;
-  env_map env{
+/// One source on `sim` ("ok" answers), its limiter and breaker in `redis`.
+env_map governed_env(const sim_process& sim, const redis_process& redis) {
+  return {
     {"LLM__GENERIC__A__BASE_URL", sim.base_url()},
     {"LLM__GENERIC__A__MODEL", "ok"},
     {"LLM__GENERIC__A__RPM", "1000"},
@@ -49,8 +47,82 @@ TEST_CASE("redis governance: fail closed while Redis is down, recover without a 
     {"PGW_LIMITER_BACKEND", "redis"},
     {"PGW_BREAKER_BACKEND", "redis"},
     {"REDIS_URL", redis.url()},
-    {"PGW_CACHE_NAMESPACE", "fleet-test"},
   };
+}
+
+/// `field` of the limiter's shared counters (the one source's), as Redis
+/// holds them; read with plain commands, which are not script calls.
+int64_t limiter_counter(redis_client& c, const std::string& field) {
+  auto keys = c.command({"KEYS", "*:lim:stats"});
+  REQUIRE(keys);
+  if (keys->elements.size() != 1)
+    return 0;
+  auto v = c.command({"HGET", keys->elements[0].str, field});
+  REQUIRE(v);
+  return v->is_nil() ? 0 : std::stoll(v->str);
+}
+
+/// Script calls (EVAL and EVALSHA) Redis served since its last RESETSTAT.
+int64_t script_calls(redis_client& c) {
+  auto r = c.command({"INFO", "commandstats"});
+  REQUIRE(r);
+  int64_t total = 0;
+  for (const char* name : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
+    auto pos = r->str.find(name);
+    if (pos != std::string::npos)
+      total += std::stoll(r->str.substr(r->str.find("calls=", pos) + 6));
+  }
+  return total;
+}
+
+/// Waits (up to 5 s) until Redis counts `n` released permits.
+void wait_released(redis_client& c, int64_t n) {
+  for (int i = 0; i < 250 && limiter_counter(c, "released") < n; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  REQUIRE(limiter_counter(c, "released") == n);
+}
+
+} // namespace
+
+TEST_CASE("redis governance: a call costs two script calls, breaker and "
+          "limiter together (issue 17)") {
+  redis_process redis;
+  sim_process sim;
+  auto cfg = load_settings(governed_env(sim, redis));
+  REQUIRE(cfg);
+  config sys_cfg;
+  caf::actor_system sys{sys_cfg};
+  auto gw = spawn_gateway(sys, *cfg, "LLM");
+  REQUIRE(gw);
+  client cl{sys, *gw};
+  auto direct = make_redis_client(redis.url());
+  REQUIRE(direct);
+  auto& rc = **direct;
+  REQUIRE(cl.chat(hi())); // loads the scripts
+  wait_released(rc, 1);
+  REQUIRE(rc.command({"CONFIG", "RESETSTAT"}));
+  constexpr int calls = 5;
+  for (int i = 0; i < calls; ++i)
+    REQUIRE(cl.chat(hi()));
+  // The end of each attempt is sent without waiting: it lands after the
+  // answer. Settle, release and the breaker's record are one script.
+  wait_released(rc, 1 + calls);
+  CHECK(script_calls(rc) == 2 * calls);
+  auto st = cl.status();
+  REQUIRE(st);
+  auto& src = st->sources[0];
+  CHECK(src.limiter.acquired == 1 + calls);
+  CHECK(src.limiter.settled == 1 + calls);
+  CHECK(src.breaker.state == "closed");
+  CHECK(src.breaker.window_attempts == 1 + calls);
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("redis governance: fail closed while Redis is down, recover without a restart") {
+  redis_process redis;
+  sim_process sim;
+  auto env = governed_env(sim, redis);
+  env["PGW_CACHE_NAMESPACE"] = "fleet-test";
   auto cfg = load_settings(env);
   REQUIRE(cfg);
   config sys_cfg;

@@ -103,6 +103,10 @@ TEST_CASE_FIXTURE(actor_fixture, "an open circuit is skipped, the healthy source
   CHECK(source(st, "a").breaker.state == "open");
   CHECK(source(st, "a").breaker.opens == 1);
   CHECK(source(st, "a").breaker.epoch == 1);
+  // Two attempts, and one permit asked for beside the entry that found the
+  // circuit open (given back at once); after that the breaker is asked
+  // first and refuses before the limiter is asked (issue 17).
+  CHECK(source(st, "a").limiter.acquired == 3);
   check_balanced(st);
 }
 
