@@ -387,18 +387,9 @@ caf::result<cache_verdict> read(self_ptr self, cache_lookup req,
   auto token = fleet ? token_of(self, lease) : std::string{};
   run(
     self, *backend,
-    [backend, key, now, token, fleet]() -> caf::expected<cache_claim> {
-      if (fleet)
-        return backend->claim(key, token, now);
-      auto v = backend->get(key, now);
-      if (!v)
-        return std::move(v.error());
-      cache_claim c;
-      if (*v) {
-        c.what = cache_claim::kind::value;
-        c.value = std::move(**v);
-      }
-      return c;
+    [backend, key, now, token, fleet] {
+      return fleet ? backend->claim(key, token, now)
+                   : claim_by_get(*backend, key, now);
     },
     [self, rp, req, lease, token](caf::expected<cache_claim> res) mutable {
       auto& st = self->state;

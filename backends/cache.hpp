@@ -114,6 +114,11 @@ public:
 
 using cache_backend_ptr = std::unique_ptr<cache_backend>;
 
+/// `backend.get(key)` as a claim that takes no lease: the value, or lead
+/// on a miss (what `claim` does for a backend without leases).
+caf::expected<cache_claim> claim_by_get(cache_backend& backend,
+                                        const std::string& key, double now_s);
+
 /// The in-process cache (backends/memory/cache.cpp). Not thread-safe: one
 /// owner (the cache actor) calls it.
 cache_backend_ptr make_memory_cache(cache_limits limits);

@@ -7,10 +7,9 @@ namespace pgw {
 
 cache_backend::~cache_backend() = default;
 
-caf::expected<cache_claim> cache_backend::claim(const std::string& key,
-                                                const std::string&,
-                                                double now_s) {
-  auto v = get(key, now_s);
+caf::expected<cache_claim> claim_by_get(cache_backend& backend,
+                                        const std::string& key, double now_s) {
+  auto v = backend.get(key, now_s);
   if (!v)
     return std::move(v.error());
   cache_claim c;
@@ -19,6 +18,12 @@ caf::expected<cache_claim> cache_backend::claim(const std::string& key,
     c.value = std::move(**v);
   }
   return c;
+}
+
+caf::expected<cache_claim> cache_backend::claim(const std::string& key,
+                                                const std::string&,
+                                                double now_s) {
+  return claim_by_get(*this, key, now_s);
 }
 
 caf::expected<bool> cache_backend::renew(const std::string&,

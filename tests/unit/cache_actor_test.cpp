@@ -452,21 +452,37 @@ void walk(cache_fixture& fx, caf::timespan total) {
 }
 
 /// A memory backend shared by several cache actors, with fleet leases.
-std::shared_ptr<cache_backend> fleet_backend(double lease_s = 10) {
+std::shared_ptr<cache_backend> fleet_backend(double lease_s) {
   cache_limits limits;
   limits.lease_s = lease_s;
   return std::shared_ptr<cache_backend>(make_memory_cache(limits));
 }
 
+/// Two processes: `cache_ref` and `other`, over one backend with leases of
+/// `lease_s`; the first process's call of "k" leads (`la`).
+struct fleet_pair : cache_fixture {
+  cache_actor other;
+  std::shared_ptr<caller_log> la;
+
+  explicit fleet_pair(double lease_s = 10)
+    : fleet_pair(fleet_backend(lease_s)) {
+  }
+
+  explicit fleet_pair(std::shared_ptr<cache_backend> shared)
+    : cache_fixture(shared) {
+    other = spawn_peer(shared);
+    la = ask("k", "on", caf::none, "A").second;
+    REQUIRE(la->is(cache_verdict_kind::lead));
+  }
+};
+
 } // namespace
 
 TEST_CASE("cache actor: fleet single-flight: another process waits for the "
           "lease holder's answer") {
-  auto shared = fleet_backend();
-  cache_fixture fx(shared);
-  auto other = fx.spawn_peer(shared);
-  auto [a, la] = fx.ask("k", "on", caf::none, "A");
-  auto lease = la->lease();
+  fleet_pair fx;
+  auto& other = fx.other;
+  auto lease = fx.la->lease();
   CHECK(fx.status().fleet_leads == 1);
   std::shared_ptr<caller_log> lb, lc;
   fx.on(other, [&] {
@@ -491,10 +507,9 @@ TEST_CASE("cache actor: fleet single-flight: another process waits for the "
 
 TEST_CASE("cache actor: fleet single-flight: when the holder fails, a "
           "waiting process takes the lease and leads") {
-  auto shared = fleet_backend();
-  cache_fixture fx(shared);
-  auto other = fx.spawn_peer(shared);
-  auto [a, la] = fx.ask("k");
+  fleet_pair fx;
+  auto& other = fx.other;
+  auto& la = fx.la;
   std::shared_ptr<caller_log> lb, lc;
   fx.on(other, [&] {
     lb = fx.ask("k", "on", 30.0, "B").second;
@@ -517,11 +532,8 @@ TEST_CASE("cache actor: fleet single-flight: when the holder fails, a "
 
 TEST_CASE("cache actor: fleet single-flight: a holder that vanished lets its "
           "lease expire; a waiter whose deadline passes first gives up") {
-  auto shared = fleet_backend(3);
-  cache_fixture fx(shared);
-  auto other = fx.spawn_peer(shared);
-  auto [a, la] = fx.ask("k");
-  REQUIRE(la->is(cache_verdict_kind::lead));
+  fleet_pair fx{3};
+  auto& other = fx.other;
   // The first process dies without releasing (its actor is killed).
   caf::anon_send_exit(fx.cache_ref, caf::exit_reason::kill);
   fx.sched.run();
@@ -540,10 +552,9 @@ TEST_CASE("cache actor: fleet single-flight: a holder that vanished lets its "
 
 TEST_CASE("cache actor: fleet single-flight: the holder renews its lease "
           "while its call lasts") {
-  auto shared = fleet_backend(3);
-  cache_fixture fx(shared);
-  auto other = fx.spawn_peer(shared);
-  auto [a, la] = fx.ask("k");
+  fleet_pair fx{3};
+  auto& other = fx.other;
+  auto& la = fx.la;
   std::shared_ptr<caller_log> lb;
   fx.on(other, [&] { lb = fx.ask("k", "on", 60.0, "B").second; });
   walk(fx, std::chrono::seconds(20)); // far beyond 3 s
