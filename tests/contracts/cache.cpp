@@ -193,7 +193,7 @@ bool release(Backend& fx, cache_backend& c, const std::string& key,
 
 } // namespace
 
-TEST_CASE_TEMPLATE("cache: one token holds a key's lease; a stored value "
+TEST_CASE_TEMPLATE("cache: one token holds a key's lease, a stored value "
                    "answers every claim",
                    B, PGW_CONTRACT_BACKENDS) {
   B fx;

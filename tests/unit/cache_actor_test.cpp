@@ -531,7 +531,7 @@ TEST_CASE("cache actor: fleet single-flight: when the holder fails, a "
 }
 
 TEST_CASE("cache actor: fleet single-flight: a holder that vanished lets its "
-          "lease expire; a waiter whose deadline passes first gives up") {
+          "lease expire, a waiter whose deadline passes first gives up") {
   fleet_pair fx{3};
   auto& other = fx.other;
   // The first process dies without releasing (its actor is killed).
