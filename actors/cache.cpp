@@ -523,6 +523,23 @@ cache_backend_stats backend_stats(self_ptr self) {
 
 } // namespace
 
+cache_state::~cache_state() {
+  for (auto& [key, fl] : flights) {
+    auto b = backends.find(fl.scope);
+    if (fl.token.empty() || b == backends.end() || !b->second)
+      continue;
+    auto give_back = [backend = b->second, key = key, token = fl.token] {
+      (void) backend->release(key, token, 0);
+    };
+    // The pool finishes its tasks before it goes (it is destroyed with
+    // this state, or later by its last owner).
+    if (b->second->blocking() && offload)
+      offload->submit(std::move(give_back));
+    else
+      give_back();
+  }
+}
+
 cache_limits cache_limits_of(const settings& cfg, const std::string& scope) {
   cache_limits limits;
   limits.ttl_s = cfg.global.cache_ttl_s;

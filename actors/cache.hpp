@@ -56,6 +56,10 @@ using cache_backend_factory =
 struct cache_state {
   static inline const char* name = "cache";
 
+  /// Gives back the fleet leases this process still holds (a shutdown):
+  /// the other processes take over at once instead of after `lease_s`.
+  ~cache_state();
+
   struct waiter {
     std::string key;
     std::string call_id;

@@ -532,16 +532,16 @@ TEST_CASE("cache actor: fleet single-flight: when the holder fails, a "
 
 TEST_CASE("cache actor: fleet single-flight: a holder that vanished lets its "
           "lease expire, a waiter whose deadline passes first gives up") {
-  fleet_pair fx{3};
-  auto& other = fx.other;
-  // The first process dies without releasing (its actor is killed).
-  caf::anon_send_exit(fx.cache_ref, caf::exit_reason::kill);
-  fx.sched.run();
-  std::shared_ptr<caller_log> lb, lc;
-  fx.on(other, [&] {
-    lb = fx.ask("k", "on", 1.0, "B").second;
-    lc = fx.ask("k", "on", 30.0, "C").second;
-  });
+  auto shared = fleet_backend(3);
+  cache_fixture fx(shared);
+  // A process that died holding the lease: never renewed, never released.
+  using seconds = std::chrono::duration<double>;
+  auto now_s = seconds(fx.now().time_since_epoch()).count();
+  auto held = shared->claim("k", "a-process-that-died", now_s);
+  REQUIRE(held);
+  REQUIRE(held->what == cache_claim::kind::lead);
+  auto lb = fx.ask("k", "on", 1.0, "B").second;
+  auto lc = fx.ask("k", "on", 30.0, "C").second;
   walk(fx, std::chrono::milliseconds(1100));
   REQUIRE(lb->answers == 1);
   CHECK(code_of(lb->error) == error_code::call_deadline_exceeded);
@@ -563,4 +563,16 @@ TEST_CASE("cache actor: fleet single-flight: the holder renews its lease "
   walk(fx, std::chrono::milliseconds(200));
   check_hit(*lb, "B");
   CHECK(fx.status().errors == 0);
+}
+
+TEST_CASE("cache actor: fleet single-flight: a process that shuts down gives "
+          "its leases back at once") {
+  fleet_pair fx; // leases last 10 s
+  std::shared_ptr<caller_log> lb;
+  fx.on(fx.other, [&] { lb = fx.ask("k", "on", 30.0, "B").second; });
+  walk(fx, std::chrono::milliseconds(200));
+  CHECK(lb->answers == 0);
+  caf::anon_send_exit(fx.cache_ref, caf::exit_reason::user_shutdown);
+  walk(fx, std::chrono::milliseconds(200));
+  REQUIRE(lb->is(cache_verdict_kind::lead));
 }
