@@ -9,6 +9,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <random>
+#include <utility>
 
 namespace pgw {
 
@@ -85,9 +87,11 @@ cache_verdict verdict(cache_verdict_kind kind, uint64_t lease = 0) {
 }
 
 /// The stored answer under a read's result, or nothing (a miss, an entry
-/// older than `max_age_s`, an error or a corrupt value: counted).
+/// older than `max_age_s`, a `length` answer without `store_length`, an
+/// error or a corrupt value: counted).
 caf::optional<cached_answer> answer_of(self_ptr self, maybe_value& res,
-                                       const caf::optional<double>& max_age_s) {
+                                       const caf::optional<double>& max_age_s,
+                                       bool store_length) {
   auto& st = self->state;
   if (!res) {
     warn(self, "cache read failed: " + describe(res.error()));
@@ -102,7 +106,10 @@ caf::optional<cached_answer> answer_of(self_ptr self, maybe_value& res,
     warn(self, describe(decoded.error()));
     return caf::none;
   }
-  if (max_age_s && st.wall_clock() - decoded->stored_at_s > *max_age_s) {
+  // A `length` answer is served only while the scope stores them.
+  bool refused = decoded->response.finish_reason == "length" && !store_length;
+  if (refused
+      || (max_age_s && st.wall_clock() - decoded->stored_at_s > *max_age_s)) {
     ++st.counters.misses;
     return caf::none;
   }
@@ -110,7 +117,36 @@ caf::optional<cached_answer> answer_of(self_ptr self, maybe_value& res,
   return std::move(*decoded);
 }
 
-/// Serves every waiter of `key` with `stored` and ends its flight.
+/// Runs `work` on `backend` without a result to wait for (a lease renewal
+/// or release): an error is a counted warning.
+template <class Work>
+void fire(self_ptr self, const std::shared_ptr<cache_backend>& backend,
+          const char* what, Work work) {
+  run(self, *backend, std::move(work), [self, what](caf::expected<bool> res) {
+    if (!res)
+      warn(self, std::string{what} + " failed: " + describe(res.error()));
+  });
+}
+
+/// Ends the fleet lease `token` of `key` (the next process's poll takes it
+/// over).
+void drop_lease(self_ptr self, const std::shared_ptr<cache_backend>& backend,
+                const std::string& key, const std::string& token) {
+  auto now = steady_s(self);
+  fire(self, backend, "cache lease release",
+       [backend, key, token, now] { return backend->release(key, token, now); });
+}
+
+/// Ends `fl`'s fleet lease, if it holds one.
+void release_lease(self_ptr self, const std::string& key,
+                   cache_state::flight& fl) {
+  if (!fl.token.empty())
+    drop_lease(self, backend_of(self, fl.scope), key,
+               std::exchange(fl.token, std::string{}));
+}
+
+/// Serves every waiter of `key` with `stored` and ends its flight (its
+/// lease, if any, stays with the caller: see `offer`).
 void serve_waiters(self_ptr self, const std::string& key,
                    const cached_answer& stored) {
   auto& st = self->state;
@@ -127,17 +163,23 @@ void serve_waiters(self_ptr self, const std::string& key,
     ++st.counters.coalesced_hits;
     st.waiters.erase(w);
   }
+  // The leader has its answer: its end no longer concerns this flight (and
+  // a hit's supervisor costs no down message).
+  if (f->second.leader)
+    self->demonitor(f->second.leader);
   st.flights.erase(f);
 }
 
 /// The flight of `key` lost its leader: the oldest waiter still waiting
-/// leads next; without one, the flight ends.
+/// leads next (keeping the flight's fleet lease); without one, the flight
+/// ends and its lease is released.
 void promote(self_ptr self, const std::string& key) {
   auto& st = self->state;
   auto f = st.flights.find(key);
   if (f == st.flights.end())
     return;
   auto& fl = f->second;
+  fl.fleet_wait = false;
   while (!fl.waiters.empty()) {
     auto id = fl.waiters.front();
     fl.waiters.pop_front();
@@ -153,54 +195,236 @@ void promote(self_ptr self, const std::string& key) {
     ++st.counters.promoted;
     return;
   }
+  release_lease(self, key, fl);
   st.flights.erase(f);
+}
+
+/// Adds a waiter on the flight of `key` (at the front: the oldest) whose
+/// wait ends after `wait_s`.
+void add_waiter(self_ptr self, const std::string& key, cache_state::waiter w,
+                const caf::optional<double>& wait_s, bool front) {
+  auto& st = self->state;
+  auto id = ++st.next_id;
+  st.waiters.emplace(id, std::move(w));
+  auto& q = st.flights[key].waiters;
+  if (front)
+    q.push_front(id);
+  else
+    q.push_back(id);
+  if (wait_s) {
+    auto d = std::chrono::duration<double>(std::max(0.0, *wait_s));
+    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(d),
+                       atom::timer_v, id);
+  }
 }
 
 /// A call waits on the flight of `req.key`.
 caf::result<cache_verdict> wait_for(self_ptr self, cache_lookup& req) {
-  auto& st = self->state;
-  auto id = ++st.next_id;
   // Before the promise: making it takes the sender out of the message.
   auto who = sender_of(self);
   auto rp = self->make_response_promise<cache_verdict>();
-  st.waiters.emplace(id, cache_state::waiter{req.key, req.call_id, who, rp});
-  st.flights[req.key].waiters.push_back(id);
-  ++st.counters.coalesced;
-  if (req.wait_s) {
-    auto d = std::chrono::duration<double>(std::max(0.0, *req.wait_s));
-    self->delayed_send(self,
-                       std::chrono::duration_cast<caf::timespan>(d),
-                       atom::timer_v, id);
-  }
+  add_waiter(self, req.key, {req.key, req.call_id, who, rp}, req.wait_s,
+             false);
+  ++self->state.counters.coalesced;
   return rp;
 }
 
-/// Reads `req.key`; `lease` is the flight this read opened (0: none).
+// -- fleet single-flight ------------------------------------------------------
+
+/// Runs `task` inside the actor after `delay`.
+template <class Task>
+void after(self_ptr self, caf::timespan delay, Task task) {
+  auto t = std::make_shared<local_task>();
+  t->run = std::move(task);
+  self->delayed_send(self, delay, atom::done_v, std::move(t));
+}
+
+/// Renews the lease `token` of `key` every third of its lifetime while the
+/// flight holds it.
+void keep_lease(self_ptr self, const std::string& key, std::string token,
+                double lease_s) {
+  auto every = std::chrono::duration<double>(lease_s / 3);
+  after(self, std::chrono::duration_cast<caf::timespan>(every),
+        [self, key, token, lease_s] {
+          auto& st = self->state;
+          auto f = st.flights.find(key);
+          if (f == st.flights.end() || f->second.token != token)
+            return;
+          auto backend = backend_of(self, f->second.scope);
+          auto now = steady_s(self);
+          run(
+            self, *backend,
+            [backend, key, token, now] {
+              return backend->renew(key, token, now);
+            },
+            [self, key, token, lease_s](caf::expected<bool> res) {
+              auto& st = self->state;
+              auto f = st.flights.find(key);
+              if (f == st.flights.end() || f->second.token != token)
+                return;
+              if (!res)
+                warn(self, "cache lease renewal failed: "
+                             + describe(res.error()));
+              if (res && !*res) {
+                // Lost (it expired): another process may lead now; this
+                // call goes on, and still stores its answer.
+                f->second.token.clear();
+                return;
+              }
+              keep_lease(self, key, token, lease_s);
+            });
+        });
+}
+
+/// The flight of `key` now holds the fleet lease `token`.
+void hold_lease(self_ptr self, const std::string& key, cache_state::flight& fl,
+                std::string token) {
+  fl.token = token;
+  ++self->state.counters.fleet_leads;
+  keep_lease(self, key, std::move(token),
+             backend_of(self, fl.scope)->limits().lease_s);
+}
+
+void poll(self_ptr self, const std::string& key, uint64_t lease);
+
+/// Polls the claim of a flight waiting on another process after its
+/// backoff.
+void schedule_poll(self_ptr self, const std::string& key,
+                   cache_state::flight& fl) {
+  auto& st = self->state;
+  fl.poll_delay = fl.poll_delay.count() == 0
+                    ? st.poll_first
+                    : std::min(st.poll_max, fl.poll_delay * 2);
+  after(self, fl.poll_delay,
+        [self, key, lease = fl.lease] { poll(self, key, lease); });
+}
+
+/// The token of the flight `lease` (unique across the fleet).
+std::string token_of(self_ptr self, uint64_t lease) {
+  return self->state.token_base + ":" + std::to_string(lease);
+}
+
+void poll(self_ptr self, const std::string& key, uint64_t lease) {
+  auto& st = self->state;
+  auto f = st.flights.find(key);
+  if (f == st.flights.end() || !f->second.fleet_wait
+      || f->second.lease != lease)
+    return;
+  if (f->second.waiters.empty()) {
+    st.flights.erase(f); // every waiter's wait ended
+    return;
+  }
+  auto backend = backend_of(self, f->second.scope);
+  auto now = steady_s(self);
+  auto token = token_of(self, lease);
+  run(
+    self, *backend,
+    [backend, key, token, now] { return backend->claim(key, token, now); },
+    [self, backend, key, lease, token](caf::expected<cache_claim> res) {
+      auto& st = self->state;
+      auto f = st.flights.find(key);
+      if (f == st.flights.end() || !f->second.fleet_wait
+          || f->second.lease != lease) {
+        // Nobody waits any more: a lease just taken goes back.
+        if (res && res->what == cache_claim::kind::lead)
+          drop_lease(self, backend, key, token);
+        return;
+      }
+      auto& fl = f->second;
+      if (!res) {
+        warn(self, "cache lease claim failed: " + describe(res.error()));
+        promote(self, key);
+        return;
+      }
+      switch (res->what) {
+        case cache_claim::kind::wait:
+          schedule_poll(self, key, fl);
+          return;
+        case cache_claim::kind::lead:
+          ++st.counters.fleet_takeovers;
+          hold_lease(self, key, fl, token);
+          promote(self, key);
+          return;
+        case cache_claim::kind::value:
+          break;
+      }
+      auto decoded = decode_cached_answer(res->value);
+      if (!decoded) {
+        warn(self, describe(decoded.error()));
+        promote(self, key);
+        return;
+      }
+      ++st.counters.fleet_hits;
+      serve_waiters(self, key, *decoded);
+    });
+}
+
+/// The first call of `key` in this process found another process's lease:
+/// it waits (first in line, bounded by its wait) while the cache polls.
+void wait_on_fleet(self_ptr self, const cache_lookup& req,
+                   caf::typed_response_promise<cache_verdict> rp) {
+  auto& st = self->state;
+  auto& fl = st.flights[req.key];
+  auto who = std::exchange(fl.leader, caf::actor_addr{});
+  fl.fleet_wait = true;
+  add_waiter(self, req.key, {req.key, req.call_id, who, std::move(rp)},
+             req.wait_s, true);
+  ++st.counters.fleet_waits;
+  schedule_poll(self, req.key, fl);
+}
+
+// -- reads --------------------------------------------------------------------
+
+/// Reads `req.key`; `lease` is the flight this read opened (0: none). A
+/// flight of a scope with a fleet lease claims the key instead.
 caf::result<cache_verdict> read(self_ptr self, cache_lookup req,
                                 uint64_t lease) {
   auto rp = self->make_response_promise<cache_verdict>();
   auto backend = backend_of(self, req.scope);
   auto now = steady_s(self);
   auto key = req.key;
+  bool fleet = lease != 0 && backend->limits().lease_s > 0;
+  auto token = fleet ? token_of(self, lease) : std::string{};
   run(
-    self, *backend, [backend, key, now] { return backend->get(key, now); },
-    [self, rp, req, lease](maybe_value res) mutable {
+    self, *backend,
+    [backend, key, now, token, fleet] {
+      return fleet ? backend->claim(key, token, now)
+                   : claim_by_get(*backend, key, now);
+    },
+    [self, rp, req, lease, token](caf::expected<cache_claim> res) mutable {
       auto& st = self->state;
-      auto stored = answer_of(self, res, req.max_age_s);
+      auto f = st.flights.find(req.key);
+      bool ours = lease != 0 && f != st.flights.end()
+                  && f->second.lease == lease;
+      if (res && res->what == cache_claim::kind::wait && ours) {
+        wait_on_fleet(self, req, std::move(rp));
+        return;
+      }
+      if (res && res->what == cache_claim::kind::lead && !token.empty()) {
+        if (ours)
+          hold_lease(self, req.key, f->second, token);
+        else // the flight moved on meanwhile (its leader left)
+          drop_lease(self, backend_of(self, req.scope), req.key, token);
+      }
+      maybe_value value = caf::optional<std::string>{};
+      if (!res)
+        value = std::move(res.error());
+      else if (res->what == cache_claim::kind::value)
+        value = caf::optional<std::string>{std::move(res->value)};
+      auto limits = backend_of(self, req.scope)->limits();
+      auto stored = answer_of(self, value, req.max_age_s, limits.store_length);
       if (stored) {
         auto v = verdict(cache_verdict_kind::hit);
         v.response = hit_response(*stored, req.call_id);
         rp.deliver(std::move(v));
-        if (lease != 0)
+        if (ours)
           serve_waiters(self, req.key, *stored);
         return;
       }
-      auto f = st.flights.find(req.key);
-      if (lease != 0 && f != st.flights.end() && f->second.lease == lease) {
+      if (ours)
         rp.deliver(verdict(cache_verdict_kind::lead, lease));
-      } else {
+      else
         rp.deliver(verdict(cache_verdict_kind::pass));
-      }
     });
   return rp;
 }
@@ -219,6 +443,7 @@ caf::result<cache_verdict> lookup(self_ptr self, cache_lookup& req) {
   auto& fl = st.flights[req.key];
   fl.lease = ++st.next_id;
   fl.leader = sender_of(self);
+  fl.scope = req.scope;
   watch(self, fl.leader);
   return read(self, std::move(req), fl.lease);
 }
@@ -228,8 +453,9 @@ void offer(self_ptr self, const std::string& key, uint64_t lease,
            const chat_response& resp) {
   auto& st = self->state;
   auto mode = parse_cache_mode(mode_text);
+  auto backend = backend_of(self, scope);
   std::string why;
-  bool ok = cacheable(resp, &why);
+  bool ok = cacheable(resp, &why, backend->limits().store_length);
   auto f = st.flights.find(key);
   bool leads = lease != 0 && f != st.flights.end() && f->second.lease == lease;
   if (!ok) {
@@ -239,15 +465,28 @@ void offer(self_ptr self, const std::string& key, uint64_t lease,
     return;
   }
   cached_answer stored{resp, st.wall_clock()};
-  if (leads)
+  // The lease goes back after the value is stored (never before: a poll in
+  // between would find neither and call upstream again).
+  std::string token;
+  if (leads) {
+    token = std::exchange(f->second.token, std::string{});
     serve_waiters(self, key, stored);
-  if (!mode || !cache_writes(*mode))
+  }
+  if (!mode || !cache_writes(*mode)) {
+    if (!token.empty())
+      drop_lease(self, backend, key, token);
     return;
-  auto backend = backend_of(self, scope);
-  auto value = encode_cached_answer(stored);
+  }
   auto now = steady_s(self);
+  auto value = encode_cached_answer(stored);
   run(
-    self, *backend, [backend, key, value, now] { return backend->put(key, value, now); },
+    self, *backend,
+    [backend, key, value, now, token] {
+      auto res = backend->put(key, value, now);
+      if (!token.empty())
+        (void) backend->release(key, token, now);
+      return res;
+    },
     [self](caf::expected<bool> res) {
       if (!res)
         warn(self, "cache write failed: " + describe(res.error()));
@@ -284,6 +523,23 @@ cache_backend_stats backend_stats(self_ptr self) {
 
 } // namespace
 
+cache_state::~cache_state() {
+  for (auto& [key, fl] : flights) {
+    auto b = backends.find(fl.scope);
+    if (fl.token.empty() || b == backends.end() || !b->second)
+      continue;
+    auto give_back = [backend = b->second, key = key, token = fl.token] {
+      (void) backend->release(key, token, 0);
+    };
+    // The pool finishes its tasks before it goes (it is destroyed with
+    // this state, or later by its last owner).
+    if (b->second->blocking() && offload)
+      offload->submit(std::move(give_back));
+    else
+      give_back();
+  }
+}
+
 cache_limits cache_limits_of(const settings& cfg, const std::string& scope) {
   cache_limits limits;
   limits.ttl_s = cfg.global.cache_ttl_s;
@@ -294,6 +550,9 @@ cache_limits cache_limits_of(const settings& cfg, const std::string& scope) {
   limits.max_entries = sc->cache.max_entries;
   limits.max_bytes = sc->cache.max_bytes;
   limits.max_value_bytes = std::min(limits.max_value_bytes, limits.max_bytes);
+  limits.store_length = sc->cache.store_length;
+  if (sc->cache.fleet_single_flight && cfg.global.cache_backend == "redis")
+    limits.lease_s = fleet_lease_s;
   return limits;
 }
 
@@ -322,6 +581,10 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
     using seconds = std::chrono::duration<double>;
     return seconds(self->clock().now().time_since_epoch()).count();
   };
+  // Tokens of this process's fleet leases: random, so no two processes
+  // (or restarts) share one.
+  std::random_device rd;
+  st.token_base = fmt::format("{:08x}{:08x}", rd(), rd());
   self->set_down_handler(
     [self](caf::down_msg& msg) { on_down(self, msg); });
   return {
@@ -363,6 +626,10 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
                    "in flight"));
       st.waiters.erase(w);
       ++st.counters.waiter_timeouts;
+      // A flight waiting on another process ends with its last waiter.
+      if (f != st.flights.end() && f->second.fleet_wait
+          && f->second.waiters.empty())
+        st.flights.erase(f);
     },
     [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
   };

@@ -15,6 +15,21 @@
 /// Backend errors and corrupt values are counted and logged (at most every
 /// 10 s); the call then proceeds uncached, as a leader (identical calls
 /// still coalesce on it).
+///
+/// Fleet single-flight (a scope whose backend has a lease, `lease_s` > 0:
+/// Redis with {S}__CACHE__FLEET_SINGLE_FLIGHT): a key's first miss in this
+/// process `claim`s the key in the shared backend, atomically reading the
+/// value or taking a lease (owner token, `lease_s`). Holding it, the call
+/// leads for the fleet; the cache renews the lease every third of
+/// `lease_s` while the flight lasts, and releases it after storing the
+/// answer (the value lands first), or when the flight ends without one.
+/// When another process holds the lease, the call becomes the first waiter
+/// of a flight without a leader, and the cache polls the claim (backoff
+/// from `poll_first` doubling to `poll_max`): a value serves every waiter
+/// as a hit; a free lease (its holder failed, released it, or died and let
+/// it expire) is taken and the oldest waiter leads; a backend error makes
+/// the oldest waiter lead uncached. Each waiter stays bounded by its own
+/// `wait_s`. So a failed leader elsewhere never fails a call here.
 
 #include "actors/interfaces.hpp"
 #include "backends/cache.hpp"
@@ -41,6 +56,10 @@ using cache_backend_factory =
 struct cache_state {
   static inline const char* name = "cache";
 
+  /// Gives back the fleet leases this process still holds (a shutdown):
+  /// the other processes take over at once instead of after `lease_s`.
+  ~cache_state();
+
   struct waiter {
     std::string key;
     std::string call_id;
@@ -53,6 +72,13 @@ struct cache_state {
     uint64_t lease = 0;
     caf::actor_addr leader;
     std::deque<uint64_t> waiters;
+    /// The scope of the call that opened the flight (its backend).
+    std::string scope;
+    /// The fleet lease this process holds for the key ("": none).
+    std::string token;
+    /// Waiting on another process's lease: no local leader; polling.
+    bool fleet_wait = false;
+    caf::timespan poll_delay{0};
   };
 
   /// Makes the backend of one scope, once, on the scope's first use.
@@ -67,6 +93,11 @@ struct cache_state {
   uint64_t next_id = 0;
   cache_status counters;
   caf::optional<caf::actor_clock::time_point> last_warning;
+  /// Fleet single-flight: this process's part of every lease token, and
+  /// the polling backoff of a flight waiting on another process.
+  std::string token_base;
+  caf::timespan poll_first = std::chrono::milliseconds(10);
+  caf::timespan poll_max = std::chrono::milliseconds(100);
 };
 
 /// The cache actor over one backend per scope, made by `make_backend`
@@ -87,9 +118,15 @@ cache(cache_actor::stateful_pointer<cache_state> self,
       std::shared_ptr<io_pool> offload,
       std::function<double()> wall_clock = nullptr);
 
+/// How long a fleet single-flight lease lasts unless renewed (a leader
+/// whose process died delays the others by at most this).
+inline constexpr double fleet_lease_s = 10;
+
 /// The limits of `scope`'s cache: its CACHE__TTL_S (unset:
-/// PGW_CACHE_TTL_S), CACHE__MAX_ENTRIES and CACHE__MAX_BYTES; a scope not
-/// in `cfg` gets the defaults.
+/// PGW_CACHE_TTL_S), CACHE__MAX_ENTRIES, CACHE__MAX_BYTES and
+/// CACHE__STORE_LENGTH, and `fleet_lease_s` when the cache is Redis and
+/// the scope has CACHE__FLEET_SINGLE_FLIGHT; a scope not in `cfg` gets the
+/// defaults.
 cache_limits cache_limits_of(const settings& cfg, const std::string& scope);
 
 } // namespace pgw

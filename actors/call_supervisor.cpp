@@ -760,6 +760,19 @@ void on_down(self_ptr self, caf::down_msg& msg) {
 
 // -- response cache (issue 14) -------------------------------------------------
 
+/// Arms the stall timer and the deadline timer (what is left of the
+/// deadline since the call started).
+void arm_call_timers(self_ptr self) {
+  auto& st = self->state;
+  arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
+  if (st.args.deadline_s) {
+    auto left = to_timespan(*st.args.deadline_s)
+                - (self->clock().now() - st.started_at);
+    self->send(st.args.gateway, atom::timer_v, deadline_timer,
+               std::max(left, caf::timespan{0}));
+  }
+}
+
 /// Asks the cache before the first admission. Returns false when the call
 /// has no cache (admit at once); else the verdict decides: a hit answers
 /// the call, lead or pass admit, an error (a wait that outlived the
@@ -782,6 +795,7 @@ bool consult_cache(self_ptr self) {
         if (st.finishing) {
           maybe_deliver(self);
         } else if (v.kind != cache_verdict_kind::hit) {
+          arm_call_timers(self);
           admit(self);
         } else {
           st.cache_hit = true;
@@ -855,12 +869,12 @@ call_supervisor(self_ptr self, call_args args) {
       progress(self);
       if (!structured_start(self))
         return st.promise;
-      arm_stall_timer(self, to_timespan(st.args.scope->stall_window_s));
-      if (st.args.deadline_s)
-        self->send(st.args.gateway, atom::timer_v, deadline_timer,
-                   to_timespan(*st.args.deadline_s));
-      if (!consult_cache(self))
+      // A cache hit answers before any timer is armed (a waiter's wait is
+      // bounded by the cache itself).
+      if (!consult_cache(self)) {
+        arm_call_timers(self);
         admit(self);
+      }
       return st.promise;
     },
     [self](atom::first_token, uint64_t id) {

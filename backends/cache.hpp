@@ -17,7 +17,7 @@
 
 namespace pgw {
 
-/// Limits of one cache.
+/// Limits and policy of one scope's cache.
 struct cache_limits {
   /// How long an entry is served after it was stored.
   double ttl_s = 3600;
@@ -27,6 +27,27 @@ struct cache_limits {
   int64_t max_bytes = 64 * 1024 * 1024;
   /// Both: a larger value is refused, not stored.
   int64_t max_value_bytes = 1024 * 1024;
+  /// Fleet single-flight ({S}__CACHE__FLEET_SINGLE_FLIGHT): how long a
+  /// lease taken by `claim` lasts unless renewed; 0 = the scope does not
+  /// coalesce across processes.
+  double lease_s = 0;
+  /// {S}__CACHE__STORE_LENGTH: answers cut by max_tokens (finish reason
+  /// `length`) are stored and served too.
+  bool store_length = false;
+};
+
+/// What `cache_backend::claim` found.
+struct cache_claim {
+  enum class kind {
+    /// `value` is stored under the key.
+    value,
+    /// No value and no lease: the caller's token holds the lease now.
+    lead,
+    /// No value, and another token holds the lease.
+    wait,
+  };
+  kind what = kind::lead;
+  std::string value;
 };
 
 /// What a cache holds and did.
@@ -62,9 +83,41 @@ public:
 
   /// True when calls block on the network (run them off CAF's scheduler).
   virtual bool blocking() const = 0;
+
+  // -- fleet single-flight (leases) ---------------------------------------------
+  //
+  // One lease per key, held by an owner token for `lease_s` (limits) unless
+  // renewed; gateways sharing a backend coalesce identical misses on it:
+  // - `claim(key, token)` atomically returns the stored value if there is
+  //   one; else takes the lease for `token` when nobody holds it (lead);
+  //   else answers wait. A lease that expired is nobody's.
+  // - `renew(key, token)` restarts the lease's `lease_s` and returns true
+  //   while `token` holds it; false (and nothing changes) otherwise.
+  // - `release(key, token)` ends the lease if `token` holds it (true), and
+  //   never touches another token's lease (false).
+  // The defaults suit a backend without leases: claim reads (a miss leads),
+  // renew and release answer true.
+
+  virtual caf::expected<cache_claim> claim(const std::string& key,
+                                           const std::string& token,
+                                           double now_s);
+
+  virtual caf::expected<bool> renew(const std::string& key,
+                                    const std::string& token, double now_s);
+
+  virtual caf::expected<bool> release(const std::string& key,
+                                      const std::string& token, double now_s);
+
+  /// The limits this backend was made with (the defaults unless said).
+  virtual cache_limits limits() const;
 };
 
 using cache_backend_ptr = std::unique_ptr<cache_backend>;
+
+/// `backend.get(key)` as a claim that takes no lease: the value, or lead
+/// on a miss (what `claim` does for a backend without leases).
+caf::expected<cache_claim> claim_by_get(cache_backend& backend,
+                                        const std::string& key, double now_s);
 
 /// The in-process cache (backends/memory/cache.cpp). Not thread-safe: one
 /// owner (the cache actor) calls it.

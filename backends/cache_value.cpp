@@ -24,7 +24,8 @@ caf::expected<cache_mode> parse_cache_mode(const std::string& text) {
                       + "' is not one of on, off, read_only, write_only");
 }
 
-bool cacheable(const chat_response& resp, std::string* why) {
+bool cacheable(const chat_response& resp, std::string* why,
+               bool store_length) {
   auto no = [why](const char* reason) {
     if (why)
       *why = reason;
@@ -32,7 +33,7 @@ bool cacheable(const chat_response& resp, std::string* why) {
   };
   if (resp.finish_reason.empty())
     return no("no finish reason");
-  if (resp.finish_reason == "length")
+  if (resp.finish_reason == "length" && !store_length)
     return no("truncated (finish reason length)");
   for (const auto& c : resp.tool_calls) {
     if (c.name.empty())
@@ -166,7 +167,7 @@ caf::expected<cached_answer> decode_cached_answer(const std::string& text) {
   if (!rd.error.empty())
     return bad(rd.error);
   std::string why;
-  if (!cacheable(r, &why))
+  if (!cacheable(r, &why, true))
     return bad("a stored answer that is not cacheable: " + why);
   return x;
 }

@@ -35,10 +35,12 @@ struct cached_answer {
 };
 
 /// True when `resp` may be stored: a finish reason arrived and is not
-/// `length` (a truncated answer), and every tool call has a name and
-/// arguments that parse as JSON. (The stream's clean end is the caller's
-/// part: only a complete success reaches here.) On false, `why` says why.
-bool cacheable(const chat_response& resp, std::string* why = nullptr);
+/// `length` (a truncated answer; allowed with `store_length`, the scope's
+/// CACHE__STORE_LENGTH), and every tool call has a name and arguments that
+/// parse as JSON. (The stream's clean end is the caller's part: only a
+/// complete success reaches here.) On false, `why` says why.
+bool cacheable(const chat_response& resp, std::string* why = nullptr,
+               bool store_length = false);
 
 /// The stored form: the answer's content, reasoning, finish reason, source,
 /// model, usage, tool calls and the original call's cost, plus stored_at_s.
@@ -46,7 +48,9 @@ std::string encode_cached_answer(const cached_answer& x);
 
 /// Reads `encode_cached_answer`'s output. Anything else (truncated,
 /// garbage, wrong types, a non-cacheable answer) fails with `internal`
-/// and a message saying what is wrong.
+/// and a message saying what is wrong. A `length` answer decodes (a scope
+/// with CACHE__STORE_LENGTH stored it); whether to serve it is the
+/// reader's choice.
 caf::expected<cached_answer> decode_cached_answer(const std::string& text);
 
 /// The answer a hit returns: `stored`'s content, usage, source, model,

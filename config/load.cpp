@@ -322,6 +322,8 @@ const std::map<std::string, setter<scope_config>>& scope_setters() {
      field<sc>([](sc& x) -> auto& { return x.cache.enabled; })},
     {"CACHE__FLEET_SINGLE_FLIGHT",
      field<sc>([](sc& x) -> auto& { return x.cache.fleet_single_flight; })},
+    {"CACHE__STORE_LENGTH",
+     field<sc>([](sc& x) -> auto& { return x.cache.store_length; })},
     {"CACHE__TTL_S", field<sc>([](sc& x) -> auto& { return x.cache.ttl_s; })},
     {"CACHE__MAX_ENTRIES",
      field<sc>([](sc& x) -> auto& { return x.cache.max_entries; })},

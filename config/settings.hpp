@@ -118,8 +118,11 @@ struct scope_config {
   /// process's cache (PGW_CACHE_BACKEND) when true.
   struct cache_keys {
     bool enabled = false;
-    /// Across a fleet through a Redis lease: accepted, not built yet.
+    /// Redis: identical misses coalesce across the processes sharing the
+    /// cache too, through a lease key (actors/cache.hpp).
     bool fleet_single_flight = false;
+    /// Answers cut by max_tokens (finish reason `length`) are stored too.
+    bool store_length = false;
     /// Entry lifetime; unset = PGW_CACHE_TTL_S.
     std::optional<double> ttl_s;
     /// Memory backend: this scope's entries and bytes kept at most.

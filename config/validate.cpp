@@ -590,8 +590,15 @@ const no_effect_row no_effect_table[] = {
      return t.scope->cache.enabled && t.global->cache_backend == "none";
    }},
   {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
-   "single-flight is per process; across a fleet not built",
-   [](const target& t) { return t.scope->cache.fleet_single_flight; }},
+   "PGW_CACHE_BACKEND is not redis: single-flight is per process",
+   [](const target& t) {
+     return t.scope->cache.fleet_single_flight
+            && t.global->cache_backend != "redis";
+   }},
+  {level::scope, "CACHE__STORE_LENGTH", "PGW_CACHE_BACKEND is none",
+   [](const target& t) {
+     return t.scope->cache.store_length && t.global->cache_backend == "none";
+   }},
   {level::scope, "CACHE__TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
      return t.scope->cache.ttl_s && t.global->cache_backend == "none";

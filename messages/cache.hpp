@@ -86,6 +86,14 @@ struct cache_status {
   uint64_t evictions = 0;
   /// Keys with a call in flight now.
   int64_t in_flight = 0;
+  /// Fleet single-flight: leases this process took (it called upstream
+  /// for the fleet), flights that waited on another process's lease, of
+  /// those the ones answered by its stored value, and the ones that took
+  /// the lease over (its holder failed, left or expired).
+  uint64_t fleet_leads = 0;
+  uint64_t fleet_waits = 0;
+  uint64_t fleet_hits = 0;
+  uint64_t fleet_takeovers = 0;
 };
 
 template <class Inspector>
@@ -93,7 +101,8 @@ typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
   return f(caf::meta::type_name("pgw.cache_status"), x.backend, x.hits,
            x.misses, x.stores, x.not_stored, x.coalesced, x.coalesced_hits,
            x.waiter_timeouts, x.promoted, x.errors, x.entries, x.bytes,
-           x.evictions, x.in_flight);
+           x.evictions, x.in_flight, x.fleet_leads, x.fleet_waits,
+           x.fleet_hits, x.fleet_takeovers);
 }
 
 } // namespace pgw

@@ -7,6 +7,39 @@ namespace pgw {
 
 cache_backend::~cache_backend() = default;
 
+caf::expected<cache_claim> claim_by_get(cache_backend& backend,
+                                        const std::string& key, double now_s) {
+  auto v = backend.get(key, now_s);
+  if (!v)
+    return std::move(v.error());
+  cache_claim c;
+  if (*v) {
+    c.what = cache_claim::kind::value;
+    c.value = std::move(**v);
+  }
+  return c;
+}
+
+caf::expected<cache_claim> cache_backend::claim(const std::string& key,
+                                                const std::string&,
+                                                double now_s) {
+  return claim_by_get(*this, key, now_s);
+}
+
+caf::expected<bool> cache_backend::renew(const std::string&,
+                                         const std::string&, double) {
+  return true;
+}
+
+caf::expected<bool> cache_backend::release(const std::string&,
+                                           const std::string&, double) {
+  return true;
+}
+
+cache_limits cache_backend::limits() const {
+  return {};
+}
+
 namespace {
 
 /// An LRU list (most recent first) indexed by key.
@@ -58,6 +91,49 @@ public:
     return false;
   }
 
+  caf::expected<cache_claim> claim(const std::string& key,
+                                   const std::string& token,
+                                   double now_s) override {
+    auto v = get(key, now_s);
+    cache_claim c;
+    if (*v) {
+      c.what = cache_claim::kind::value;
+      c.value = std::move(**v);
+      return c;
+    }
+    auto& l = leases_[key];
+    if (!l.token.empty() && now_s < l.until && l.token != token) {
+      c.what = cache_claim::kind::wait;
+      return c;
+    }
+    l = {token, now_s + limits_.lease_s};
+    return c;
+  }
+
+  caf::expected<bool> renew(const std::string& key, const std::string& token,
+                            double now_s) override {
+    auto l = leases_.find(key);
+    if (l == leases_.end() || l->second.token != token
+        || now_s >= l->second.until)
+      return false;
+    l->second.until = now_s + limits_.lease_s;
+    return true;
+  }
+
+  caf::expected<bool> release(const std::string& key, const std::string& token,
+                              double now_s) override {
+    auto l = leases_.find(key);
+    if (l == leases_.end() || l->second.token != token)
+      return false;
+    bool held = now_s < l->second.until;
+    leases_.erase(l);
+    return held;
+  }
+
+  cache_limits limits() const override {
+    return limits_;
+  }
+
 private:
   struct entry {
     std::string key;
@@ -77,7 +153,14 @@ private:
     index_.erase(i);
   }
 
+  struct lease {
+    std::string token;
+    double until = 0;
+  };
+
   cache_limits limits_;
+  /// Leases of keys (at most one per key in flight; released ones go).
+  std::unordered_map<std::string, lease> leases_;
   std::list<entry> lru_;
   std::unordered_map<std::string, iterator> index_;
   cache_backend_stats stats_;

@@ -162,3 +162,82 @@ TEST_CASE("cache: redis errors name the cause") {
   CHECK_FALSE(dc->put("k", "v", 0));
   CHECK(dc->blocking());
 }
+
+// -- fleet single-flight leases ------------------------------------------------
+
+namespace {
+
+template <class Backend>
+cache_claim::kind claim(Backend& fx, cache_backend& c, const std::string& key,
+                        const std::string& token) {
+  auto r = c.claim(key, token, fx.now());
+  REQUIRE_MESSAGE(r, "claim failed: ", describe(r.error()));
+  return r->what;
+}
+
+template <class Backend>
+bool renew(Backend& fx, cache_backend& c, const std::string& key,
+           const std::string& token) {
+  auto r = c.renew(key, token, fx.now());
+  REQUIRE_MESSAGE(r, "renew failed: ", describe(r.error()));
+  return *r;
+}
+
+template <class Backend>
+bool release(Backend& fx, cache_backend& c, const std::string& key,
+             const std::string& token) {
+  auto r = c.release(key, token, fx.now());
+  REQUIRE_MESSAGE(r, "release failed: ", describe(r.error()));
+  return *r;
+}
+
+} // namespace
+
+TEST_CASE_TEMPLATE("cache: one token holds a key's lease, a stored value "
+                   "answers every claim",
+                   B, PGW_CONTRACT_BACKENDS) {
+  B fx;
+  cache_limits limits;
+  limits.lease_s = 30;
+  auto c = fx.make_cache(limits);
+  CHECK(c->limits().lease_s == 30);
+  using kind = cache_claim::kind;
+  CHECK(claim(fx, *c, "k", "A") == kind::lead);
+  CHECK(claim(fx, *c, "k", "B") == kind::wait);
+  CHECK(claim(fx, *c, "k", "A") == kind::lead); // the holder again
+  CHECK(claim(fx, *c, "k2", "B") == kind::lead); // another key
+  // Only the holder renews or releases.
+  CHECK_FALSE(renew(fx, *c, "k", "B"));
+  CHECK_FALSE(release(fx, *c, "k", "B"));
+  CHECK(claim(fx, *c, "k", "B") == kind::wait);
+  CHECK(renew(fx, *c, "k", "A"));
+  CHECK(release(fx, *c, "k", "A"));
+  CHECK_FALSE(renew(fx, *c, "k", "A"));
+  CHECK_FALSE(release(fx, *c, "k", "A"));
+  CHECK(claim(fx, *c, "k", "B") == kind::lead);
+  // A value wins over any lease.
+  CHECK(put(fx, *c, "k", "answer"));
+  auto r = c->claim("k", "C", fx.now());
+  REQUIRE(r);
+  CHECK(r->what == kind::value);
+  CHECK(r->value == "answer");
+}
+
+TEST_CASE_TEMPLATE("cache: a lease ends after lease_s unless renewed", B,
+                   PGW_CONTRACT_BACKENDS) {
+  B fx;
+  cache_limits limits;
+  limits.lease_s = 0.4;
+  auto c = fx.make_cache(limits);
+  using kind = cache_claim::kind;
+  CHECK(claim(fx, *c, "k", "A") == kind::lead);
+  fx.advance(0.25);
+  CHECK(renew(fx, *c, "k", "A")); // another 0.4 s from here
+  fx.advance(0.25);
+  CHECK(claim(fx, *c, "k", "B") == kind::wait);
+  fx.advance(0.2 + margin_s);
+  CHECK_FALSE(renew(fx, *c, "k", "A")); // expired
+  CHECK(claim(fx, *c, "k", "B") == kind::lead);
+  CHECK_FALSE(release(fx, *c, "k", "A")); // B's lease stays
+  CHECK(claim(fx, *c, "k", "C") == kind::wait);
+}

@@ -79,11 +79,32 @@ struct cache_fixture : actor_fixture {
 
   std::vector<caf::actor> callers;
 
+  /// More cache actors on the same backend: other processes of a fleet.
+  std::vector<cache_actor> peers;
+
   ~cache_fixture() {
     for (auto& c : callers)
       caf::anon_send(c, atom::cancel_v);
     caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+    for (auto& p : peers)
+      caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
     sched.run();
+  }
+
+  /// Another cache actor over `backend` (another gateway process).
+  cache_actor spawn_peer(std::shared_ptr<cache_backend> backend) {
+    peers.push_back(sys.spawn(pgw::cache, std::move(backend), "memory",
+                              nullptr, [this] { return wall; }));
+    sched.run();
+    return peers.back();
+  }
+
+  /// Runs `f` with `ask`, `put`, `abandon` and `status` aimed at `at`.
+  template <class F>
+  void on(cache_actor at, F f) {
+    std::swap(cache_ref, at);
+    f();
+    std::swap(cache_ref, at);
   }
 
   explicit cache_fixture(std::shared_ptr<cache_backend> backend = nullptr,
@@ -372,4 +393,186 @@ TEST_CASE("cache actor: backend errors and corrupt values are counted, the "
   CHECK(lc->is(cache_verdict_kind::lead));
   CHECK(fx.status().errors == 3);
   CHECK(fx.status().hits == 0);
+}
+
+TEST_CASE("cache actor: a length answer is stored and served only with "
+          "store_length") {
+  cache_limits keep;
+  keep.store_length = true;
+  cache_fixture fx{nullptr, [keep](const std::string& scope) {
+                     return std::shared_ptr<cache_backend>(
+                       make_memory_cache(scope == "KEEP" ? keep
+                                                         : cache_limits{}));
+                   }};
+  auto cut = answer();
+  cut.finish_reason = "length";
+  auto none = caf::none;
+  auto [a, la] = fx.ask("k", "on", none, "A", none, "KEEP");
+  auto [b, lb] = fx.ask("k", "on", 30.0, "B", none, "KEEP");
+  fx.put("k", la->lease(), cut, "on", "KEEP");
+  REQUIRE(lb->is(cache_verdict_kind::hit)); // the waiter shares it
+  CHECK(lb->verdict->response.finish_reason == "length");
+  auto [c, lc] = fx.ask("k", "read_only", none, "C", none, "KEEP");
+  REQUIRE(lc->is(cache_verdict_kind::hit));
+  CHECK(lc->verdict->response.finish_reason == "length");
+  // A scope without it stores none.
+  auto [d, ld] = fx.ask("k", "on", none, "D", none, "LLM");
+  fx.put("k", ld->lease(), cut, "on", "LLM");
+  auto [e, le] = fx.ask("k", "read_only", none, "E", none, "LLM");
+  CHECK(le->is(cache_verdict_kind::pass));
+  CHECK(fx.status().stores == 1);
+  CHECK(fx.status().not_stored == 1);
+  settings cfg;
+  cfg.scopes["S"].cache.store_length = true;
+  CHECK(cache_limits_of(cfg, "S").store_length);
+  CHECK_FALSE(cache_limits_of(cfg, "T").store_length);
+}
+
+TEST_CASE("cache actor: a stored length answer is a miss once the scope "
+          "stops storing them") {
+  auto backend = std::make_shared<scripted_backend>();
+  auto cut = answer();
+  cut.finish_reason = "length";
+  backend->value = encode_cached_answer({cut, 1.7e9});
+  cache_fixture fx(backend);
+  auto [a, la] = fx.ask("k", "read_only");
+  CHECK(la->is(cache_verdict_kind::pass));
+  CHECK(fx.status().errors == 0); // not corrupt: refused
+  CHECK(fx.status().misses == 1);
+}
+
+namespace {
+
+/// Lets `total` virtual time pass in 10 ms steps, so timers set by timers
+/// (polls, renewals) fire in between.
+void walk(cache_fixture& fx, caf::timespan total) {
+  auto step = std::chrono::milliseconds(10);
+  for (caf::timespan t{0}; t < total; t += step)
+    fx.advance(step);
+}
+
+/// A memory backend shared by several cache actors, with fleet leases.
+std::shared_ptr<cache_backend> fleet_backend(double lease_s) {
+  cache_limits limits;
+  limits.lease_s = lease_s;
+  return std::shared_ptr<cache_backend>(make_memory_cache(limits));
+}
+
+/// Two processes: `cache_ref` and `other`, over one backend with leases of
+/// `lease_s`; the first process's call of "k" leads (`la`).
+struct fleet_pair : cache_fixture {
+  cache_actor other;
+  std::shared_ptr<caller_log> la;
+
+  explicit fleet_pair(double lease_s = 10)
+    : fleet_pair(fleet_backend(lease_s)) {
+  }
+
+  explicit fleet_pair(std::shared_ptr<cache_backend> shared)
+    : cache_fixture(shared) {
+    other = spawn_peer(shared);
+    la = ask("k", "on", caf::none, "A").second;
+    REQUIRE(la->is(cache_verdict_kind::lead));
+  }
+};
+
+} // namespace
+
+TEST_CASE("cache actor: fleet single-flight: another process waits for the "
+          "lease holder's answer") {
+  fleet_pair fx;
+  auto& other = fx.other;
+  auto lease = fx.la->lease();
+  CHECK(fx.status().fleet_leads == 1);
+  std::shared_ptr<caller_log> lb, lc;
+  fx.on(other, [&] {
+    lb = fx.ask("k", "on", 30.0, "B").second;
+    lc = fx.ask("k", "on", 30.0, "C").second; // a local waiter behind B
+    CHECK(fx.status().fleet_waits == 1);
+  });
+  // Without the lease both would lead: two upstream calls.
+  walk(fx, std::chrono::seconds(2)); // polls: the lease is held
+  CHECK(lb->answers == 0);
+  CHECK(lc->answers == 0);
+  fx.put("k", lease, answer());
+  walk(fx, std::chrono::milliseconds(200));
+  check_hit(*lb, "B");
+  check_hit(*lc, "C");
+  fx.on(other, [&] {
+    auto st = fx.status();
+    CHECK(st.fleet_hits == 1);
+    CHECK(st.in_flight == 0);
+  });
+}
+
+TEST_CASE("cache actor: fleet single-flight: when the holder fails, a "
+          "waiting process takes the lease and leads") {
+  fleet_pair fx;
+  auto& other = fx.other;
+  auto& la = fx.la;
+  std::shared_ptr<caller_log> lb, lc;
+  fx.on(other, [&] {
+    lb = fx.ask("k", "on", 30.0, "B").second;
+    lc = fx.ask("k", "on", 30.0, "C").second;
+  });
+  walk(fx, std::chrono::milliseconds(500));
+  fx.abandon("k", la->lease()); // no local waiter: the lease goes back
+  walk(fx, std::chrono::milliseconds(200));
+  REQUIRE(lb->is(cache_verdict_kind::lead));
+  CHECK(lc->answers == 0);
+  fx.on(other, [&] {
+    CHECK(fx.status().fleet_takeovers == 1);
+    fx.put("k", lb->lease(), answer());
+  });
+  check_hit(*lc, "C");
+  // The first process reads the stored answer.
+  auto [d, ld] = fx.ask("k", "on", caf::none, "D");
+  check_hit(*ld, "D");
+}
+
+TEST_CASE("cache actor: fleet single-flight: a holder that vanished lets its "
+          "lease expire, a waiter whose deadline passes first gives up") {
+  auto shared = fleet_backend(3);
+  cache_fixture fx(shared);
+  // A process that died holding the lease: never renewed, never released.
+  using seconds = std::chrono::duration<double>;
+  auto now_s = seconds(fx.now().time_since_epoch()).count();
+  auto held = shared->claim("k", "a-process-that-died", now_s);
+  REQUIRE(held);
+  REQUIRE(held->what == cache_claim::kind::lead);
+  auto lb = fx.ask("k", "on", 1.0, "B").second;
+  auto lc = fx.ask("k", "on", 30.0, "C").second;
+  walk(fx, std::chrono::milliseconds(1100));
+  REQUIRE(lb->answers == 1);
+  CHECK(code_of(lb->error) == error_code::call_deadline_exceeded);
+  CHECK(lc->answers == 0);
+  walk(fx, std::chrono::seconds(2)); // 3.1 s: the lease expired
+  REQUIRE(lc->is(cache_verdict_kind::lead));
+}
+
+TEST_CASE("cache actor: fleet single-flight: the holder renews its lease "
+          "while its call lasts") {
+  fleet_pair fx{3};
+  auto& other = fx.other;
+  auto& la = fx.la;
+  std::shared_ptr<caller_log> lb;
+  fx.on(other, [&] { lb = fx.ask("k", "on", 60.0, "B").second; });
+  walk(fx, std::chrono::seconds(20)); // far beyond 3 s
+  CHECK(lb->answers == 0);
+  fx.put("k", la->lease(), answer());
+  walk(fx, std::chrono::milliseconds(200));
+  check_hit(*lb, "B");
+  CHECK(fx.status().errors == 0);
+}
+
+TEST_CASE("cache actor: fleet single-flight: a process that shuts down gives "
+          "its leases back at once") {
+  fleet_pair fx; // leases last 10 s
+  std::shared_ptr<caller_log> lb;
+  fx.on(fx.other, [&] { lb = fx.ask("k", "on", 30.0, "B").second; });
+  walk(fx, std::chrono::milliseconds(200));
+  CHECK(lb->answers == 0);
+  caf::anon_send_exit(fx.cache_ref, caf::exit_reason::user_shutdown);
+  walk(fx, std::chrono::milliseconds(200));
+  REQUIRE(lb->is(cache_verdict_kind::lead));
 }

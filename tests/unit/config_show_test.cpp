@@ -82,6 +82,7 @@ TEST_CASE("show_settings: every effective key, defaults included") {
          "LLM__STRUCTURED__MAX_REASKS=2",
          "LLM__CACHE__ENABLED=false",
          "LLM__CACHE__FLEET_SINGLE_FLIGHT=false",
+         "LLM__CACHE__STORE_LENGTH=false",
          "LLM__CACHE__TTL_S=(unset)",
          "LLM__CACHE__MAX_ENTRIES=10000",
          "LLM__CACHE__MAX_BYTES=67108864",

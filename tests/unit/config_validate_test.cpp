@@ -512,6 +512,7 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     {"LLM__STRUCTURED__MAX_REASKS", "1"},
     {"LLM__CACHE__ENABLED", "true"},
     {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"},
+    {"LLM__CACHE__STORE_LENGTH", "true"},
     {"LLM__CACHE__TTL_S", "60"},
     {"LLM__CACHE__MAX_ENTRIES", "5"},
     {"LLM__CACHE__MAX_BYTES", "4096"},
@@ -534,7 +535,8 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
   expect("PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none");
   expect("LLM__CACHE__ENABLED", "PGW_CACHE_BACKEND is none");
   expect("LLM__CACHE__FLEET_SINGLE_FLIGHT",
-         "single-flight is per process; across a fleet not built");
+         "PGW_CACHE_BACKEND is not redis: single-flight is per process");
+  expect("LLM__CACHE__STORE_LENGTH", "PGW_CACHE_BACKEND is none");
   expect("LLM__CACHE__TTL_S", "PGW_CACHE_BACKEND is none");
   expect("LLM__CACHE__MAX_ENTRIES", "PGW_CACHE_BACKEND is not memory");
   expect("LLM__CACHE__MAX_BYTES", "PGW_CACHE_BACKEND is not memory");
@@ -549,10 +551,26 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key: 8 keys plus MAX_EXTRA's own warning.
-  CHECK(w.size() == 9);
+  // Exactly one warning per key: 9 keys plus MAX_EXTRA's own warning.
+  CHECK(w.size() == 10);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
+}
+
+TEST_CASE("cache: FLEET_SINGLE_FLIGHT and STORE_LENGTH take effect with a "
+          "Redis cache") {
+  CHECK(warnings_of(two({{"PGW_CACHE_BACKEND", "redis"},
+                         {"REDIS_URL", "redis://127.0.0.1:6379"},
+                         {"LLM__CACHE__ENABLED", "true"},
+                         {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"},
+                         {"LLM__CACHE__STORE_LENGTH", "true"}}))
+          .empty());
+  CHECK(has(warnings_of(two({{"PGW_CACHE_BACKEND", "memory"},
+                             {"LLM__CACHE__ENABLED", "true"},
+                             {"LLM__CACHE__FLEET_SINGLE_FLIGHT", "true"}})),
+            "LLM__CACHE__FLEET_SINGLE_FLIGHT is accepted but has no effect "
+            "yet (PGW_CACHE_BACKEND is not redis: single-flight is per "
+            "process)"));
 }
 
 TEST_CASE("EST_TOKENS may not exceed TPM") {
