@@ -15,6 +15,7 @@
 #include <httplib.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -111,6 +112,11 @@ int bench_serve(const std::vector<std::string>& args) {
                                            concurrency + 64)};
   for (auto& [k, v] : zero->env)
     env.push_back(k + "=" + v);
+  // What a sanitizer or a library-path build needs to run the child too.
+  for (const char* name : {"LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS",
+                           "LSAN_OPTIONS", "TSAN_OPTIONS"})
+    if (const char* value = std::getenv(name))
+      env.push_back(std::string(name) + "=" + value);
   listening_child serve;
   bool started = serve.start({self_exe.string(), "serve", "--listen",
                               "127.0.0.1:0", "--env-file", env_file},
