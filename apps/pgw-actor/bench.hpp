@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -109,6 +110,19 @@ void run_paired(int calls, Direct& direct, Gateway& gateway, sample_set& d,
     if (d_ok && g_ok)
       diff.us.push_back(gt - dt);
   }
+}
+
+/// Prints a paired run: both kinds' p50/p99 and the per-call difference
+/// (`via` − direct), each line indented by `indent` spaces.
+inline void print_paired(int indent, const char* via_name, sample_set& d,
+                         sample_set& g, sample_set& diff) {
+  std::printf("%*sdirect   p50 %8.1f us  p99 %8.1f us  errors %d\n", indent,
+              "", d.pct(0.5), d.pct(0.99), d.errors);
+  std::printf("%*s%-8s p50 %8.1f us  p99 %8.1f us  errors %d\n", indent, "",
+              via_name, g.pct(0.5), g.pct(0.99), g.errors);
+  std::printf("%*sadded    p50 %8.1f us  p99 %8.1f us  (per-call "
+              "difference, %s - direct)\n",
+              indent, "", diff.pct(0.5), diff.pct(0.99), via_name);
 }
 
 struct rate_result {

@@ -101,13 +101,7 @@ placement_result run_placement(const std::string& label, int calls,
     auto dc = measure(calls, 1, make_direct);
     auto gc = measure(calls, 1, make_gateway);
     std::printf("  sequential (1 caller), %d paired calls\n", calls);
-    std::printf("    direct   p50 %8.1f us  p99 %8.1f us  errors %d\n",
-                d.pct(0.5), d.pct(0.99), d.errors);
-    std::printf("    gateway  p50 %8.1f us  p99 %8.1f us  errors %d\n",
-                g.pct(0.5), g.pct(0.99), g.errors);
-    std::printf("    added    p50 %8.1f us  p99 %8.1f us  (per-call "
-                "difference, gateway - direct)\n",
-                diff.pct(0.5), diff.pct(0.99));
+    print_paired(4, "gateway", d, g, diff);
     std::printf("    CPU      direct %6.1f us/call  gateway %6.1f us/call  "
                 "added %6.1f us/call  (getrusage, whole process)\n",
                 dc.cpu_us, gc.cpu_us, gc.cpu_us - dc.cpu_us);

@@ -167,13 +167,7 @@ int bench_serve(const std::vector<std::string>& args) {
     run_paired(calls, direct, via, d, g, diff);
   }
   std::printf("sequential (1 caller), %d paired calls\n", calls);
-  std::printf("  direct   p50 %8.1f us  p99 %8.1f us  errors %d\n",
-              d.pct(0.5), d.pct(0.99), d.errors);
-  std::printf("  serve    p50 %8.1f us  p99 %8.1f us  errors %d\n",
-              g.pct(0.5), g.pct(0.99), g.errors);
-  std::printf("  added    p50 %8.1f us  p99 %8.1f us  (per-call "
-              "difference, serve - direct)\n",
-              diff.pct(0.5), diff.pct(0.99));
+  print_paired(2, "serve", d, g, diff);
 
   // -- throughput --
   run_for(0.5, concurrency, direct_caller);

@@ -12,6 +12,8 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "fixtures/eventually.hpp"
+
 #include <doctest/doctest.h>
 
 #include <chrono>
@@ -22,6 +24,8 @@
 #include <thread>
 
 using namespace pgw;
+
+using pgw::test::eventually;
 
 namespace {
 
@@ -76,15 +80,6 @@ chat_request ask(const std::string& text) {
   chat_request req;
   req.messages.push_back({"user", text, {}});
   return req;
-}
-
-/// Waits (up to 5 s) until `done()`.
-template <class Pred>
-bool eventually(Pred done) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done() && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-  return done();
 }
 
 } // namespace

@@ -9,11 +9,15 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include "fixtures/eventually.hpp"
+
 #include <doctest/doctest.h>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+using pgw::test::eventually;
 
 namespace {
 
@@ -24,17 +28,6 @@ struct quiet_config : caf::actor_system_config {
     set("logger.console-verbosity", caf::atom("quiet"));
   }
 };
-
-/// Waits (up to 5 s) until `done()`: an actor leaves the registry's count
-/// before its cleanup reaches the clock, so `await_all_actors_done` may
-/// return just before the last `cancel_timeouts`.
-template <class Pred>
-bool eventually(Pred done) {
-  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done() && std::chrono::steady_clock::now() < until)
-    std::this_thread::yield();
-  return done();
-}
 
 } // namespace
 
@@ -49,6 +42,8 @@ TEST_CASE("quiet clock: ended actors that armed no timeout are not sent to "
   for (int i = 0; i < 10; ++i)
     sys.spawn([](caf::event_based_actor*) {}); // no behaviour: ends at once
   sys.await_all_actors_done();
+  // An actor leaves the registry's count before its cleanup reaches the
+  // clock: the last `cancel_timeouts` may come just after the await.
   CHECK(eventually([&] { return clock->skipped() >= skipped + 10; }));
   CHECK(clock->forwarded() == forwarded);
 }
