@@ -49,8 +49,8 @@ TEST_CASE("quiet clock: ended actors that armed no timeout are not sent to "
 }
 
 TEST_CASE("quiet clock: request timeouts, ordinary timeouts and delayed "
-          "messages still fire; an armed actor's timeouts are dropped when "
-          "it ends") {
+          "messages still fire, and an armed actor's timeouts are dropped "
+          "when it ends") {
   using namespace std::chrono_literals;
   quiet_config cfg;
   caf::actor_system sys{cfg};
