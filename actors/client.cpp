@@ -4,12 +4,103 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <deque>
 #include <memory>
+#include <mutex>
 
 namespace pgw {
 
+// -- the requester: one actor per client, not one per call --------------------
+
+/// The calls a client hands its requester actor. The client thread queues a
+/// call and wakes the actor with `start`; the actor takes every queued call
+/// and sends it to the gateway, each answer going to its call's promise.
+struct client::requester {
+  using chat_promise = std::promise<caf::expected<chat_response>>;
+
+  struct job {
+    chat_request req;
+    std::shared_ptr<chat_promise> promise;
+  };
+
+  struct queue {
+    std::mutex mtx;
+    std::deque<job> jobs;
+    bool retired = false; ///< the client and its copies are gone
+  };
+
+  std::shared_ptr<queue> q = std::make_shared<queue>();
+  caf::actor actor;
+
+  requester(caf::actor_system& sys, const gateway_actor& gw) {
+    actor = sys.spawn([gw, q = q](caf::event_based_actor* self)
+                        -> caf::behavior {
+      // Calls sent and not answered yet; the actor quits once retired and
+      // none is left.
+      auto pending = std::make_shared<size_t>(0);
+      auto maybe_quit = [self, q, pending] {
+        std::lock_guard<std::mutex> guard{q->mtx};
+        if (q->retired && q->jobs.empty() && *pending == 0)
+          self->quit();
+      };
+      return {
+        [self, gw, q, pending, maybe_quit](atom::start) {
+          std::deque<job> taken;
+          {
+            std::lock_guard<std::mutex> guard{q->mtx};
+            taken.swap(q->jobs);
+          }
+          for (auto& j : taken) {
+            ++*pending;
+            auto promise = std::move(j.promise);
+            self->request(gw, caf::infinite, atom::chat_v, std::move(j.req))
+              .then(
+                [promise, pending, maybe_quit](chat_response& resp) {
+                  promise->set_value(std::move(resp));
+                  --*pending;
+                  maybe_quit();
+                },
+                [promise, pending, maybe_quit](caf::error& err) {
+                  promise->set_value(std::move(err));
+                  --*pending;
+                  maybe_quit();
+                });
+          }
+          maybe_quit();
+        },
+      };
+    });
+  }
+
+  ~requester() {
+    {
+      std::lock_guard<std::mutex> guard{q->mtx};
+      q->retired = true;
+    }
+    caf::anon_send(actor, atom::start_v);
+  }
+
+  std::future<caf::expected<chat_response>> submit(chat_request req) {
+    auto promise = std::make_shared<chat_promise>();
+    auto fut = promise->get_future();
+    bool wake;
+    {
+      std::lock_guard<std::mutex> guard{q->mtx};
+      // One wake for a batch: the actor takes every call queued until it
+      // runs.
+      wake = q->jobs.empty();
+      q->jobs.push_back(job{std::move(req), std::move(promise)});
+    }
+    if (wake)
+      caf::anon_send(actor, atom::start_v);
+    return fut;
+  }
+};
+
 client::client(caf::actor_system& sys, gateway_actor gateway)
-  : sys_(sys), gateway_(std::move(gateway)) {
+  : sys_(sys),
+    gateway_(std::move(gateway)),
+    requester_(std::make_shared<requester>(sys_, gateway_)) {
   // nop
 }
 
@@ -18,16 +109,7 @@ caf::expected<chat_response> client::chat(chat_request req) {
 }
 
 std::future<caf::expected<chat_response>> client::chat_async(chat_request req) {
-  auto promise = std::make_shared<std::promise<caf::expected<chat_response>>>();
-  auto fut = promise->get_future();
-  auto gw = gateway_;
-  sys_.spawn([gw, req = std::move(req), promise](caf::event_based_actor* self) {
-    self->request(gw, caf::infinite, atom::chat_v, req)
-      .then(
-        [promise](chat_response& resp) { promise->set_value(std::move(resp)); },
-        [promise](caf::error& err) { promise->set_value(std::move(err)); });
-  });
-  return fut;
+  return requester_->submit(std::move(req));
 }
 
 caf::expected<embed_response> client::embed(std::vector<std::string> inputs) {

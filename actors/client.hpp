@@ -9,6 +9,7 @@
 #include <caf/expected.hpp>
 
 #include <future>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -51,9 +52,15 @@ public:
     return gateway_;
   }
 
+  struct requester;
+
 private:
   caf::actor_system& sys_;
   gateway_actor gateway_;
+  /// One long-lived actor that sends this client's chat requests (and its
+  /// copies'): no actor is spawned and ended per call. It ends once the
+  /// last copy is gone and its calls have answered.
+  std::shared_ptr<requester> requester_;
 };
 
 } // namespace pgw

@@ -12,6 +12,7 @@
 #include <cmath>
 #include <optional>
 #include <string_view>
+#include <unordered_map>
 
 namespace pgw {
 
@@ -246,6 +247,24 @@ caf::expected<json::object> parse_object(const std::string& text,
   return std::move(v.as_object());
 }
 
+/// A source's OVERLAY as an object: the default `{}` is nothing to merge;
+/// other texts are parsed once per thread and kept (settings are read-only
+/// once loaded, so the text is the key; a few sources per process).
+caf::expected<const json::object*> overlay_of(const source_config& src) {
+  if (src.overlay.empty() || src.overlay == "{}")
+    return nullptr;
+  thread_local std::unordered_map<std::string, json::object> parsed;
+  if (auto i = parsed.find(src.overlay); i != parsed.end())
+    return &i->second;
+  auto obj = parse_object(src.overlay, error_code::invalid_config,
+                          "OVERLAY of source " + src.name);
+  if (!obj)
+    return std::move(obj.error());
+  if (parsed.size() >= 256)
+    parsed.clear();
+  return &parsed.emplace(src.overlay, std::move(*obj)).first->second;
+}
+
 json::value build_messages(const std::vector<chat_message>& messages) {
   json::array out;
   out.reserve(messages.size());
@@ -361,7 +380,8 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
   auto& profile = src.profile;
   json::object body;
   body["model"] = src.model;
-  body["messages"] = build_messages(req.messages);
+  // Its place in the key order; the value is set once, last (below).
+  body["messages"] = nullptr;
   if (req.temperature)
     body["temperature"] = *req.temperature;
   if (req.top_p)
@@ -408,13 +428,11 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
       set_path(body, profile.effort_field, std::move(value));
     }
   }
-  if (!src.overlay.empty()) {
-    auto overlay = parse_object(src.overlay, error_code::invalid_config,
-                                "OVERLAY of source " + src.name);
-    if (!overlay)
-      return std::move(overlay.error());
-    deep_merge(body, *overlay);
-  }
+  auto overlay = overlay_of(src);
+  if (!overlay)
+    return std::move(overlay.error());
+  if (*overlay != nullptr)
+    deep_merge(body, **overlay);
   if (!req.extra_body.empty()) {
     auto extra = parse_object(req.extra_body, error_code::invalid_request,
                               "extra_body");

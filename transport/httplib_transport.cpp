@@ -277,6 +277,12 @@ struct httplib_transport::impl {
   std::condition_variable watch_cv;
   std::map<watch_key, std::weak_ptr<call_state>> watched;
   bool watch_stop = false;
+  /// What the watchdog waits for: `max()` while it sleeps with nothing to
+  /// watch, its head's deadline while it waits for that, `min()` while it
+  /// works (it reads the map again before its next wait). A new deadline
+  /// wakes it only when earlier than this (guarded by `watch_mtx`).
+  steady::time_point watch_wait_until = steady::time_point::min();
+  std::atomic<uint64_t> watch_wakes{0};
   std::thread watch_thread;
   std::condition_variable guard_cv; // the header guard's (same mutex)
   std::thread guard_thread;
@@ -351,9 +357,13 @@ struct httplib_transport::impl {
     if (st->watched_at)
       watched.erase({*st->watched_at, st.get()});
     st->watched_at = when;
-    auto pos = watched.emplace(watch_key{when, st.get()}, st).first;
-    if (pos == watched.begin())
+    watched.emplace(watch_key{when, st.get()}, st);
+    if (when < watch_wait_until) {
+      // Only this wait is cut short: the loop sets its next one itself.
+      watch_wait_until = steady::time_point::min();
+      watch_wakes.fetch_add(1, std::memory_order_relaxed);
       watch_cv.notify_one();
+    }
   }
 
   /// Stops watching `st` (it finished).
@@ -369,13 +379,17 @@ struct httplib_transport::impl {
     std::unique_lock<std::mutex> guard{watch_mtx};
     while (!watch_stop) {
       if (watched.empty()) {
+        watch_wait_until = steady::time_point::max();
         watch_cv.wait(guard);
+        watch_wait_until = steady::time_point::min();
         continue;
       }
       auto head = watched.begin();
       auto when = head->first.first;
       if (when > steady::now()) {
+        watch_wait_until = when;
         watch_cv.wait_until(guard, when);
+        watch_wait_until = steady::time_point::min();
         continue;
       }
       auto st = head->second.lock();
@@ -939,6 +953,7 @@ transport_stats httplib_transport::stats() const {
   out.cancelled = impl_->cancelled.load();
   out.connections_opened = impl_->opened.load();
   out.connections_reused = impl_->reused.load();
+  out.watchdog_wakes = impl_->watch_wakes.load();
   out.io_threads = impl_->pool.threads();
   {
     std::lock_guard<std::mutex> guard{impl_->watch_mtx};

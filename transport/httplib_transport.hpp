@@ -21,6 +21,8 @@ struct transport_stats {
   uint64_t connections_reused = 0; ///< requests on a pooled connection
   size_t io_threads = 0;
   size_t watched = 0; ///< calls the timeout watchdog tracks (those running)
+  /// Times a new deadline woke the watchdog (one earlier than its wait).
+  uint64_t watchdog_wakes = 0;
 };
 
 class httplib_transport : public transport {

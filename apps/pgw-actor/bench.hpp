@@ -8,12 +8,18 @@
 #include "messages/chat.hpp"
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <chrono>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <sched.h>
+#include <sys/types.h>
 
 namespace pgw::cli {
 
@@ -74,7 +80,122 @@ inline sample_set run(int calls, int threads, MakeCaller make_caller) {
   return all;
 }
 
-/// `pgw-actor bench hedge`.
+/// `calls` sequential pairs: one direct call and one through the gateway,
+/// alternating which goes first; `diff` holds gateway - direct per pair.
+template <class Direct, class Gateway>
+void run_paired(int calls, Direct& direct, Gateway& gateway, sample_set& d,
+                sample_set& g, sample_set& diff) {
+  for (int i = 0; i < calls; ++i) {
+    double dt = 0, gt = 0;
+    bool d_ok = false, g_ok = false;
+    auto time_direct = [&] {
+      auto t0 = clock_type::now();
+      d_ok = direct();
+      dt = us_since(t0);
+    };
+    auto time_gateway = [&] {
+      auto t0 = clock_type::now();
+      g_ok = gateway();
+      gt = us_since(t0);
+    };
+    if (i % 2 == 0) {
+      time_direct();
+      time_gateway();
+    } else {
+      time_gateway();
+      time_direct();
+    }
+    d_ok ? d.us.push_back(dt) : void(++d.errors);
+    g_ok ? g.us.push_back(gt) : void(++g.errors);
+    if (d_ok && g_ok)
+      diff.us.push_back(gt - dt);
+  }
+}
+
+/// Prints a paired run: both kinds' p50/p99 and the per-call difference
+/// (`via` − direct), each line indented by `indent` spaces.
+inline void print_paired(int indent, const char* via_name, sample_set& d,
+                         sample_set& g, sample_set& diff) {
+  std::printf("%*sdirect   p50 %8.1f us  p99 %8.1f us  errors %d\n", indent,
+              "", d.pct(0.5), d.pct(0.99), d.errors);
+  std::printf("%*s%-8s p50 %8.1f us  p99 %8.1f us  errors %d\n", indent, "",
+              via_name, g.pct(0.5), g.pct(0.99), g.errors);
+  std::printf("%*sadded    p50 %8.1f us  p99 %8.1f us  (per-call "
+              "difference, %s - direct)\n",
+              indent, "", diff.pct(0.5), diff.pct(0.99), via_name);
+}
+
+struct rate_result {
+  int64_t calls = 0;
+  int64_t errors = 0;
+  double wall_s = 0;
+
+  double rate() const {
+    return wall_s > 0 ? static_cast<double>(calls) / wall_s : 0;
+  }
+};
+
+/// `threads` callers call `one()` (made by `make_caller()`, false on error)
+/// for `seconds`; returns the calls completed per second of wall time.
+template <class MakeCaller>
+rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
+  std::atomic<bool> stop{false};
+  std::atomic<int64_t> calls{0}, errors{0};
+  std::vector<std::thread> workers;
+  auto t0 = clock_type::now();
+  for (int t = 0; t < threads; ++t)
+    workers.emplace_back([&] {
+      auto one = make_caller();
+      int64_t ok = 0, bad = 0;
+      while (!stop.load(std::memory_order_relaxed)) {
+        if (one())
+          ++ok;
+        else
+          ++bad;
+      }
+      calls += ok;
+      errors += bad;
+    });
+  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+  stop = true;
+  for (auto& w : workers)
+    w.join();
+  rate_result out;
+  out.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  out.calls = calls;
+  out.errors = errors;
+  return out;
+}
+
+/// A program started as a child that prints "listening HOST:PORT" as its
+/// first stdout line (`pgw-upstream-sim`, `pgw-actor serve`); stopped
+/// (SIGTERM, then SIGKILL) and reaped by its PID.
+struct listening_child {
+  pid_t pid = -1;
+  int port = 0;
+
+  /// Starts `argv` with environment `env` (the inherited one when empty);
+  /// false when it did not print its port within 10 s.
+  bool start(const std::vector<std::string>& argv,
+             const std::vector<std::string>& env = {});
+
+  ~listening_child();
+};
+
+/// CPU time (user + system) and context switches of this whole process so
+/// far (getrusage(RUSAGE_SELF)).
+struct process_usage {
+  double cpu_us = 0;
+  long csw = 0;
+};
+
+process_usage usage_now();
+
+/// Sets the CPU affinity of every thread of this process (as `taskset -a
+/// -p` does); threads started later inherit it from their creator. Returns
+/// how many threads were moved.
+int set_affinity_all(const cpu_set_t& cpus);
+
 /// What `bench overhead` and `bench throughput` both compare against: a
 /// zero-delay simulator in this process, the BENCH scope with one source on
 /// it, and the request (and its body) both the gateway and direct callers
@@ -90,6 +211,8 @@ struct zero_bench {
 
 std::optional<zero_bench> make_zero_bench();
 
+/// `pgw-actor bench hedge`.
+
 int bench_hedge(const std::vector<std::string>& args);
 
 /// `pgw-actor bench cache`.
@@ -97,6 +220,9 @@ int bench_cache(const std::vector<std::string>& args);
 
 /// `pgw-actor bench admission`.
 int bench_admission(const std::vector<std::string>& args);
+
+/// `pgw-actor bench serve`.
+int bench_serve(const std::vector<std::string>& args);
 
 /// `pgw-actor bench throughput`.
 int bench_throughput(const std::vector<std::string>& args);

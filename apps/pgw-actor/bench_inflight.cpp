@@ -7,7 +7,8 @@
 // call. By default the simulator runs as a separate `pgw-upstream-sim`
 // process (found beside this executable), so its memory (a thread per
 // connection) is measured apart and each process needs one descriptor per
-// call instead of two.
+// call instead of two. Also reports threads, RSS and kernel socket memory
+// (TCP buffers, slab) per call, and projects them to 100,000 calls.
 
 #include "bench.hpp"
 #include "cli.hpp"
@@ -83,65 +84,105 @@ int64_t open_fds() {
   return n;
 }
 
+/// This network namespace's kernel socket figures: TCP buffer memory
+/// (/proc/net/sockstat "TCP: ... mem", pages) and slab memory (/proc/meminfo
+/// "Slab", where each socket's kernel structures live), both in kB, -1 when
+/// unreadable. Machine-wide: both ends of a loopback connection count.
+struct kernel_memory {
+  int64_t tcp_buffers_kb = -1;
+  int64_t slab_kb = -1;
+  int64_t sockets = -1; ///< "sockets: used"
+};
+
+int64_t field_after(const std::string& text, const std::string& key) {
+  auto at = text.find(key);
+  return at == std::string::npos
+           ? -1
+           : std::strtoll(text.c_str() + at + key.size(), nullptr, 10);
+}
+
+kernel_memory kernel_now() {
+  kernel_memory out;
+  std::stringstream sock, mem;
+  sock << std::ifstream{"/proc/net/sockstat"}.rdbuf();
+  mem << std::ifstream{"/proc/meminfo"}.rdbuf();
+  auto s = sock.str();
+  auto tcp = s.find("TCP:");
+  if (tcp != std::string::npos) {
+    auto pages = field_after(s.substr(tcp, s.find('\n', tcp) - tcp), " mem ");
+    if (pages >= 0)
+      out.tcp_buffers_kb = pages * ::sysconf(_SC_PAGESIZE) / 1024;
+  }
+  out.sockets = field_after(s, "sockets: used ");
+  out.slab_kb = field_after(mem.str(), "Slab:");
+  return out;
+}
+
+int64_t read_int(const char* path) {
+  std::ifstream in{path};
+  int64_t x = -1;
+  in >> x;
+  return in ? x : -1;
+}
+
 std::string mb(int64_t kb) {
   return kb < 0 ? std::string("?") : fmt::format("{:.1f} MB", kb / 1024.0);
 }
 
-/// `pgw-upstream-sim` as a child process, stopped by its PID.
-struct sim_child {
-  pid_t pid = -1;
-  int port = 0;
-
-  bool start(const std::string& binary, const std::string& scenario_path) {
-    int out[2];
-    if (::pipe2(out, O_CLOEXEC) != 0)
-      return false;
-    std::vector<std::string> argv{binary, "--listen", "127.0.0.1:0",
-                                  "--scenario", scenario_path};
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    auto parent = ::getpid();
-    pid = ::fork();
-    if (pid < 0)
-      return false;
-    if (pid == 0) {
-      ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-      if (::getppid() != parent)
-        ::_exit(126);
-      ::dup2(out[1], STDOUT_FILENO);
-      ::execv(args[0], args.data());
-      ::_exit(127);
-    }
-    ::close(out[1]);
-    // "listening 127.0.0.1:PORT"
-    std::string line;
-    char c;
-    pollfd pfd{out[0], POLLIN, 0};
-    while (line.find('\n') == std::string::npos
-           && ::poll(&pfd, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1)
-      line += c;
-    ::close(out[0]);
-    auto colon = line.rfind(':');
-    if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
-      return false;
-    port = std::atoi(line.c_str() + colon + 1);
-    return port > 0;
-  }
-
-  ~sim_child() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      for (int i = 0; i < 300 && ::waitpid(pid, nullptr, WNOHANG) != pid; ++i)
-        ::usleep(10000);
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
 } // namespace
+
+bool listening_child::start(const std::vector<std::string>& argv,
+                            const std::vector<std::string>& env) {
+  int out[2];
+  if (::pipe2(out, O_CLOEXEC) != 0)
+    return false;
+  std::vector<char*> args, envp;
+  for (auto& a : argv)
+    args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+  for (auto& e : env)
+    envp.push_back(const_cast<char*>(e.c_str()));
+  envp.push_back(nullptr);
+  auto parent = ::getpid();
+  pid = ::fork();
+  if (pid < 0)
+    return false;
+  if (pid == 0) {
+    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (::getppid() != parent)
+      ::_exit(126);
+    ::dup2(out[1], STDOUT_FILENO);
+    if (env.empty())
+      ::execv(args[0], args.data());
+    else
+      ::execve(args[0], args.data(), envp.data());
+    ::_exit(127);
+  }
+  ::close(out[1]);
+  // "listening 127.0.0.1:PORT"
+  std::string line;
+  char c;
+  pollfd pfd{out[0], POLLIN, 0};
+  while (line.find('\n') == std::string::npos
+         && ::poll(&pfd, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1)
+    line += c;
+  ::close(out[0]);
+  auto colon = line.rfind(':');
+  if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
+    return false;
+  port = std::atoi(line.c_str() + colon + 1);
+  return port > 0;
+}
+
+listening_child::~listening_child() {
+  if (pid > 0) {
+    ::kill(pid, SIGTERM);
+    for (int i = 0; i < 300 && ::waitpid(pid, nullptr, WNOHANG) != pid; ++i)
+      ::usleep(10000);
+    ::kill(pid, SIGKILL);
+    ::waitpid(pid, nullptr, 0);
+  }
+}
 
 int bench_inflight(const std::vector<std::string>& args) {
   int calls = 10000;
@@ -223,13 +264,14 @@ int bench_inflight(const std::vector<std::string>& args) {
     R"({{"models": {{"held": {{"tokens": 8, "ttft_ms": {}, "token_ms": 1}}}}}})",
     ttft_ms);
   std::unique_ptr<sim::server> in_process;
-  sim_child child;
+  listening_child child;
   std::string scenario_path;
   int port = 0;
   if (mode == "process") {
     scenario_path = fmt::format("/tmp/pgw-inflight-{}.json", ::getpid());
     std::ofstream{scenario_path} << scenario;
-    bool started = child.start(sim_binary.string(), scenario_path);
+    bool started = child.start({sim_binary.string(), "--listen", "127.0.0.1:0",
+                                "--scenario", scenario_path});
     std::remove(scenario_path.c_str());
     if (!started) {
       std::fprintf(stderr, "bench inflight: %s did not start\n",
@@ -272,6 +314,7 @@ int bench_inflight(const std::vector<std::string>& args) {
   auto sim_rss_before = mode == "process" ? proc_status(child.pid, "VmRSS")
                                           : -1;
   auto threads_before = proc_status(0, "Threads");
+  auto kernel_before = kernel_now();
 
   // -- the monitor: the gateway's count of live calls, RSS, threads --
   struct peak_figures {
@@ -281,6 +324,7 @@ int bench_inflight(const std::vector<std::string>& args) {
     int64_t sim_rss_kb = -1;  ///< the simulator's at the peak
     int64_t threads = 0;
     int64_t fds = 0;
+    kernel_memory kernel;
     double at_s = 0;
   };
   peak_figures peak;
@@ -306,6 +350,7 @@ int bench_inflight(const std::vector<std::string>& args) {
           peak.sim_rss_kb = sim_rss;
           peak.threads = proc_status(0, "Threads");
           peak.fds = open_fds();
+          peak.kernel = kernel_now();
           peak.at_s = std::chrono::duration<double>(clock_type::now() - t0)
                         .count();
         }
@@ -414,6 +459,43 @@ int bench_inflight(const std::vector<std::string>& args) {
                   ? static_cast<double>(peak.sim_rss_kb - sim_rss_before)
                       / calls
                   : 0.0);
+  // -- per call, and what 100,000 calls in flight would take --
+  auto per_call = [&](int64_t at_peak, int64_t before) {
+    return at_peak >= 0 && before >= 0
+             ? static_cast<double>(at_peak - before) / calls
+             : -1.0;
+  };
+  auto threads_per_call = per_call(peak.threads, threads_before);
+  auto tcp_per_call = per_call(peak.kernel.tcp_buffers_kb,
+                               kernel_before.tcp_buffers_kb);
+  auto slab_per_call = per_call(peak.kernel.slab_kb, kernel_before.slab_kb);
+  std::printf("per call:         %.3f threads, %.1f kB RSS (this process), "
+              "%.2f kB kernel TCP buffers, %.2f kB kernel slab (sockets, "
+              "files, thread structures; machine-wide, both ends of each "
+              "loopback connection, %lld sockets more at the peak)\n",
+              threads_per_call, per_call_kb, tcp_per_call, slab_per_call,
+              static_cast<long long>(peak.kernel.sockets
+                                     - kernel_before.sockets));
+  const double big = 100000;
+  auto pid_max = read_int("/proc/sys/kernel/pid_max");
+  auto map_max = read_int("/proc/sys/vm/max_map_count");
+  auto threads_100k = static_cast<double>(threads_before)
+                      + threads_per_call * big;
+  std::printf("projected to %.0f in flight: %.0f threads (pid_max %lld, "
+              "vm.max_map_count %lld: %s), RSS %.2f GB, kernel memory "
+              "%.2f GB (TCP buffers + slab), %.0f descriptors in the "
+              "gateway process (hard limit here %llu)\n",
+              big, threads_100k, static_cast<long long>(pid_max),
+              static_cast<long long>(map_max),
+              threads_100k < static_cast<double>(pid_max)
+                  && 2 * threads_100k < static_cast<double>(map_max)
+                ? "fits"
+                : "does NOT fit: a thread per call cannot reach it",
+              (static_cast<double>(rss_before) + per_call_kb * big) / 1048576,
+              (std::max(0.0, tcp_per_call) + std::max(0.0, slab_per_call))
+                * big / 1048576,
+              big + spare, static_cast<unsigned long long>(lim.rlim_max));
+
   bool all_in = peak.attempts_in_flight >= calls;
   std::printf("\ngoal %d calls in flight at once: %lld: %s\n", 10000,
               static_cast<long long>(peak.attempts_in_flight),

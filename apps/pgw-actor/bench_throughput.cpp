@@ -40,48 +40,6 @@ constexpr const char* throughput_usage = R"(usage: pgw-actor bench throughput [o
                    redis-server on a free loopback port for the run)
 )";
 
-struct rate_result {
-  int64_t calls = 0;
-  int64_t errors = 0;
-  double wall_s = 0;
-
-  double rate() const {
-    return wall_s > 0 ? static_cast<double>(calls) / wall_s : 0;
-  }
-};
-
-/// `threads` callers call `one()` (made by `make_caller()`, false on error)
-/// for `seconds`; returns the calls completed per second of wall time.
-template <class MakeCaller>
-rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
-  std::atomic<bool> stop{false};
-  std::atomic<int64_t> calls{0}, errors{0};
-  std::vector<std::thread> workers;
-  auto t0 = clock_type::now();
-  for (int t = 0; t < threads; ++t)
-    workers.emplace_back([&] {
-      auto one = make_caller();
-      int64_t ok = 0, bad = 0;
-      while (!stop.load(std::memory_order_relaxed)) {
-        if (one())
-          ++ok;
-        else
-          ++bad;
-      }
-      calls += ok;
-      errors += bad;
-    });
-  std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
-  stop = true;
-  for (auto& w : workers)
-    w.join();
-  rate_result out;
-  out.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
-  out.calls = calls;
-  out.errors = errors;
-  return out;
-}
-
 /// Total calls of Redis commands so far (INFO commandstats), -1 unknown.
 /// Script calls (EVAL and EVALSHA) Redis has served: our round trips. Redis'
 /// total command count would also count the commands run inside the scripts.

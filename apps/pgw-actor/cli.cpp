@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include "actors/quiet_clock.hpp"
+
 #include "apps/node/node_builder.hpp"
 #include "config/json_text.hpp"
 
@@ -55,6 +57,9 @@ system_config::system_config(bool with_io) {
       threads = n;
   }
   set("scheduler.max-threads", threads);
+  // The same work-sharing scheduler, with a clock that is not woken when an
+  // actor that armed no timeout ends (issue 17).
+  use_quiet_clock(*this);
 }
 
 std::optional<settings> load(const std::optional<std::string>& env_file) {

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <future>
 #include <map>
+#include <memory>
 #include <string>
 
 namespace httplib {
@@ -27,6 +28,9 @@ namespace pgw::serve {
 struct served_scope {
   const scope_config* config = nullptr;
   gateway_actor gateway;
+  /// The chat calls' client, shared by every request (its one requester
+  /// actor sends the calls: no actor per request); null = one per request.
+  std::shared_ptr<client> chat;
 };
 
 struct context {

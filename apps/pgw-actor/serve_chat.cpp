@@ -186,7 +186,7 @@ void handle_chat(context& ctx, const httplib::Request& req,
   const auto call_id = in.req.call_id;
   res.set_header("x-pgw-call-id", call_id);
   auto started = std::chrono::steady_clock::now();
-  client cl{*ctx.sys, scope->gateway};
+  client cl = scope->chat ? *scope->chat : client{*ctx.sys, scope->gateway};
   auto pending = cl.chat_async(std::move(in.req));
   bool gone = false;
   auto result = await_call(ctx, req, cl, call_id, pending, gone);

@@ -337,7 +337,8 @@ int serve_main(const std::vector<std::string>& args) {
     std::string key = name;
     std::transform(key.begin(), key.end(), key.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
-    ctx.scopes[key] = serve::served_scope{&scope, *gw};
+    ctx.scopes[key] = serve::served_scope{
+      &scope, *gw, std::make_shared<client>(sys, *gw)};
   }
   if (ctx.scopes.empty()) {
     std::fprintf(stderr, "pgw-actor serve: no scope configured\n");

@@ -398,6 +398,16 @@ TEST_CASE_FIXTURE(transport_fixture, "keep-alive connections are reused per sour
   CHECK(st.watched == 0);
 }
 
+TEST_CASE_FIXTURE(transport_fixture, "sequential calls do not wake the "
+                                     "timeout watchdog (issue 17)") {
+  auto src = source("ok");
+  for (int i = 0; i < 10; ++i)
+    REQUIRE(run(src, false).result.kind == outcome::ok);
+  // Each call's deadline is later than the one the watchdog still waits for
+  // (the first call's): only the first call wakes it.
+  CHECK(tp->stats().watchdog_wakes <= 2);
+}
+
 TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
   reset();
   auto src = source("ok");

@@ -1,0 +1,144 @@
+// pgw::client sends chat calls through one long-lived requester actor
+// (issue 17): no actor is spawned per call, every call gets its own answer,
+// and the requester ends once the client is gone and its calls answered.
+
+#include "actors/client.hpp"
+#include "messages/chat.hpp"
+#include "messages/registry.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
+#include <caf/send.hpp>
+
+#include "fixtures/eventually.hpp"
+
+#include <doctest/doctest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+using namespace pgw;
+
+using pgw::test::eventually;
+
+namespace {
+
+struct client_config : caf::actor_system_config {
+  client_config() {
+    pgw::add_message_types(*this);
+    set("scheduler.max-threads", 2);
+  }
+};
+
+/// What the fake gateway saw: the requesters' addresses.
+struct seen {
+  std::mutex mtx;
+  std::set<caf::actor_addr> senders;
+  int calls = 0;
+};
+
+/// Answers `chat` with the request's first message as content; a call whose
+/// content is "hold" is answered only on `(atom::start)`.
+caf::behavior fake_gateway(caf::event_based_actor* self,
+                           std::shared_ptr<seen> log) {
+  auto held = std::make_shared<std::vector<
+    std::pair<caf::response_promise, std::string>>>();
+  return {
+    [self, log, held](atom::chat, chat_request& req) -> caf::result<chat_response> {
+      {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        log->senders.insert(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        ++log->calls;
+      }
+      chat_response resp;
+      resp.content = req.messages.empty() ? "" : req.messages[0].content;
+      if (resp.content == "hold") {
+        auto rp = self->make_response_promise();
+        held->emplace_back(rp, resp.content);
+        return caf::delegated<chat_response>{};
+      }
+      return resp;
+    },
+    [held](atom::start) {
+      for (auto& [rp, content] : *held) {
+        chat_response resp;
+        resp.content = content;
+        rp.deliver(resp);
+      }
+      held->clear();
+    },
+  };
+}
+
+chat_request ask(const std::string& text) {
+  chat_request req;
+  req.messages.push_back({"user", text, {}});
+  return req;
+}
+
+} // namespace
+
+TEST_CASE("client: calls go through one requester, no actor per call") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  {
+    client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+    auto first_id = sys.latest_actor_id();
+    for (int i = 0; i < 5; ++i) {
+      auto res = cl.chat(ask("call " + std::to_string(i)));
+      REQUIRE(res);
+      CHECK(res->content == "call " + std::to_string(i));
+    }
+    std::vector<std::future<caf::expected<chat_response>>> futures;
+    for (int i = 0; i < 20; ++i)
+      futures.push_back(cl.chat_async(ask("async " + std::to_string(i))));
+    for (int i = 0; i < 20; ++i) {
+      auto res = futures[static_cast<size_t>(i)].get();
+      REQUIRE(res);
+      CHECK(res->content == "async " + std::to_string(i));
+    }
+    // A copy shares the requester.
+    client copy = cl;
+    CHECK(copy.chat(ask("copy")));
+    CHECK(sys.latest_actor_id() == first_id);
+  }
+  std::lock_guard<std::mutex> guard{log->mtx};
+  CHECK(log->calls == 26);
+  CHECK(log->senders.size() == 1);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("client: a call still pending when the client goes is answered, "
+          "then the requester ends") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  auto running = sys.registry().running();
+  std::future<caf::expected<chat_response>> pending;
+  {
+    client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+    CHECK(sys.registry().running() == running + 1); // the requester
+    pending = cl.chat_async(ask("hold"));
+    REQUIRE(eventually([&] {
+      std::lock_guard<std::mutex> guard{log->mtx};
+      return log->calls == 1;
+    }));
+  }
+  // The client is gone; its requester waits for the held answer.
+  CHECK(sys.registry().running() == running + 1);
+  caf::anon_send(gw, atom::start_v);
+  auto res = pending.get();
+  REQUIRE(res);
+  CHECK(res->content == "hold");
+  CHECK(eventually([&] { return sys.registry().running() == running; }));
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+}
