@@ -1,4 +1,5 @@
-// The cpp-httplib transport against hostile upstreams written outside the
+// Both upstream transports (beast, cpp-httplib; each case runs once per
+// transport, fixtures/transport_kinds.hpp) against hostile upstreams written outside the
 // project (raw sockets, SPEC 12): endless answers and headers are cut at
 // their caps, encodings nobody asked for are refused, [DONE] and
 // finish_reason end a stream at once, echoed secrets are scrubbed,
@@ -9,7 +10,7 @@
 #include "fixtures/raw_upstream.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
-#include "transport/httplib_transport.hpp"
+#include "fixtures/transport_kinds.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -79,8 +80,14 @@ void hang(raw_upstream& up, int fd) {
 struct fixture {
   config cfg;
   caf::actor_system sys{cfg};
-  std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+  test_transport made;
+  transport_ptr tp;
   int sources = 0;
+
+  explicit fixture(const std::string& kind)
+    : made(make_test_transport(kind)), tp(made.tp) {
+    // nop
+  }
 
   std::shared_ptr<source_config> source(const raw_upstream& up) {
     auto src = std::make_shared<source_config>();
@@ -126,7 +133,7 @@ struct fixture {
 
 } // namespace
 
-TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
+PGW_TRANSPORT_CASE(fixture, "an endless stream of 1 MB tokens is cut at "
                            "MAX_RESPONSE_BYTES") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     auto ev = event(delta(std::string(1 << 20, 'x')));
@@ -157,7 +164,7 @@ TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
   CHECK(r.result.reason == "response_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "identity is asked for, an encoded answer is "
+PGW_TRANSPORT_CASE(fixture, "identity is asked for, an encoded answer is "
                            "refused") {
   std::string accept;
   raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
@@ -173,7 +180,7 @@ TEST_CASE_FIXTURE(fixture, "identity is asked for, an encoded answer is "
   CHECK(r.result.error_message == "unexpected_content_encoding");
 }
 
-TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
+PGW_TRANSPORT_CASE(fixture, "headers forever, or too many, are "
                            "malformed_response") {
   raw_upstream endless{[](raw_upstream& u, int fd, const std::string&) {
     if (!u.send_all(fd, "HTTP/1.1 200 OK\r\n"))
@@ -200,7 +207,7 @@ TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
   CHECK(r.result.error_message == "headers_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once, finish_reason "
+PGW_TRANSPORT_CASE(fixture, "[DONE] ends the attempt at once, finish_reason "
                            "waits at most 2 s for usage") {
   raw_upstream done_then_hang{[](raw_upstream& u, int fd, const std::string&) {
     if (u.send_all(fd, sse_head + event(delta("hi", "\"stop\""))
@@ -227,7 +234,7 @@ TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once, finish_reason "
   CHECK(r.elapsed_s < 5);
 }
 
-TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
+PGW_TRANSPORT_CASE(fixture, "an upstream echoing the Authorization header "
                            "leaks nothing") {
   for (int status : {401, 400, 500, 200}) {
     CAPTURE(status);
@@ -251,7 +258,7 @@ TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
   }
 }
 
-TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
+PGW_TRANSPORT_CASE(fixture, "a redirect is source_rejected and not followed") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     u.send_all(fd, response(302,
                             "Location: http://evil.example/?t=Bearer "
@@ -266,7 +273,7 @@ TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
   CHECK(up.connections() == 1);
 }
 
-TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
+PGW_TRANSPORT_CASE(fixture, "a far-future Retry-After is capped at 30 days") {
   for (std::string v : {"Fri, 31 Dec 9999 23:59:59 GMT", "1e11"}) {
     CAPTURE(v);
     raw_upstream up{[v](raw_upstream& u, int fd, const std::string&) {
@@ -280,7 +287,7 @@ TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
   }
 }
 
-TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
+PGW_TRANSPORT_CASE(fixture, "IPv6 literals and upper-case URLs reach the "
                            "upstream") {
   std::string host;
   raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
@@ -299,7 +306,7 @@ TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
   CHECK(host == "[::ffff:7f00:1]:" + std::to_string(up.port()));
 }
 
-TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
+PGW_TRANSPORT_CASE(fixture, "a stale keep-alive connection is retried once "
                            "on a fresh one") {
   // Answers the first request of a connection with keep-alive; closes on
   // the next one without a byte (an upstream dropping idle connections
@@ -322,10 +329,10 @@ TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
   }
   // Calls 2 and 3 each found the pooled connection stale and retried.
   CHECK(up.connections() == 3);
-  CHECK(tp->stats().connections_reused == 2);
+  CHECK(made.stats().connections_reused == 2);
 }
 
-TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
+PGW_TRANSPORT_CASE(fixture, "no file descriptor left is our failure, not the "
                            "upstream's") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     u.send_all(fd, response(200, "", "{}"));
@@ -348,7 +355,7 @@ TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
   CHECK(up.connections() == 0);
 }
 
-TEST_CASE_FIXTURE(fixture, "the simulator's hostile models, through the "
+PGW_TRANSPORT_CASE(fixture, "the simulator's hostile models, through the "
                            "transport") {
   sim_process sim{{"--seed", "3"}};
   auto from_sim = [&](const std::string& model) {
