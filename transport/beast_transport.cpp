@@ -436,9 +436,9 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       http::verb::post, request_path(target, call.kind), 11};
     for (auto& [k, v] : request_headers(call, target))
       req.set(k, v);
-    req.body() = call.body;
+    req.body() = std::move(call.body); // kept for a retry in `req`
     req.prepare_payload();
-    reader.emplace(call, self.opts.max_body_bytes);
+    reader.emplace(call, self.opts.max_body_bytes, false);
     if (conn)
       send_request();
     else
@@ -596,7 +596,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     reused = false;
     conn.reset();
     connected = false;
-    reader.emplace(call, self.opts.max_body_bytes);
+    reader.emplace(call, self.opts.max_body_bytes, false);
     open();
     arm(); // the connect deadline
     return true;

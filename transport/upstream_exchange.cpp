@@ -5,6 +5,7 @@
 #include "config/scrub.hpp"
 #include "config/url.hpp"
 #include "transport/classify.hpp"
+#include "transport/inflater.hpp"
 #include "transport/retry_after.hpp"
 
 #include <algorithm>
@@ -165,15 +166,18 @@ void fail_local_exhaustion(attempt_result& res, transport_warnings& warn) {
 // -- response_reader --------------------------------------------------------------
 
 response_reader::response_reader(const upstream_call& call,
-                                 size_t max_body_bytes)
+                                 size_t max_body_bytes, bool client_decodes)
   : call_(call),
     max_body_bytes_(max_body_bytes),
     answer_cap_(static_cast<size_t>(
       std::max<int64_t>(call.source->max_response_bytes, 1))),
     decompress_(source_sets_header(*call.source, "Accept-Encoding")),
+    client_decodes_(client_decodes),
     acc_(answer_cap_) {
   // nop
 }
+
+response_reader::~response_reader() = default;
 
 void response_reader::on_status(int status) {
   status_ = status;
@@ -204,10 +208,18 @@ bool response_reader::on_field(std::string_view name, std::string_view value) {
 }
 
 bool response_reader::on_header_end() {
-  if (!decompress_ && encoding_ && !encoding_->empty()
-      && *encoding_ != "identity") {
-    bad_head_ = "unexpected_content_encoding";
-    return false;
+  if (encoding_ && !encoding_->empty() && *encoding_ != "identity") {
+    if (!decompress_) {
+      bad_head_ = "unexpected_content_encoding";
+      return false;
+    }
+    if (!client_decodes_) {
+      inflater_ = std::make_unique<inflater>(*encoding_);
+      if (!inflater_->supported()) {
+        bad_head_ = "unsupported_content_encoding";
+        return false;
+      }
+    }
   }
   sse_mode_ = call_.stream && status_ >= 200 && status_ < 300
               && content_type_
@@ -216,6 +228,24 @@ bool response_reader::on_header_end() {
 }
 
 response_reader::step response_reader::on_body(const char* data, size_t n) {
+  if (!inflater_)
+    return on_decoded(data, n);
+  step all;
+  auto fed = inflater_->feed(data, n, [&](const char* piece, size_t k) {
+    auto s = on_decoded(piece, k);
+    all.first_token = all.first_token || s.first_token;
+    all.done = all.done || s.done;
+    all.finished = all.finished || s.finished;
+    return s.keep_reading;
+  });
+  if (fed == inflater::result::invalid)
+    undecodable_ = true;
+  all.keep_reading = fed == inflater::result::more;
+  return all;
+}
+
+response_reader::step response_reader::on_decoded(const char* data,
+                                                  size_t n) {
   step out;
   if (!sse_mode_) {
     if (body_.size() + n > max_body_bytes_) {
@@ -298,6 +328,10 @@ bool response_reader::complete(
     res.kind = outcome::transient;
     res.reason = "malformed_response";
     res.error_message = bad_head_;
+  } else if (undecodable_) {
+    res.kind = outcome::transient;
+    res.reason = "malformed_response";
+    res.error_message = "body_not_decodable";
   } else if (fired != timeout_kind::none) {
     // A stream that already had its finish_reason is complete (SPEC §10):
     // silence while waiting for usage or [DONE] does not spoil it.

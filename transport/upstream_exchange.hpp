@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -21,6 +22,8 @@
 #include <vector>
 
 namespace pgw {
+
+class inflater;
 
 /// Header phase bounds (SPEC §12): more is `malformed_response`.
 constexpr size_t max_header_lines = 100;
@@ -105,7 +108,13 @@ void fail_local_exhaustion(attempt_result& res, transport_warnings& warn);
 class response_reader {
 public:
   /// `max_body_bytes` bounds a non-streamed body or an error body.
-  response_reader(const upstream_call& call, size_t max_body_bytes);
+  /// `client_decodes`: the HTTP client decodes an encoding the source's
+  /// HEADERS asked for (cpp-httplib); else the reader does (gzip, deflate;
+  /// any other is `malformed_response` / `unsupported_content_encoding`).
+  response_reader(const upstream_call& call, size_t max_body_bytes,
+                  bool client_decodes = true);
+
+  ~response_reader();
 
   /// The status line arrived.
   void on_status(int status);
@@ -165,10 +174,16 @@ private:
   /// The stream ended: a pending event without its blank line counts.
   void finish_events();
 
+  /// A piece of the body as it reads after decoding.
+  step on_decoded(const char* data, size_t n);
+
   const upstream_call& call_;
   size_t max_body_bytes_;
   size_t answer_cap_;
   bool decompress_;
+  bool client_decodes_;
+  std::unique_ptr<inflater> inflater_;
+  bool undecodable_ = false;
   int status_ = 0;
   size_t head_lines_ = 0;
   size_t head_bytes_ = 0;

@@ -180,6 +180,64 @@ PGW_TRANSPORT_CASE(fixture, "identity is asked for, an encoded answer is "
   CHECK(r.result.error_message == "unexpected_content_encoding");
 }
 
+namespace {
+
+// gzip of a chat completion answering "zipped" (python: gzip.compress).
+const char gzip_answer[] =
+  "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x0d\xc9\x31\x0e\x80\x20\x0c\x05"
+  "\xd0\xbb\xfc\x99\xc1\xb9\x57\x31\xc6\x90\x52\xa5\x83\x2d\xb1\x0c\x46\xc2"
+  "\xdd\xf5\xad\x6f\x80\xab\x2b\x4b\x80\xd6\x01\xb5\x22\x0f\x68\x49\xb8\x24"
+  "\x22\x9f\x02\x1a\x60\xb7\x2e\xd6\x41\x78\xb5\x35\x29\x98\x09\x87\x9a\x46"
+  "\xdd\x6f\xc9\xe1\xf6\x4f\x74\x6f\x98\xdb\xfc\x00\x51\x57\x40\x82\x4f\x00"
+  "\x00\x00";
+
+// gzip of an SSE stream: deltas "z0", "z1", "z2", a finish_reason, [DONE].
+const char gzip_stream[] =
+  "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xad\xcc\xb1\x0a\x83\x30\x10\x06"
+  "\xe0\x3d\x4f\x51\xfe\xd9\xc1\x3a\xde\xac\xab\x3e\x80\x88\x04\x73\x62\x20"
+  "\x5c\xa4\xb9\x42\x51\xf2\xee\xed\x58\x70\x12\x9d\x3f\xf8\x9c\x55\x4b\x8f"
+  "\x1d\xd3\x12\xfd\xc4\x09\xd4\xef\xf0\xe2\xf8\x03\x2a\x0b\x38\x0e\x6a\x41"
+  "\x3f\x8e\xa2\x2c\x0a\xc2\x56\x22\x17\x98\xbd\xf8\xb4\x8c\x2f\xb6\x29\x0a"
+  "\x48\xde\x21\xe4\x21\x1b\xe3\x4e\x77\xcf\x7b\xbb\xea\x7a\x77\x0c\x90\x34"
+  "\xae\xf8\x2b\xfa\xba\x6b\x9b\xc1\x98\x2f\xeb\x70\x05\xc1\x3e\x01\x00\x00";
+
+} // namespace
+
+PGW_TRANSPORT_CASE(fixture, "an encoding the source's HEADERS asked for is "
+                            "decoded, a body that does not decode fails "
+                            "(transient)") {
+  for (bool stream : {false, true}) {
+    CAPTURE(stream);
+    std::string accept;
+    raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+      accept = raw_upstream::header(req, "accept-encoding");
+      auto gz = stream ? std::string(gzip_stream, sizeof(gzip_stream) - 1)
+                       : std::string(gzip_answer, sizeof(gzip_answer) - 1);
+      u.send_all(fd, std::string("HTTP/1.1 200 OK\r\nContent-Type: ")
+                       + (stream ? "text/event-stream" : "application/json")
+                       + "\r\nContent-Encoding: gzip\r\nContent-Length: "
+                       + std::to_string(gz.size()) + "\r\n\r\n" + gz);
+    }};
+    auto src = source(up);
+    src->headers.emplace_back("Accept-Encoding", "gzip");
+    auto r = run(src, stream);
+    CHECK(accept == "gzip");
+    CAPTURE(r.result.reason);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.result.content == (stream ? "z0z1z2" : "zipped"));
+  }
+  raw_upstream bad{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   "Content-Encoding: gzip\r\nContent-Length: 8\r\n\r\n"
+                   "notgzip!");
+  }};
+  auto src = source(bad);
+  src->headers.emplace_back("Accept-Encoding", "gzip");
+  auto r = run(src, false);
+  // beast: malformed_response; cpp-httplib: body_cut.
+  CHECK(r.result.kind == outcome::transient);
+}
+
 PGW_TRANSPORT_CASE(fixture, "headers forever, or too many, are "
                            "malformed_response") {
   raw_upstream endless{[](raw_upstream& u, int fd, const std::string&) {

@@ -420,3 +420,65 @@ PGW_TRANSPORT_CASE(transport_fixture, "the API key is sent as a bearer token") {
   CHECK(entries[0].at("auth").as_bool());
   CHECK(json::serialize(entries).find("sk-test") == std::string::npos);
 }
+
+namespace {
+
+/// Threads of this process now (/proc/self/status).
+long threads_now() {
+  std::ifstream in{"/proc/self/status"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Threads:", 0) == 0)
+      return std::stol(line.substr(8));
+  return -1;
+}
+
+} // namespace
+
+TEST_CASE("beast: calls in flight share the loop threads, and closing the "
+          "transport closes them") {
+  transport_fixture fx{"beast"};
+  fx.reset();
+  auto threads_before = threads_now();
+  caf::scoped_actor self{fx.sys};
+  std::vector<std::shared_ptr<call_handle>> handles;
+  constexpr size_t n = 200;
+  for (size_t i = 0; i < n; ++i) {
+    upstream_call call;
+    call.source = fx.source("hang");
+    call.body = fx.body("hang", true);
+    call.stream = true;
+    handles.push_back(fx.tp->start(call, caf::actor_cast<caf::actor>(self), i));
+  }
+  // Every call reaches the upstream and hangs there.
+  for (int i = 0; i < 1000 && fx.log().size() < n; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(fx.log().size() == n);
+  CHECK(fx.stats().watched == n);
+  CHECK(fx.stats().io_threads == std::max(1u, std::thread::hardware_concurrency()));
+  // No thread per call: the loops (started with the transport) carry them.
+  CHECK(threads_now() <= threads_before + 1);
+  // Closing the transport ends them at once; their cancel handles stay safe.
+  auto t0 = std::chrono::steady_clock::now();
+  fx.made = test_transport{};
+  fx.tp.reset();
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  for (auto& h : handles)
+    h->cancel();
+  json::array entries;
+  for (int i = 0; i < 500; ++i) {
+    entries = fx.log();
+    size_t ended = 0;
+    for (auto& e : entries)
+      ended += e.at("ended_ms").is_null() ? 0 : 1;
+    if (ended == n)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  for (auto& e : entries)
+    CHECK(e.at("client_closed").as_bool());
+  bool got_done = false;
+  self->receive([&](atom::done, uint64_t, attempt_result&) { got_done = true; },
+                caf::after(std::chrono::milliseconds(50)) >> [] {});
+  CHECK_FALSE(got_done);
+}
