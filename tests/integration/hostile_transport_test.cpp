@@ -462,3 +462,47 @@ PGW_TRANSPORT_CASE(fixture, "the simulator's hostile models, through the "
           != std::string::npos);
   }
 }
+
+PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI; a failed handshake "
+                            "is tls_handshake and never reached") {
+  // A listener that reads the ClientHello and hangs up.
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(lfd, 4) == 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string hello;
+  std::thread peer{[&] {
+    pollfd p{lfd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0)
+      return;
+    int fd = ::accept(lfd, nullptr, nullptr);
+    char buf[4096];
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 5000) > 0) {
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n > 0)
+        hello.assign(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+  }};
+  auto src = std::make_shared<source_config>();
+  src->scope = "LLM";
+  src->provider = "generic";
+  src->name = "tls-sni";
+  src->base_url = "https://localhost:" + std::to_string(ntohs(addr.sin_port))
+                  + "/v1";
+  src->model = "m";
+  src->timeout_s = 10;
+  src->connect_timeout_s = 5;
+  auto r = run(src, false);
+  peer.join();
+  ::close(lfd);
+  CHECK(hello.find("localhost") != std::string::npos);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "tls_handshake");
+  CHECK_FALSE(r.result.upstream_reached);
+}
