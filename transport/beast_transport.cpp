@@ -649,15 +649,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
         if (!tls_problem.empty())
           r.error_message = tls_problem;
         break;
-      case stage::write:
-        r.reason = "write_error";
-        r.upstream_reached = true;
-        break;
       default:
-        // The request went out and the connection died before a status
-        // line (a reset, or the server closed it).
-        r.reason = "reset";
-        r.upstream_reached = true;
+        fail_before_status(r, failed_at == stage::write);
         break;
     }
   }

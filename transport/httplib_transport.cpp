@@ -532,15 +532,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         else
           classify_tls_failure(false, 0, r);
         break;
-      case httplib::Error::Write:
-        r.reason = "write_error";
-        r.upstream_reached = true;
-        break;
       default:
-        // The request went out and the connection died before a status line
-        // (a reset, or the server closed it).
-        r.reason = "reset";
-        r.upstream_reached = true;
+        fail_before_status(r, err == httplib::Error::Write);
         break;
     }
   };

@@ -163,6 +163,12 @@ void fail_local_exhaustion(attempt_result& res, transport_warnings& warn) {
   warn.local_exhaustion();
 }
 
+void fail_before_status(attempt_result& res, bool while_writing) {
+  res.kind = outcome::transient;
+  res.reason = while_writing ? "write_error" : "reset";
+  res.upstream_reached = true;
+}
+
 // -- response_reader --------------------------------------------------------------
 
 response_reader::response_reader(const upstream_call& call,

@@ -102,6 +102,11 @@ private:
 /// `local_resource_exhausted`: no breaker, settles 0) and warns.
 void fail_local_exhaustion(attempt_result& res, transport_warnings& warn);
 
+/// Fills `res` for a connection that died after the request started and
+/// before a status line: `write_error` while writing the request, else
+/// `reset` (the upstream reset or closed it). Either may have reached it.
+void fail_before_status(attempt_result& res, bool while_writing);
+
 /// One upstream response as a client reads it: the status, the header
 /// fields one by one, the body in pieces of any size; then `complete`
 /// classifies how the exchange ended.
