@@ -463,7 +463,7 @@ PGW_TRANSPORT_CASE(fixture, "the simulator's hostile models, through the "
   }
 }
 
-PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI; a failed handshake "
+PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI, and a failed handshake "
                             "is tls_handshake and never reached") {
   // A listener that reads the ClientHello and hangs up.
   int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
