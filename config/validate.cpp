@@ -618,6 +618,11 @@ const no_effect_row no_effect_table[] = {
      return t.scope->cache.max_bytes != default_scope.cache.max_bytes
             && t.global->cache_backend != "memory";
    }},
+  {level::global, "PGW_TRANSPORT_THREADS", "PGW_TRANSPORT is httplib",
+   [](const target& t) {
+     return t.global->transport_threads != default_global.transport_threads
+            && t.global->transport == "httplib";
+   }},
   {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s

@@ -376,6 +376,13 @@ TEST_CASE("PGW_TRANSPORT is beast or httplib, PGW_TRANSPORT_THREADS 0..1024") {
   REQUIRE(d);
   CHECK(d->global.transport == "beast");
   CHECK(d->global.transport_threads == 0);
+  // Threads only matter to beast.
+  auto w = warnings_of(base({{"PGW_TRANSPORT", "httplib"},
+                             {"PGW_TRANSPORT_THREADS", "3"}}));
+  REQUIRE(w.size() == 1);
+  CHECK(contains(w[0], "PGW_TRANSPORT_THREADS"));
+  CHECK(contains(w[0], "PGW_TRANSPORT is httplib"));
+  CHECK(warnings_of(base({{"PGW_TRANSPORT_THREADS", "3"}})).empty());
 }
 
 TEST_CASE("REDIS_URL warns as ineffective only while no backend is redis") {
