@@ -9,7 +9,8 @@ CMAKE_FLAGS ?=
 # Debian packages the build and the tests need (clang and its runtimes for
 # the libFuzzer targets).
 PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
-       libboost-json1.81-dev libhiredis-dev libfmt-dev doctest-dev \
+       libboost-json1.81-dev libboost1.81-dev libhiredis-dev libfmt-dev \
+       doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
        clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4
 

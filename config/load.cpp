@@ -349,6 +349,8 @@ const std::map<std::string, setter<global_config>>& global_setters() {
     {"PGW_PRICING_PATH", field(&gc::pricing_path)},
     {"PGW_TELEMETRY_DB", field(&gc::telemetry_db)},
     {"PGW_TELEMETRY_CONTENT", field(&gc::telemetry_content)},
+    {"PGW_TRANSPORT", field(&gc::transport)},
+    {"PGW_TRANSPORT_THREADS", field(&gc::transport_threads)},
     {"PGW_SERVE_KEYS_FILE",
      field<gc>([](gc& x) -> auto& { return x.serve.keys_file; })},
     {"PGW_SERVE_MAX_BODY_BYTES",

@@ -159,6 +159,12 @@ struct global_config {
   std::optional<std::string> telemetry_db;
   /// PGW_TELEMETRY_CONTENT: store prompts and answers in telemetry rows.
   bool telemetry_content = false;
+  /// PGW_TRANSPORT: the upstream HTTP client, `beast` (event-driven,
+  /// transport/beast_transport) or `httplib` (a thread per call).
+  std::string transport = "beast";
+  /// PGW_TRANSPORT_THREADS: the beast transport's loop threads; 0 = one
+  /// per core.
+  int64_t transport_threads = 0;
   serve_config serve;
 };
 

@@ -187,6 +187,8 @@ global_lines(const global_config& g) {
     {"PGW_PRICING_PATH", g.pricing_path},
     {"PGW_TELEMETRY_DB", g.telemetry_db ? *g.telemetry_db : unset},
     {"PGW_TELEMETRY_CONTENT", g.telemetry_content ? "on" : "off"},
+    {"PGW_TRANSPORT", g.transport},
+    {"PGW_TRANSPORT_THREADS", text(g.transport_threads)},
   };
 }
 

@@ -193,6 +193,18 @@ caf::error check_global(const global_config& g) {
   if (auto err = one_of("PGW_CACHE_BACKEND", g.cache_backend,
                         {"none", "memory", "redis"}, "response cache"))
     return err;
+  if (auto err = one_of("PGW_TRANSPORT", g.transport, {"beast", "httplib"},
+                        "upstream HTTP client: beast is event-driven, "
+                        "httplib uses a thread per call"))
+    return err;
+  if (auto err = at_least("PGW_TRANSPORT_THREADS", g.transport_threads, 0,
+                          "beast transport loop threads, 0 = one per core"))
+    return err;
+  if (g.transport_threads > 1024)
+    return violation("PGW_TRANSPORT_THREADS",
+                     std::to_string(g.transport_threads),
+                     "must be at most 1024",
+                     "beast transport loop threads, 0 = one per core");
   if (auto err = positive("PGW_CACHE_TTL_S", g.cache_ttl_s,
                           "cache entry lifetime"))
     return err;
@@ -612,6 +624,11 @@ const no_effect_row no_effect_table[] = {
    [](const target& t) {
      return t.scope->cache.max_bytes != default_scope.cache.max_bytes
             && t.global->cache_backend != "memory";
+   }},
+  {level::global, "PGW_TRANSPORT_THREADS", "PGW_TRANSPORT is httplib",
+   [](const target& t) {
+     return t.global->transport_threads != default_global.transport_threads
+            && t.global->transport == "httplib";
    }},
   {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {

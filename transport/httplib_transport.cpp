@@ -1,15 +1,10 @@
 #include "transport/httplib_transport.hpp"
 
 #include "config/limits.hpp"
-#include "config/log.hpp"
-#include "config/scrub.hpp"
-#include "config/url.hpp"
-#include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
 #include "transport/io_pool.hpp"
-#include "transport/retry_after.hpp"
 #include "transport/socket_bytes.hpp"
-#include "transport/sse_parser.hpp"
+#include "transport/upstream_exchange.hpp"
 
 #include <caf/send.hpp>
 
@@ -24,8 +19,6 @@
 #include <optional>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <queue>
-#include <set>
 #include <sys/socket.h>
 #include <unistd.h>
 #include <thread>
@@ -45,63 +38,6 @@ steady::duration seconds(double s) {
   return saturating_duration<steady::duration>(s);
 }
 
-/// Header phase bounds (SPEC §12): more is `malformed_response`.
-constexpr size_t max_header_lines = 100;
-constexpr size_t max_header_bytes = 64 * 1024;
-
-/// How long a stream may go on after `[DONE]` (the chunked terminator is
-/// expected at once) and after a `finish_reason` (waiting for usage).
-constexpr double drain_after_done_s = 0.05;
-constexpr double wait_after_finish_s = 2.0;
-
-/// Room for the JSON envelope around a non-streamed answer.
-constexpr size_t body_envelope_bytes = 64 * 1024;
-
-/// True when the source's HEADERS set `name` (any case).
-bool source_sets_header(const source_config& src, std::string_view name) {
-  for (auto& kv : src.headers) {
-    if (kv.first.size() != name.size())
-      continue;
-    bool same = true;
-    for (size_t i = 0; i < name.size() && same; ++i)
-      same = std::tolower(static_cast<unsigned char>(kv.first[i]))
-             == std::tolower(static_cast<unsigned char>(name[i]));
-    if (same)
-      return true;
-  }
-  return false;
-}
-
-/// Where a source's requests go: taken apart once by the project's URL
-/// parser (config/url.hpp), so host and port reach the HTTP client as they
-/// are (IPv6 literals included) and never a URL string it parses again.
-struct upstream_target {
-  bool tls = false;
-  std::string host; ///< IPv6 without brackets
-  int port = 80;
-  std::string host_header; ///< `host[:port]`, IPv6 in brackets
-  std::string prefix;      ///< the path before /chat/completions, no '/' last
-};
-
-upstream_target target_of(const std::string& base_url) {
-  upstream_target t;
-  url_parts parts;
-  parse_url(base_url, parts); // validated before any source exists
-  t.tls = parts.scheme == "https";
-  t.host = parts.host;
-  t.port = parts.port ? *parts.port : t.tls ? 443 : 80;
-  t.host_header = parts.authority();
-  t.prefix = parts.path;
-  while (!t.prefix.empty() && t.prefix.back() == '/')
-    t.prefix.pop_back();
-  return t;
-}
-
-/// Why the watchdog stopped a call; `drain` and `after_finish` end a stream
-/// that is already complete (or cut), not a timeout.
-enum class timeout_kind : int { none = 0, total, ttft, idle, drain,
-                                after_finish, head };
-
 /// The socket a pooled connection uses now, so the header guard can see
 /// how much the upstream sent.
 struct fd_slot {
@@ -120,33 +56,8 @@ fd_slot& slot_of(pooled_client& cli) {
   return dynamic_cast<fd_slot&>(cli);
 }
 
-/// True when this process cannot create a socket right now (EMFILE,
-/// ENFILE, ENOBUFS, ENOMEM): a connect that failed was our failure.
-bool local_resources_exhausted() {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd >= 0) {
-    ::close(fd);
-    return false;
-  }
-  return errno == EMFILE || errno == ENFILE || errno == ENOBUFS
-         || errno == ENOMEM;
-}
-
 uint64_t bytes_received(int fd) {
   return tcp_bytes_received(fd);
-}
-
-const char* reason_of(timeout_kind k) {
-  switch (k) {
-    case timeout_kind::total:
-      return "total_timeout";
-    case timeout_kind::ttft:
-      return "ttft_timeout";
-    case timeout_kind::idle:
-      return "idle_timeout";
-    default:
-      return "timeout";
-  }
 }
 
 } // namespace
@@ -262,11 +173,7 @@ struct httplib_transport::impl {
   std::unordered_map<std::string, std::vector<std::shared_ptr<pooled_client>>>
     idle_conns;
 
-  // -- Retry-After warnings: once per source --
-  std::mutex warn_mtx;
-  std::set<std::string> warned_non_finite;
-  std::set<std::string> warned_capped;
-  std::optional<steady::time_point> last_local_warning;
+  transport_warnings warn;
 
   // -- watchdog --
   // Calls by their next deadline. A call is in it while it runs: moved when
@@ -462,36 +369,6 @@ struct httplib_transport::impl {
       idle.push_back(std::move(cli));
   }
 
-  void warn_non_finite(const source_config& src) {
-    std::lock_guard<std::mutex> guard{warn_mtx};
-    if (warned_non_finite.insert(pool_key(src)).second)
-      log::warn("transport",
-                "source {}/{} sent a non-finite Retry-After; ignored",
-                src.scope, src.name);
-  }
-
-  /// Once per 10 s at most: local exhaustion comes in bursts.
-  void warn_local_exhaustion() {
-    auto now = steady::now();
-    std::lock_guard<std::mutex> guard{warn_mtx};
-    if (last_local_warning && now - *last_local_warning < std::chrono::seconds{10})
-      return;
-    last_local_warning = now;
-    log::warn("transport", "cannot open sockets: file descriptors or memory "
-                           "exhausted in this process (raise ulimit -n or "
-                           "lower concurrency); calls fail with "
-                           "local_resource_exhausted");
-  }
-
-  void warn_capped(const source_config& src, double seconds) {
-    std::lock_guard<std::mutex> guard{warn_mtx};
-    if (warned_capped.insert(pool_key(src)).second)
-      log::warn("transport",
-                "source {}/{} sent a Retry-After of {:.0f} s; capped at 30 "
-                "days (and at BREAKER__MAX_COOLDOWN_S)",
-                src.scope, src.name, seconds);
-  }
-
   void run(const std::shared_ptr<call_state>& st);
 };
 
@@ -568,77 +445,22 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
 
   httplib::Request req;
   req.method = "POST";
-  auto kind = st->call.kind;
-  bool embeddings = kind != upstream_kind::chat; // a raw 2xx body
-  req.path = target.prefix
-             + (kind == upstream_kind::embeddings  ? "/embeddings"
-                : kind == upstream_kind::ocr_text  ? "/ocr/text"
-                : kind == upstream_kind::ocr_parse ? "/parse?return_type="
-                                                     "content_list_json"
-                                                   : "/chat/completions");
-  req.set_header("Host", target.host_header);
+  req.path = request_path(target, st->call.kind);
   req.body = st->call.body;
-  req.set_header("Content-Type", st->call.content_type.empty()
-                                   ? "application/json"
-                                   : st->call.content_type);
-  req.set_header("Accept",
-                 st->call.stream ? "text/event-stream" : "application/json");
-  req.set_header("User-Agent", "pgw/0.1");
-  bool decompress = source_sets_header(src, "Accept-Encoding");
-  if (!decompress)
-    req.set_header("Accept-Encoding", "identity");
-  if (!src.api_key.empty())
-    req.set_header("Authorization", "Bearer " + src.api_key);
-  for (auto& [k, v] : src.headers)
+  for (auto& [k, v] : request_headers(st->call, target))
     req.set_header(k, v);
 
-  int status = 0;
-  bool sse_mode = false;
-  std::string retry_after, retry_after_ms;
-  bool has_retry_after = false, has_retry_after_ms = false;
-  std::string body;
-  bool body_too_big = false;
-  bool answer_too_big = false;
-  // Why the header phase was refused ("" = it was not).
-  std::string bad_head;
-  std::string location;
-  auto answer_cap = static_cast<size_t>(
-    std::max<int64_t>(src.max_response_bytes, 1));
-  sse_parser parser;
-  stream_accumulator acc{answer_cap};
-  std::vector<sse_event> events;
-  bool done_seen = false;
-  bool error_seen = false;
+  response_reader reader{st->call, opts.max_body_bytes};
 
   req.response_handler = [&](const httplib::Response& r) {
     st->in_head.store(false);
-    status = r.status;
+    reader.on_status(r.status);
     res.upstream_reached = true;
-    size_t head_bytes = 0;
     for (auto& kv : r.headers)
-      head_bytes += kv.first.size() + kv.second.size() + 4;
-    if (r.headers.size() > max_header_lines || head_bytes > max_header_bytes) {
-      bad_head = "headers_too_large";
+      if (!reader.on_field(kv.first, kv.second))
+        return false;
+    if (!reader.on_header_end())
       return false;
-    }
-    auto encoding = r.get_header_value("Content-Encoding");
-    if (!decompress && !encoding.empty() && encoding != "identity") {
-      bad_head = "unexpected_content_encoding";
-      return false;
-    }
-    if (status >= 300 && status < 400)
-      location = r.get_header_value("Location");
-    if (r.has_header("Retry-After")) {
-      has_retry_after = true;
-      retry_after = r.get_header_value("Retry-After");
-    }
-    if (r.has_header("retry-after-ms")) {
-      has_retry_after_ms = true;
-      retry_after_ms = r.get_header_value("retry-after-ms");
-    }
-    auto ctype = r.get_header_value("Content-Type");
-    sse_mode = st->call.stream && status >= 200 && status < 300
-               && ctype.find("text/event-stream") != std::string::npos;
     st->touch();
     return !st->cancelled.load();
   };
@@ -646,58 +468,23 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     if (st->cancelled.load())
       return false;
     st->touch();
-    if (!sse_mode) {
-      if (body.size() + n > opts.max_body_bytes) {
-        body_too_big = true;
-        return false;
-      }
-      if (body.size() + n > answer_cap + body_envelope_bytes) {
-        answer_too_big = true;
-        return false;
-      }
-      body.append(data, n);
-      return true;
+    auto step = reader.on_body(data, n);
+    if (step.first_token && !st->first_token.exchange(true)) {
+      res.ttft_ms = ms_between(st->started, steady::now());
+      caf::anon_send(st->sink, atom::first_token_v, st->tag);
+      // The idle deadline may come before the one being watched; later
+      // moves only push it back, which the watchdog handles lazily.
+      watch(st, st->deadline().first);
     }
-    // After [DONE] nothing more is read: bytes that follow close the
-    // connection (a well-behaved server sends only the chunked terminator).
-    if (done_seen)
-      return false;
-    parser.feed(data, n, events);
-    size_t handled = 0;
-    for (auto& ev : events) {
-      if (done_seen || error_seen)
-        break;
-      ++handled;
-      bool was_finished = acc.finished();
-      switch (acc.on_event(ev)) {
-        case stream_accumulator::step::first_token:
-          if (!st->first_token.exchange(true)) {
-            res.ttft_ms = ms_between(st->started, steady::now());
-            caf::anon_send(st->sink, atom::first_token_v, st->tag);
-            // The idle deadline may come before the one being watched; later
-            // moves only push it back, which the watchdog handles lazily.
-            watch(st, st->deadline().first);
-          }
-          break;
-        case stream_accumulator::step::done:
-          done_seen = true;
-          st->done_at.store(steady::now().time_since_epoch().count());
-          watch(st, st->deadline().first);
-          break;
-        case stream_accumulator::step::error:
-          error_seen = true;
-          break;
-        default:
-          break;
-      }
-      if (!was_finished && acc.finished()) {
-        st->finish_at.store(steady::now().time_since_epoch().count());
-        watch(st, st->deadline().first);
-      }
+    if (step.done) {
+      st->done_at.store(steady::now().time_since_epoch().count());
+      watch(st, st->deadline().first);
     }
-    bool trailing = done_seen && handled < events.size();
-    events.clear();
-    return !(error_seen || trailing || parser.failed());
+    if (step.finished) {
+      st->finish_at.store(steady::now().time_since_epoch().count());
+      watch(st, st->deadline().first);
+    }
+    return step.keep_reading;
   };
 
   st->started = steady::now();
@@ -709,7 +496,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   // A reused keep-alive connection the upstream closed while it was idle
   // fails before any response byte: retried once on a fresh connection,
   // transparently (no breaker, no retry budget).
-  if (!sent && was_reused && status == 0 && !st->cancelled.load()
+  if (!sent && was_reused && reader.status() == 0 && !st->cancelled.load()
       && (err == httplib::Error::Read || err == httplib::Error::Write)) {
     cli = acquire(src, target, nullptr);
     if (attach(cli)) {
@@ -732,69 +519,22 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     return; // the attempt is gone; it settles on its own (SPEC §8)
   res.latency_ms = ms_between(st->started, ended);
 
-  if (sse_mode) {
-    parser.finish(events);
-    for (auto& ev : events) {
-      if (done_seen || error_seen)
-        break;
-      auto step = acc.on_event(ev);
-      if (step == stream_accumulator::step::done)
-        done_seen = true;
-      else if (step == stream_accumulator::step::error)
-        error_seen = true;
-    }
-    res.malformed_events = acc.malformed();
-  }
-
-  bool reusable = false;
-  if (fired == timeout_kind::head)
-    bad_head = "headers_too_large";
-  if (!bad_head.empty()) {
-    res.kind = outcome::transient;
-    res.reason = "malformed_response";
-    res.error_message = bad_head;
-  } else if (fired != timeout_kind::none) {
-    // A stream that already had its finish_reason is complete (SPEC §10):
-    // silence while waiting for usage or [DONE] does not spoil it.
-    if (sse_mode && (acc.finished() || done_seen)) {
-      acc.finish(res);
-    } else {
-      res.kind = outcome::transient;
-      res.reason = reason_of(fired);
-      // Request bytes may have gone out unless the connection never opened.
-      res.upstream_reached = res.upstream_reached
-                             || (err != httplib::Error::Connection
-                                 && err != httplib::Error::ConnectionTimeout
-                                 && err != httplib::Error::SSLConnection);
-    }
-  } else if (sse_mode && parser.failed()) {
-    res.kind = outcome::result_invalid;
-    res.reason = "sse_line_too_long";
-  } else if (sse_mode) {
-    // EOF, [DONE], an error event or a broken connection: the accumulator
-    // decides (complete only after a finish_reason).
-    acc.finish(res);
-    reusable = sent && done_seen;
-  } else if (!sent && status == 0) {
-    res.kind = outcome::transient;
+  bool connected = err != httplib::Error::Connection
+                   && err != httplib::Error::ConnectionTimeout
+                   && err != httplib::Error::SSLConnection;
+  auto failure = [&](attempt_result& r) {
     switch (err) {
       case httplib::Error::Connection:
-        res.upstream_reached = false;
+        r.upstream_reached = false;
         if (local_resources_exhausted()) {
-          // Our process, not the upstream: no breaker, no health sample
-          // (source_rejected feeds neither), nothing was sent (settles 0).
-          res.kind = outcome::source_rejected;
-          res.reason = "local_resource_exhausted";
-          res.error_message = "this process cannot open a socket (file "
-                              "descriptors or memory exhausted)";
-          warn_local_exhaustion();
+          fail_local_exhaustion(r, warn);
           break;
         }
-        res.reason = "connect_error";
+        r.reason = "connect_error";
         break;
       case httplib::Error::ConnectionTimeout:
-        res.reason = "connect_timeout";
-        res.upstream_reached = false;
+        r.reason = "connect_timeout";
+        r.upstream_reached = false;
         break;
       case httplib::Error::SSLConnection:
       case httplib::Error::SSLLoadingCerts:
@@ -802,68 +542,17 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         // Which failure it was: handshake, unknown CA, host name, expiry.
         if (auto* tls = dynamic_cast<httplib::SSLClient*>(cli.get()))
           classify_tls_failure(err == httplib::Error::SSLServerVerification,
-                               tls->get_openssl_verify_result(), res);
+                               tls->get_openssl_verify_result(), r);
         else
-          classify_tls_failure(false, 0, res);
-        break;
-      case httplib::Error::Write:
-        res.reason = "write_error";
-        res.upstream_reached = true;
+          classify_tls_failure(false, 0, r);
         break;
       default:
-        // The request went out and the connection died before a status line
-        // (a reset, or the server closed it).
-        res.reason = "reset";
-        res.upstream_reached = true;
+        fail_before_status(r, err == httplib::Error::Write);
         break;
     }
-  } else if (body_too_big) {
-    res.kind = outcome::result_invalid;
-    res.reason = "body_too_large";
-  } else if (answer_too_big) {
-    res.kind = outcome::source_rejected;
-    res.reason = reason_response_too_large;
-  } else if (!sent) {
-    res.kind = outcome::transient;
-    res.reason = "body_cut";
-  } else if (status >= 200 && status < 300 && embeddings) {
-    res.kind = outcome::ok;
-    res.reason = "ok";
-    res.content = std::move(body);
-    reusable = true;
-  } else if (status >= 200 && status < 300) {
-    decode_chat_completion(body, res);
-    if (res.content.size() + res.reasoning_content.size() > answer_cap) {
-      res.content.clear();
-      res.reasoning_content.clear();
-      res.kind = outcome::source_rejected;
-      res.reason = reason_response_too_large;
-    }
-    reusable = true;
-  } else {
-    classify_http_error(status, body, res);
-    if (status >= 300 && status < 400) // never followed (SPEC §12)
-      res.error_message = scrub("redirect to " + location.substr(0, 500));
-    reusable = true;
-  }
-  if (status != 0)
-    res.http_status = status;
-  if (has_retry_after || has_retry_after_ms) {
-    auto ra = parse_retry_after(has_retry_after ? &retry_after : nullptr,
-                                has_retry_after_ms ? &retry_after_ms : nullptr,
-                                std::chrono::system_clock::now());
-    if (ra.non_finite)
-      warn_non_finite(src);
-    if (ra.seconds && *ra.seconds > max_duration_s) {
-      // Far future (year 9999, 1e11 s): capped here at 30 days, and at the
-      // scope's BREAKER__MAX_COOLDOWN_S by the gateway.
-      warn_capped(src, *ra.seconds);
-      ra.seconds = max_duration_s;
-    }
-    if (ra.seconds)
-      res.retry_after_s = *ra.seconds;
-  }
-  if (reusable && fired == timeout_kind::none)
+  };
+  bool reusable = reader.complete(res, fired, sent, connected, warn, failure);
+  if (reusable)
     give_back(src, std::move(cli));
   caf::anon_send(st->sink, atom::done_v, st->tag, std::move(res));
 }

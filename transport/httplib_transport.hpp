@@ -7,23 +7,11 @@
 /// the connection within milliseconds.
 
 #include "transport/transport.hpp"
+#include "transport/transport_stats.hpp"
 
 #include <memory>
 
 namespace pgw {
-
-/// Counters of one transport instance.
-struct transport_stats {
-  uint64_t started = 0;
-  uint64_t finished = 0;
-  uint64_t cancelled = 0;
-  uint64_t connections_opened = 0; ///< new TCP connections
-  uint64_t connections_reused = 0; ///< requests on a pooled connection
-  size_t io_threads = 0;
-  size_t watched = 0; ///< calls the timeout watchdog tracks (those running)
-  /// Times a new deadline woke the watchdog (one earlier than its wait).
-  uint64_t watchdog_wakes = 0;
-};
 
 class httplib_transport : public transport {
 public:

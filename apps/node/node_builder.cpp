@@ -8,6 +8,7 @@
 #include "backends/redis/client.hpp"
 #include "backends/redis/governance.hpp"
 #include "backends/redis/limiter.hpp"
+#include "transport/beast_transport.hpp"
 #include "transport/httplib_transport.hpp"
 
 #include <caf/actor_system.hpp>
@@ -16,6 +17,13 @@
 namespace pgw {
 
 namespace {
+
+/// The upstream transport PGW_TRANSPORT names (validated: beast or httplib).
+transport_ptr make_transport(const global_config& g) {
+  if (g.transport == "httplib")
+    return make_httplib_transport();
+  return make_beast_transport(static_cast<size_t>(g.transport_threads));
+}
 
 /// Redis governance, when the settings ask for it: one client and one pool
 /// of I/O threads shared by every source's limiter and breaker.
@@ -128,7 +136,7 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
     opts.own_telemetry = true;
   }
   return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
-                       make_httplib_transport(), std::move(opts));
+                       make_transport(cfg.global), std::move(opts));
 }
 
 } // namespace pgw

@@ -295,6 +295,10 @@ int bench_inflight(const std::vector<std::string>& args) {
     // One failure is one error here: no retries to hide it.
     {"BENCH__MAX_ATTEMPTS", "1"},
   };
+  // The transport under test comes from the environment (PGW_TRANSPORT).
+  for (auto key : {"PGW_TRANSPORT", "PGW_TRANSPORT_THREADS"})
+    if (auto* value = std::getenv(key))
+      env[key] = value;
   auto cfg = load_settings(env);
   if (!cfg) {
     std::fprintf(stderr, "bench: %s\n", describe(cfg.error()).c_str());

@@ -1,10 +1,12 @@
 // TLS as a user meets it (issue 12, item 7): the simulator behind stunnel4
 // with a throwaway CA made by the test. Verification stays on; a refused
-// certificate names its kind and is not retried on that source.
+// certificate names its kind and is not retried on that source. Each case
+// runs once per transport (PGW_TRANSPORT=beast|httplib).
 
 #include "fixtures/process.hpp"
 #include "fixtures/sim_process.hpp"
 #include "fixtures/tls_proxy.hpp"
+#include "fixtures/transport_kinds.hpp"
 
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
@@ -17,8 +19,14 @@ namespace {
 
 struct tls_fixture {
   sim_process sim{{"--seed", "7"}};
+  std::string transport;
+
+  explicit tls_fixture(std::string kind) : transport(std::move(kind)) {
+    // nop
+  }
 
   run_result chat(const std::string& base_url, std::vector<std::string> env) {
+    env.push_back("PGW_TRANSPORT=" + transport);
     env.push_back("LLM__GENERIC__A__BASE_URL=" + base_url);
     env.push_back("LLM__GENERIC__A__MODEL=ok");
     return run_program({PGW_ACTOR_BIN, "chat", "--json", "hi"}, env);
@@ -38,7 +46,7 @@ json::object error_of(const run_result& r) {
 
 } // namespace
 
-TEST_CASE_FIXTURE(tls_fixture, "TLS: a source's CA_FILE or SSL_CERT_FILE trusts the test CA") {
+PGW_TRANSPORT_CASE(tls_fixture, "TLS: a source's CA_FILE or SSL_CERT_FILE trusts the test CA") {
   tls_proxy tls{sim.port()};
   auto with_ca = chat(tls.base_url(), {"LLM__GENERIC__A__CA_FILE=" + tls.ca_file()});
   INFO(with_ca.err);
@@ -49,7 +57,7 @@ TEST_CASE_FIXTURE(tls_fixture, "TLS: a source's CA_FILE or SSL_CERT_FILE trusts 
   CHECK(requests() == 2);
 }
 
-TEST_CASE_FIXTURE(tls_fixture, "TLS: an unknown CA is tls_unknown_ca, asked once, never reached") {
+PGW_TRANSPORT_CASE(tls_fixture, "TLS: an unknown CA is tls_unknown_ca, asked once, never reached") {
   tls_proxy tls{sim.port()};
   auto r = chat(tls.base_url(), {"LLM__MAX_ATTEMPTS=3"});
   CHECK(r.exit_code == 4);
@@ -62,7 +70,7 @@ TEST_CASE_FIXTURE(tls_fixture, "TLS: an unknown CA is tls_unknown_ca, asked once
   CHECK(requests() == 0);
 }
 
-TEST_CASE_FIXTURE(tls_fixture, "TLS: a certificate for another name is tls_hostname_mismatch") {
+PGW_TRANSPORT_CASE(tls_fixture, "TLS: a certificate for another name is tls_hostname_mismatch") {
   tls_proxy tls{sim.port(), "DNS:wrong.example"};
   auto r = chat(tls.base_url(), {"LLM__GENERIC__A__CA_FILE=" + tls.ca_file()});
   CHECK(r.exit_code == 4);

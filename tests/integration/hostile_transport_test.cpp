@@ -1,4 +1,5 @@
-// The cpp-httplib transport against hostile upstreams written outside the
+// Both upstream transports (beast, cpp-httplib; each case runs once per
+// transport, fixtures/transport_kinds.hpp) against hostile upstreams written outside the
 // project (raw sockets, SPEC 12): endless answers and headers are cut at
 // their caps, encodings nobody asked for are refused, [DONE] and
 // finish_reason end a stream at once, echoed secrets are scrubbed,
@@ -9,7 +10,7 @@
 #include "fixtures/raw_upstream.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
-#include "transport/httplib_transport.hpp"
+#include "fixtures/transport_kinds.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -79,8 +80,14 @@ void hang(raw_upstream& up, int fd) {
 struct fixture {
   config cfg;
   caf::actor_system sys{cfg};
-  std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+  test_transport made;
+  transport_ptr tp;
   int sources = 0;
+
+  explicit fixture(const std::string& kind)
+    : made(make_test_transport(kind)), tp(made.tp) {
+    // nop
+  }
 
   std::shared_ptr<source_config> source(const raw_upstream& up) {
     auto src = std::make_shared<source_config>();
@@ -126,7 +133,7 @@ struct fixture {
 
 } // namespace
 
-TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
+PGW_TRANSPORT_CASE(fixture, "an endless stream of 1 MB tokens is cut at "
                            "MAX_RESPONSE_BYTES") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     auto ev = event(delta(std::string(1 << 20, 'x')));
@@ -157,7 +164,7 @@ TEST_CASE_FIXTURE(fixture, "an endless stream of 1 MB tokens is cut at "
   CHECK(r.result.reason == "response_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "identity is asked for, an encoded answer is "
+PGW_TRANSPORT_CASE(fixture, "identity is asked for, an encoded answer is "
                            "refused") {
   std::string accept;
   raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
@@ -173,7 +180,65 @@ TEST_CASE_FIXTURE(fixture, "identity is asked for, an encoded answer is "
   CHECK(r.result.error_message == "unexpected_content_encoding");
 }
 
-TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
+namespace {
+
+// gzip of a chat completion answering "zipped" (python: gzip.compress).
+const char gzip_answer[] =
+  "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\x0d\xc9\x31\x0e\x80\x20\x0c\x05"
+  "\xd0\xbb\xfc\x99\xc1\xb9\x57\x31\xc6\x90\x52\xa5\x83\x2d\xb1\x0c\x46\xc2"
+  "\xdd\xf5\xad\x6f\x80\xab\x2b\x4b\x80\xd6\x01\xb5\x22\x0f\x68\x49\xb8\x24"
+  "\x22\x9f\x02\x1a\x60\xb7\x2e\xd6\x41\x78\xb5\x35\x29\x98\x09\x87\x9a\x46"
+  "\xdd\x6f\xc9\xe1\xf6\x4f\x74\x6f\x98\xdb\xfc\x00\x51\x57\x40\x82\x4f\x00"
+  "\x00\x00";
+
+// gzip of an SSE stream: deltas "z0", "z1", "z2", a finish_reason, [DONE].
+const char gzip_stream[] =
+  "\x1f\x8b\x08\x00\x00\x00\x00\x00\x02\x03\xad\xcc\xb1\x0a\x83\x30\x10\x06"
+  "\xe0\x3d\x4f\x51\xfe\xd9\xc1\x3a\xde\xac\xab\x3e\x80\x88\x04\x73\x62\x20"
+  "\x5c\xa4\xb9\x42\x51\xf2\xee\xed\x58\x70\x12\x9d\x3f\xf8\x9c\x55\x4b\x8f"
+  "\x1d\xd3\x12\xfd\xc4\x09\xd4\xef\xf0\xe2\xf8\x03\x2a\x0b\x38\x0e\x6a\x41"
+  "\x3f\x8e\xa2\x2c\x0a\xc2\x56\x22\x17\x98\xbd\xf8\xb4\x8c\x2f\xb6\x29\x0a"
+  "\x48\xde\x21\xe4\x21\x1b\xe3\x4e\x77\xcf\x7b\xbb\xea\x7a\x77\x0c\x90\x34"
+  "\xae\xf8\x2b\xfa\xba\x6b\x9b\xc1\x98\x2f\xeb\x70\x05\xc1\x3e\x01\x00\x00";
+
+} // namespace
+
+PGW_TRANSPORT_CASE(fixture, "an encoding the source's HEADERS asked for is "
+                            "decoded, a body that does not decode fails "
+                            "(transient)") {
+  for (bool stream : {false, true}) {
+    CAPTURE(stream);
+    std::string accept;
+    raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+      accept = raw_upstream::header(req, "accept-encoding");
+      auto gz = stream ? std::string(gzip_stream, sizeof(gzip_stream) - 1)
+                       : std::string(gzip_answer, sizeof(gzip_answer) - 1);
+      u.send_all(fd, std::string("HTTP/1.1 200 OK\r\nContent-Type: ")
+                       + (stream ? "text/event-stream" : "application/json")
+                       + "\r\nContent-Encoding: gzip\r\nContent-Length: "
+                       + std::to_string(gz.size()) + "\r\n\r\n" + gz);
+    }};
+    auto src = source(up);
+    src->headers.emplace_back("Accept-Encoding", "gzip");
+    auto r = run(src, stream);
+    CHECK(accept == "gzip");
+    CAPTURE(r.result.reason);
+    CHECK(r.result.kind == outcome::ok);
+    CHECK(r.result.content == (stream ? "z0z1z2" : "zipped"));
+  }
+  raw_upstream bad{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   "Content-Encoding: gzip\r\nContent-Length: 8\r\n\r\n"
+                   "notgzip!");
+  }};
+  auto src = source(bad);
+  src->headers.emplace_back("Accept-Encoding", "gzip");
+  auto r = run(src, false);
+  // beast: malformed_response; cpp-httplib: body_cut.
+  CHECK(r.result.kind == outcome::transient);
+}
+
+PGW_TRANSPORT_CASE(fixture, "headers forever, or too many, are "
                            "malformed_response") {
   raw_upstream endless{[](raw_upstream& u, int fd, const std::string&) {
     if (!u.send_all(fd, "HTTP/1.1 200 OK\r\n"))
@@ -200,7 +265,7 @@ TEST_CASE_FIXTURE(fixture, "headers forever, or too many, are "
   CHECK(r.result.error_message == "headers_too_large");
 }
 
-TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once, finish_reason "
+PGW_TRANSPORT_CASE(fixture, "[DONE] ends the attempt at once, finish_reason "
                            "waits at most 2 s for usage") {
   raw_upstream done_then_hang{[](raw_upstream& u, int fd, const std::string&) {
     if (u.send_all(fd, sse_head + event(delta("hi", "\"stop\""))
@@ -227,7 +292,7 @@ TEST_CASE_FIXTURE(fixture, "[DONE] ends the attempt at once, finish_reason "
   CHECK(r.elapsed_s < 5);
 }
 
-TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
+PGW_TRANSPORT_CASE(fixture, "an upstream echoing the Authorization header "
                            "leaks nothing") {
   for (int status : {401, 400, 500, 200}) {
     CAPTURE(status);
@@ -251,7 +316,7 @@ TEST_CASE_FIXTURE(fixture, "an upstream echoing the Authorization header "
   }
 }
 
-TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
+PGW_TRANSPORT_CASE(fixture, "a redirect is source_rejected and not followed") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     u.send_all(fd, response(302,
                             "Location: http://evil.example/?t=Bearer "
@@ -266,7 +331,7 @@ TEST_CASE_FIXTURE(fixture, "a redirect is source_rejected and not followed") {
   CHECK(up.connections() == 1);
 }
 
-TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
+PGW_TRANSPORT_CASE(fixture, "a far-future Retry-After is capped at 30 days") {
   for (std::string v : {"Fri, 31 Dec 9999 23:59:59 GMT", "1e11"}) {
     CAPTURE(v);
     raw_upstream up{[v](raw_upstream& u, int fd, const std::string&) {
@@ -280,7 +345,7 @@ TEST_CASE_FIXTURE(fixture, "a far-future Retry-After is capped at 30 days") {
   }
 }
 
-TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
+PGW_TRANSPORT_CASE(fixture, "IPv6 literals and upper-case URLs reach the "
                            "upstream") {
   std::string host;
   raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
@@ -299,7 +364,7 @@ TEST_CASE_FIXTURE(fixture, "IPv6 literals and upper-case URLs reach the "
   CHECK(host == "[::ffff:7f00:1]:" + std::to_string(up.port()));
 }
 
-TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
+PGW_TRANSPORT_CASE(fixture, "a stale keep-alive connection is retried once "
                            "on a fresh one") {
   // Answers the first request of a connection with keep-alive; closes on
   // the next one without a byte (an upstream dropping idle connections
@@ -322,10 +387,10 @@ TEST_CASE_FIXTURE(fixture, "a stale keep-alive connection is retried once "
   }
   // Calls 2 and 3 each found the pooled connection stale and retried.
   CHECK(up.connections() == 3);
-  CHECK(tp->stats().connections_reused == 2);
+  CHECK(made.stats().connections_reused == 2);
 }
 
-TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
+PGW_TRANSPORT_CASE(fixture, "no file descriptor left is our failure, not the "
                            "upstream's") {
   raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
     u.send_all(fd, response(200, "", "{}"));
@@ -348,7 +413,7 @@ TEST_CASE_FIXTURE(fixture, "no file descriptor left is our failure, not the "
   CHECK(up.connections() == 0);
 }
 
-TEST_CASE_FIXTURE(fixture, "the simulator's hostile models, through the "
+PGW_TRANSPORT_CASE(fixture, "the simulator's hostile models, through the "
                            "transport") {
   sim_process sim{{"--seed", "3"}};
   auto from_sim = [&](const std::string& model) {
@@ -396,4 +461,48 @@ TEST_CASE_FIXTURE(fixture, "the simulator's hostile models, through the "
     CHECK(r.result.error_message.find("elsewhere.invalid")
           != std::string::npos);
   }
+}
+
+PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI, and a failed handshake "
+                            "is tls_handshake and never reached") {
+  // A listener that reads the ClientHello and hangs up.
+  int lfd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+  REQUIRE(::listen(lfd, 4) == 0);
+  socklen_t len = sizeof(addr);
+  ::getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+  std::string hello;
+  std::thread peer{[&] {
+    pollfd p{lfd, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0)
+      return;
+    int fd = ::accept(lfd, nullptr, nullptr);
+    char buf[4096];
+    pollfd q{fd, POLLIN, 0};
+    if (::poll(&q, 1, 5000) > 0) {
+      auto n = ::recv(fd, buf, sizeof(buf), 0);
+      if (n > 0)
+        hello.assign(buf, static_cast<size_t>(n));
+    }
+    ::close(fd);
+  }};
+  auto src = std::make_shared<source_config>();
+  src->scope = "LLM";
+  src->provider = "generic";
+  src->name = "tls-sni";
+  src->base_url = "https://localhost:" + std::to_string(ntohs(addr.sin_port))
+                  + "/v1";
+  src->model = "m";
+  src->timeout_s = 10;
+  src->connect_timeout_s = 5;
+  auto r = run(src, false);
+  peer.join();
+  ::close(lfd);
+  CHECK(hello.find("localhost") != std::string::npos);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "tls_handshake");
+  CHECK_FALSE(r.result.upstream_reached);
 }

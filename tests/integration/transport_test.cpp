@@ -1,12 +1,13 @@
-// The cpp-httplib transport against a real pgw-upstream-sim process: every
-// fault the simulator can produce, streaming and not, classified as SPEC §4
-// says; timeouts, cancellation and keep-alive.
+// Both upstream transports (beast, cpp-httplib) against a real
+// pgw-upstream-sim process: every fault the simulator can produce, streaming
+// and not, classified as SPEC §4 says; timeouts, cancellation and
+// keep-alive. Each case runs once per transport (fixtures/transport_kinds.hpp).
 
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "config/log.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
-#include "transport/httplib_transport.hpp"
+#include "fixtures/transport_kinds.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -70,7 +71,17 @@ struct transport_fixture {
   sim_process sim{{"--scenario", scenario, "--seed", "3"}};
   config cfg;
   caf::actor_system sys{cfg};
-  std::shared_ptr<httplib_transport> tp = std::make_shared<httplib_transport>();
+  test_transport made;
+  transport_ptr tp;
+
+  explicit transport_fixture(const std::string& kind)
+    : made(make_test_transport(kind)), tp(made.tp) {
+    // nop
+  }
+
+  transport_stats stats() {
+    return made.stats();
+  }
 
   ~transport_fixture() {
     std::remove(scenario.c_str());
@@ -149,7 +160,7 @@ struct transport_fixture {
 
 } // namespace
 
-TEST_CASE_FIXTURE(transport_fixture, "ok, non-streaming and streaming") {
+PGW_TRANSPORT_CASE(transport_fixture, "ok, non-streaming and streaming") {
   for (bool stream : {false, true}) {
     CAPTURE(stream);
     auto r = run("ok", stream);
@@ -167,7 +178,7 @@ TEST_CASE_FIXTURE(transport_fixture, "ok, non-streaming and streaming") {
   }
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "usage absent is reported as unavailable") {
+PGW_TRANSPORT_CASE(transport_fixture, "usage absent is reported as unavailable") {
   for (bool stream : {false, true}) {
     auto r = run("nousage", stream);
     CHECK(r.result.kind == outcome::ok);
@@ -175,7 +186,7 @@ TEST_CASE_FIXTURE(transport_fixture, "usage absent is reported as unavailable") 
   }
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
+PGW_TRANSPORT_CASE(transport_fixture, "HTTP errors are classified per SPEC 4") {
   struct row {
     const char* model;
     outcome kind;
@@ -206,7 +217,7 @@ TEST_CASE_FIXTURE(transport_fixture, "HTTP errors are classified per SPEC 4") {
   }
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "Retry-After is read, a 429 without one has none") {
+PGW_TRANSPORT_CASE(transport_fixture, "Retry-After is read, a 429 without one has none") {
   auto r = run("ra2", false);
   CHECK(r.result.kind == outcome::rate_limited);
   REQUIRE(r.result.retry_after_s);
@@ -220,7 +231,7 @@ TEST_CASE_FIXTURE(transport_fixture, "Retry-After is read, a 429 without one has
   CHECK(*ms.result.retry_after_s == doctest::Approx(1.5));
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a non-finite Retry-After is ignored with one warning naming the source") {
+PGW_TRANSPORT_CASE(transport_fixture, "a non-finite Retry-After is ignored with one warning naming the source") {
   std::vector<std::string> lines;
   std::mutex mtx;
   log::set_sink([&](log::level, const std::string& line) {
@@ -238,7 +249,7 @@ TEST_CASE_FIXTURE(transport_fixture, "a non-finite Retry-After is ignored with o
   CHECK(lines[0].find("inf") == std::string::npos);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a reset before headers is transient and may have reached upstream") {
+PGW_TRANSPORT_CASE(transport_fixture, "a reset before headers is transient and may have reached upstream") {
   auto r = run("reset", false);
   CHECK(r.result.kind == outcome::transient);
   CHECK(r.result.reason == "reset");
@@ -248,7 +259,7 @@ TEST_CASE_FIXTURE(transport_fixture, "a reset before headers is transient and ma
   CHECK(next.result.kind == outcome::ok);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a connect failure is transient and never reached upstream") {
+PGW_TRANSPORT_CASE(transport_fixture, "a connect failure is transient and never reached upstream") {
   auto src = source("ok");
   // A port nothing listens on: bind one, read its number, close it.
   int fd = ::socket(AF_INET, SOCK_STREAM, 0);
@@ -267,7 +278,7 @@ TEST_CASE_FIXTURE(transport_fixture, "a connect failure is transient and never r
   CHECK_FALSE(r.result.upstream_reached);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a hang is cut at TIMEOUT_S and the upstream sees the client leave") {
+PGW_TRANSPORT_CASE(transport_fixture, "a hang is cut at TIMEOUT_S and the upstream sees the client leave") {
   reset();
   auto src = source("hang");
   src->timeout_s = 0.4;
@@ -292,7 +303,7 @@ TEST_CASE_FIXTURE(transport_fixture, "a hang is cut at TIMEOUT_S and the upstrea
   CHECK(held < 400 + 200);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "TTFT_TIMEOUT_S bounds the wait for the first token, streaming only") {
+PGW_TRANSPORT_CASE(transport_fixture, "TTFT_TIMEOUT_S bounds the wait for the first token, streaming only") {
   auto src = source("slow-ttft");
   src->ttft_timeout_s = 0.3;
   auto r = run(src, true);
@@ -302,7 +313,7 @@ TEST_CASE_FIXTURE(transport_fixture, "TTFT_TIMEOUT_S bounds the wait for the fir
   CHECK_FALSE(r.first_token);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a stalled stream ends at STREAM_IDLE_TIMEOUT_S") {
+PGW_TRANSPORT_CASE(transport_fixture, "a stalled stream ends at STREAM_IDLE_TIMEOUT_S") {
   auto src = source("stall-long");
   src->stream_idle_timeout_s = 0.5;
   auto r = run(src, true);
@@ -312,15 +323,16 @@ TEST_CASE_FIXTURE(transport_fixture, "a stalled stream ends at STREAM_IDLE_TIMEO
   CHECK(r.elapsed_s < 0.5 + 1.0);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a slow but steady stream is not idle") {
+PGW_TRANSPORT_CASE(transport_fixture, "a slow but steady stream is not idle") {
   auto src = source("long-answer");
   src->stream_idle_timeout_s = 0.3;
   auto r = run(src, true);
+  CAPTURE(r.result.reason);
   CHECK(r.result.kind == outcome::ok);
   CHECK(r.result.content == sim::answer_text("long-answer", 3, 40));
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a cut stream is never a truncated success") {
+PGW_TRANSPORT_CASE(transport_fixture, "a cut stream is never a truncated success") {
   auto r = run("cut", true);
   CHECK(r.first_token);
   CHECK(r.result.kind == outcome::transient);
@@ -330,7 +342,7 @@ TEST_CASE_FIXTURE(transport_fixture, "a cut stream is never a truncated success"
   CHECK(nonstream.result.reason == "body_cut");
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a malformed event is skipped and counted") {
+PGW_TRANSPORT_CASE(transport_fixture, "a malformed event is skipped and counted") {
   auto r = run("malformed", true);
   CHECK(r.result.kind == outcome::ok);
   CHECK(r.result.malformed_events == 1);
@@ -340,13 +352,13 @@ TEST_CASE_FIXTURE(transport_fixture, "a malformed event is skipped and counted")
   CHECK(body.result.reason == "malformed_body");
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "a stream without [DONE] completes after its finish_reason") {
+PGW_TRANSPORT_CASE(transport_fixture, "a stream without [DONE] completes after its finish_reason") {
   auto r = run("nodone", true);
   CHECK(r.result.kind == outcome::ok);
   CHECK(r.result.content == sim::answer_text("nodone", 3, 20));
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "cancel closes the connection within milliseconds") {
+PGW_TRANSPORT_CASE(transport_fixture, "cancel closes the connection within milliseconds") {
   for (bool stream : {false, true}) {
     CAPTURE(stream);
     reset();
@@ -387,28 +399,29 @@ TEST_CASE_FIXTURE(transport_fixture, "cancel closes the connection within millis
   }
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "keep-alive connections are reused per source") {
+PGW_TRANSPORT_CASE(transport_fixture, "keep-alive connections are reused per source") {
   auto src = source("ok");
   for (int i = 0; i < 20; ++i)
     REQUIRE(run(src, i % 2 == 0).result.kind == outcome::ok);
-  auto st = tp->stats();
+  auto st = stats();
   CHECK(st.connections_opened <= 2);
   CHECK(st.connections_reused >= 18);
   // Finished calls leave the timeout watchdog at once (not after TIMEOUT_S).
   CHECK(st.watched == 0);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "sequential calls do not wake the "
-                                     "timeout watchdog (issue 17)") {
-  auto src = source("ok");
+TEST_CASE("httplib: sequential calls do not wake the timeout watchdog "
+          "(issue 17)") {
+  transport_fixture f{"httplib"};
+  auto src = f.source("ok");
   for (int i = 0; i < 10; ++i)
-    REQUIRE(run(src, false).result.kind == outcome::ok);
+    REQUIRE(f.run(src, false).result.kind == outcome::ok);
   // Each call's deadline is later than the one the watchdog still waits for
   // (the first call's): only the first call wakes it.
-  CHECK(tp->stats().watchdog_wakes <= 2);
+  CHECK(f.stats().watchdog_wakes <= 2);
 }
 
-TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
+PGW_TRANSPORT_CASE(transport_fixture, "the API key is sent as a bearer token") {
   reset();
   auto src = source("ok");
   src->api_key = "sk-test-not-logged";
@@ -417,4 +430,66 @@ TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].at("auth").as_bool());
   CHECK(json::serialize(entries).find("sk-test") == std::string::npos);
+}
+
+namespace {
+
+/// Threads of this process now (/proc/self/status).
+long threads_now() {
+  std::ifstream in{"/proc/self/status"};
+  std::string line;
+  while (std::getline(in, line))
+    if (line.rfind("Threads:", 0) == 0)
+      return std::stol(line.substr(8));
+  return -1;
+}
+
+} // namespace
+
+TEST_CASE("beast: calls in flight share the loop threads, and closing the "
+          "transport closes them") {
+  transport_fixture fx{"beast"};
+  fx.reset();
+  auto threads_before = threads_now();
+  caf::scoped_actor self{fx.sys};
+  std::vector<std::shared_ptr<call_handle>> handles;
+  constexpr size_t n = 200;
+  for (size_t i = 0; i < n; ++i) {
+    upstream_call call;
+    call.source = fx.source("hang");
+    call.body = fx.body("hang", true);
+    call.stream = true;
+    handles.push_back(fx.tp->start(call, caf::actor_cast<caf::actor>(self), i));
+  }
+  // Every call reaches the upstream and hangs there.
+  for (int i = 0; i < 1000 && fx.log().size() < n; ++i)
+    std::this_thread::sleep_for(10ms);
+  REQUIRE(fx.log().size() == n);
+  CHECK(fx.stats().watched == n);
+  CHECK(fx.stats().io_threads == std::max(1u, std::thread::hardware_concurrency()));
+  // No thread per call: the loops (started with the transport) carry them.
+  CHECK(threads_now() <= threads_before + 1);
+  // Closing the transport ends them at once; their cancel handles stay safe.
+  auto t0 = std::chrono::steady_clock::now();
+  fx.made = test_transport{};
+  fx.tp.reset();
+  CHECK(std::chrono::steady_clock::now() - t0 < 2s);
+  for (auto& h : handles)
+    h->cancel();
+  json::array entries;
+  for (int i = 0; i < 500; ++i) {
+    entries = fx.log();
+    size_t ended = 0;
+    for (auto& e : entries)
+      ended += e.at("ended_ms").is_null() ? 0 : 1;
+    if (ended == n)
+      break;
+    std::this_thread::sleep_for(10ms);
+  }
+  for (auto& e : entries)
+    CHECK(e.at("client_closed").as_bool());
+  bool got_done = false;
+  self->receive([&](atom::done, uint64_t, attempt_result&) { got_done = true; },
+                caf::after(std::chrono::milliseconds(50)) >> [] {});
+  CHECK_FALSE(got_done);
 }

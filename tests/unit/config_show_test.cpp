@@ -62,6 +62,8 @@ TEST_CASE("show_settings: every effective key, defaults included") {
          "PGW_PRICING_PATH=config/prices.json",
          "PGW_TELEMETRY_DB=(unset)",
          "PGW_TELEMETRY_CONTENT=off",
+         "PGW_TRANSPORT=beast",
+         "PGW_TRANSPORT_THREADS=0",
          "LLM__SELECTOR=health_aware",
          "LLM__STREAM=true",
          "LLM__MAX_ATTEMPTS=3",

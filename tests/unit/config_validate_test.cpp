@@ -357,6 +357,34 @@ TEST_CASE("governance backends are memory or redis") {
                     {"PGW_BREAKER_BACKEND", "redis"}})));
 }
 
+TEST_CASE("PGW_TRANSPORT is beast or httplib, PGW_TRANSPORT_THREADS 0..1024") {
+  CHECK(load_error(base({{"PGW_TRANSPORT", "curl"}}))
+        == "PGW_TRANSPORT=curl: must be one of beast, httplib (upstream HTTP "
+           "client: beast is event-driven, httplib uses a thread per call)");
+  CHECK(load_error(base({{"PGW_TRANSPORT_THREADS", "-1"}}))
+        == "PGW_TRANSPORT_THREADS=-1: must be an integer >= 0 (beast "
+           "transport loop threads, 0 = one per core)");
+  CHECK(load_error(base({{"PGW_TRANSPORT_THREADS", "5000"}}))
+        == "PGW_TRANSPORT_THREADS=5000: must be at most 1024 (beast "
+           "transport loop threads, 0 = one per core)");
+  auto s = load_settings(base({{"PGW_TRANSPORT", "httplib"},
+                               {"PGW_TRANSPORT_THREADS", "3"}}));
+  REQUIRE(s);
+  CHECK(s->global.transport == "httplib");
+  CHECK(s->global.transport_threads == 3);
+  auto d = load_settings(base({}));
+  REQUIRE(d);
+  CHECK(d->global.transport == "beast");
+  CHECK(d->global.transport_threads == 0);
+  // Threads only matter to beast.
+  auto w = warnings_of(base({{"PGW_TRANSPORT", "httplib"},
+                             {"PGW_TRANSPORT_THREADS", "3"}}));
+  REQUIRE(w.size() == 1);
+  CHECK(contains(w[0], "PGW_TRANSPORT_THREADS"));
+  CHECK(contains(w[0], "PGW_TRANSPORT is httplib"));
+  CHECK(warnings_of(base({{"PGW_TRANSPORT_THREADS", "3"}})).empty());
+}
+
 TEST_CASE("REDIS_URL warns as ineffective only while no backend is redis") {
   auto w = warnings_of(base({{"REDIS_URL", "redis://h:6380/1"}}));
   CHECK(w.size() == 1);
