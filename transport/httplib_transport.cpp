@@ -10,6 +10,7 @@
 #include "transport/retry_after.hpp"
 #include "transport/socket_bytes.hpp"
 #include "transport/sse_parser.hpp"
+#include "transport/stream_relay.hpp"
 
 #include <caf/send.hpp>
 
@@ -655,11 +656,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
         break;
       ++handled;
       bool was_finished = acc.finished();
-      switch (acc.on_event(ev)) {
+      // relay_event sends the first token and, when asked, the deltas.
+      switch (relay_event(acc, ev, st->call, st->sink, st->tag)) {
         case stream_accumulator::step::first_token:
           if (!st->first_token.exchange(true)) {
             res.ttft_ms = ms_between(st->started, steady::now());
-            caf::anon_send(st->sink, atom::first_token_v, st->tag);
             // The idle deadline may come before the one being watched; later
             // moves only push it back, which the watchdog handles lazily.
             watch(st, st->deadline().first);
@@ -723,7 +724,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     for (auto& ev : events) {
       if (done_seen || error_seen)
         break;
-      auto step = acc.on_event(ev);
+      auto step = relay_event(acc, ev, st->call, st->sink, st->tag);
       if (step == stream_accumulator::step::done)
         done_seen = true;
       else if (step == stream_accumulator::step::error)
