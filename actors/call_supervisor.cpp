@@ -251,10 +251,11 @@ void forward_delta(self_ptr self, stream_delta delta,
 }
 
 /// A call that never streamed (buffered upstream, cache hit, structured
-/// output): the sink gets the whole answer as one delta.
+/// output): the sink gets the whole answer as one delta (a structured
+/// call's validated JSON).
 void forward_whole_answer(self_ptr self, const chat_response& resp) {
   stream_delta d;
-  d.content = resp.content;
+  d.content = resp.parsed.empty() ? resp.content : resp.parsed;
   d.reasoning_content = resp.reasoning_content;
   for (size_t i = 0; i < resp.tool_calls.size(); ++i) {
     auto& c = resp.tool_calls[i];
