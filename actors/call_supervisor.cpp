@@ -238,8 +238,10 @@ void commit(self_ptr self, call_leg& winner) {
 void forward_delta(self_ptr self, stream_delta delta,
                    const std::string& source) {
   auto& st = self->state;
-  if (st.streamed_bytes == 0)
+  if (st.streamed_bytes == 0) {
     delta.source = source;
+    delta.cache_hit = st.cache_hit;
+  }
   int64_t bytes = static_cast<int64_t>(delta.content.size()
                                        + delta.reasoning_content.size());
   for (auto& t : delta.tool_calls)
@@ -515,13 +517,16 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   auto est = aa.granted_permit.est;
   if (hedge) {
     ++st.hedges;
-    st.round_hedged = true;
+    ++st.round_extra;
   } else {
     ++st.round;
     st.round_first_token = false;
-    st.round_hedged = false;
+    st.round_extra = 0;
+    // Extra leg k may start at k × AFTER_S (issue 17): one timer each.
     if (auto& after = st.args.scope->hedge.after_s)
-      self->delayed_send(self, to_timespan(*after), atom::hedge_v, st.round);
+      for (int64_t k = 1; k <= st.args.scope->hedge.max_extra; ++k)
+        self->delayed_send(self, to_timespan(*after * static_cast<double>(k)),
+                           atom::hedge_v, st.round);
   }
   call_leg leg;
   leg.id = aa.leg;
@@ -636,16 +641,28 @@ call_leg* live_primary(self_ptr self) {
   return nullptr;
 }
 
-/// The hedge timer of round `gen` fired.
+/// True while a leg of the current round runs.
+bool round_running(self_ptr self) {
+  auto& st = self->state;
+  return std::any_of(st.legs.begin(), st.legs.end(), [&st](const call_leg& l) {
+    return l.round == st.round && !l.done && !l.down;
+  });
+}
+
+/// The hedge timer of round `gen` fired: one more extra leg, on a source
+/// the round has not used, unless the round has all HEDGE__MAX_EXTRA of
+/// them, a token came, or nothing runs any more.
 void on_hedge_timer(self_ptr self, uint64_t gen) {
   auto& st = self->state;
-  auto primary = live_primary(self);
   if (st.finishing || gen != st.round || st.round_first_token
-      || st.round_hedged || st.hedge_admitting || primary == nullptr)
+      || st.round_extra >= st.args.scope->hedge.max_extra
+      || st.hedge_admitting || !round_running(self))
     return; // stale, disarmed by a first token, or nothing left to hedge
   admit_request req;
   req.exclude = st.excluded;
-  req.exclude.push_back(primary->source);
+  for (auto& leg : st.legs)
+    if (leg.round == st.round)
+      req.exclude.push_back(leg.source);
   req.failures = st.failures;
   req.demote = st.demoted;
   st.hedge_admitting = true;
@@ -660,7 +677,7 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
           return; // no candidate: no hedge, keep waiting, silently
         }
         if (st.finishing || gen != st.round || st.round_first_token
-            || live_primary(self) == nullptr) {
+            || !round_running(self)) {
           // The round moved on while admission ran: give it back.
           self->send(st.args.gateway, atom::abandon_v, r);
           maybe_deliver(self);

@@ -118,7 +118,8 @@ struct call_supervisor_state {
   // -- hedging (SPEC §9) --
   uint64_t round = 0;             ///< generation of the current round
   bool round_first_token = false; ///< a leg of this round streamed a token
-  bool round_hedged = false;      ///< this round already has its extra leg
+  /// Extra legs started in this round (at most HEDGE__MAX_EXTRA).
+  int64_t round_extra = 0;
   bool hedge_admitting = false;
   int32_t hedges = 0;             ///< hedge legs actually sent
 

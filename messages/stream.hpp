@@ -39,6 +39,8 @@ struct stream_delta {
   /// Set on the first delta a caller receives: the source that streams the
   /// answer (the call is committed to it).
   std::string source;
+  /// Set on the first delta too: the answer comes from the response cache.
+  bool cache_hit = false;
 
   bool empty() const {
     return content.empty() && reasoning_content.empty() && tool_calls.empty();
@@ -48,7 +50,7 @@ struct stream_delta {
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, stream_delta& x) {
   return f(caf::meta::type_name("pgw.stream_delta"), x.content,
-           x.reasoning_content, x.tool_calls, x.source);
+           x.reasoning_content, x.tool_calls, x.source, x.cache_hit);
 }
 
 } // namespace pgw

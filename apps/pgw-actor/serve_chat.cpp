@@ -291,10 +291,13 @@ void serve_live(context& ctx, httplib::Response& res,
     }));
   ls->wait_first();
   std::string source;
+  bool cache_hit = false;
   {
     std::lock_guard<std::mutex> guard{feed->mtx};
-    if (!feed->deltas.empty())
+    if (!feed->deltas.empty()) {
       source = feed->deltas.front().source;
+      cache_hit = feed->deltas.front().cache_hit;
+    }
   }
   if (source.empty() && ls->ended()) {
     auto result = ls->call->wait();
@@ -315,6 +318,7 @@ void serve_live(context& ctx, httplib::Response& res,
                            "text/event-stream");
   }
   res.set_header("x-pgw-source", source);
+  res.set_header("x-pgw-cache", cache_hit ? "hit" : "miss");
   res.set_header("x-pgw-stream-mode", "live");
   res.set_header("Cache-Control", "no-cache");
   res.set_chunked_content_provider(
