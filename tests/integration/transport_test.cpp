@@ -6,6 +6,7 @@
 #include "config/log.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
+#include "messages/stream.hpp"
 #include "transport/httplib_transport.hpp"
 
 #include <caf/actor_system.hpp>
@@ -407,4 +408,46 @@ TEST_CASE_FIXTURE(transport_fixture, "the API key is sent as a bearer token") {
   REQUIRE(entries.size() == 1);
   CHECK(entries[0].at("auth").as_bool());
   CHECK(json::serialize(entries).find("sk-test") == std::string::npos);
+}
+
+TEST_CASE_FIXTURE(transport_fixture, "forward_deltas: each delta after the first token, in order, adding up to the answer") {
+  for (bool forward : {true, false}) {
+    CAPTURE(forward);
+    caf::scoped_actor self{sys};
+    upstream_call call;
+    auto src = source("long-answer");
+    call.body = body(src->model, true);
+    call.stream = true;
+    call.source = src;
+    call.forward_deltas = forward;
+    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 9);
+    bool first_token = false;
+    bool delta_before_token = false;
+    std::string text;
+    int deltas = 0;
+    caf::optional<attempt_result> res;
+    while (!res) {
+      self->receive(
+        [&](atom::first_token, uint64_t) { first_token = true; },
+        [&](atom::delta, uint64_t tag, stream_delta& d) {
+          CHECK(tag == 9);
+          delta_before_token = delta_before_token || !first_token;
+          text += d.content;
+          ++deltas;
+        },
+        [&](atom::done, uint64_t, attempt_result& r) { res = std::move(r); },
+        caf::after(std::chrono::seconds(30)) >> [&] {
+          FAIL("no answer from the transport within 30 s");
+        });
+    }
+    REQUIRE(res->kind == outcome::ok);
+    CHECK(first_token);
+    CHECK_FALSE(delta_before_token);
+    if (forward) {
+      CHECK(deltas >= 2); // 40 tokens 20 ms apart come in several events
+      CHECK(text == res->content);
+    } else {
+      CHECK(deltas == 0);
+    }
+  }
 }
