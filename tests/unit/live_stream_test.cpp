@@ -2,9 +2,15 @@
 // stream sink commits at the first token; before the commit failover and
 // hedging are invisible, after it a failure is one `stream_interrupted`.
 
+#include "actors/client.hpp"
 #include "fixtures/actor_fixture.hpp"
 
 #include <doctest/doctest.h>
+
+#include <condition_variable>
+#include <future>
+#include <mutex>
+#include <thread>
 
 using namespace pgw;
 using namespace pgw::test;
@@ -230,4 +236,54 @@ TEST_CASE_FIXTURE(actor_fixture, "live stream: a refused request still gets its 
   CHECK(out->terminals == 1);
   CHECK(code_of(out->error) == error_code::invalid_request);
   CHECK(fake->calls().empty());
+}
+
+TEST_CASE("live stream: client::chat_stream calls back per delta; destroying the handle cancels the call") {
+  // A threaded system: the client blocks on futures, which the test
+  // coordinator cannot drive. The fake's delays are short real times.
+  caf::actor_system_config cfg;
+  pgw::add_message_types(cfg);
+  caf::actor_system sys{cfg};
+  auto fake = std::make_shared<fake_transport>();
+  auto step = fake_step::streamed({"one", "two"}, 10ms, 10ms);
+  step.hang = true; // streams, then never finishes
+  fake->script("a", {step});
+  auto sc = test_scope({"a"});
+  sc.stream = true;
+  auto gw = pgw::spawn_gateway(sys, std::make_shared<const scope_config>(sc),
+                               std::static_pointer_cast<transport>(fake),
+                               gateway_options{});
+  client cl{sys, gw};
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::string text;
+  {
+    auto call = cl.chat_stream(hello(), [&](const stream_delta& d) {
+      std::lock_guard<std::mutex> guard{mtx};
+      text += d.content;
+      cv.notify_all();
+    });
+    std::unique_lock<std::mutex> lock{mtx};
+    CHECK(cv.wait_for(lock, 10s, [&] { return text == "onetwo"; }));
+    CHECK(call.result().wait_for(0s) == std::future_status::timeout);
+  } // destroyed: the call is cancelled
+  bool cancelled = false;
+  for (int i = 0; i < 1000 && !cancelled; ++i) {
+    auto calls = fake->calls();
+    cancelled = !calls.empty() && calls[0].cancelled;
+    if (!cancelled)
+      std::this_thread::sleep_for(5ms);
+  }
+  CHECK(cancelled);
+  caf::expected<gateway_status> st{caf::error{}};
+  for (int i = 0; i < 1000; ++i) {
+    st = cl.status();
+    if (st && source(*st, "a").in_flight == 0)
+      break;
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(st);
+  CHECK(source(*st, "a").outcomes.at("cancelled") == 1);
+  check_balanced(*st);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
