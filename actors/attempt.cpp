@@ -157,6 +157,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
     call.source = st.args.source;
     call.body = std::move(*body);
     call.stream = st.args.stream;
+    call.forward_deltas = st.args.forward_deltas;
     st.handle = st.args.transport->start(std::move(call),
                                          caf::actor_cast<caf::actor>(self),
                                          st.args.leg);
@@ -171,6 +172,12 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       auto& st = self->state;
       if (!st.finished)
         self->send(st.args.supervisor, atom::first_token_v, st.args.leg);
+    },
+    [self](atom::delta, uint64_t, stream_delta& delta) {
+      auto& st = self->state;
+      if (!st.finished)
+        self->send(st.args.supervisor, atom::delta_v, st.args.leg,
+                   std::move(delta));
     },
     [self](atom::done, uint64_t, attempt_result& res) {
       auto& st = self->state;

@@ -24,6 +24,8 @@ struct attempt_args {
   std::shared_ptr<const source_config> source;
   std::shared_ptr<const chat_request> request;
   bool stream = false;
+  /// Live call: the transport's deltas are passed to the supervisor.
+  bool forward_deltas = false;
   bool hedge = false;
   /// Governance of this attempt: its limiter permit and breaker entry.
   limiter_actor limiter;
@@ -54,7 +56,8 @@ struct attempt_state {
   caf::actor_clock::time_point started_at;
 };
 
-/// Starts the request at once. Promises: forwards the first token to the
+/// Starts the request at once. Promises: forwards the first token (and,
+/// with `forward_deltas`, every delta after it, in order) to the
 /// supervisor; when the outcome is known, settles its permit by the SPEC §8
 /// rule and releases it, feeds the breaker (stamped with its epoch), reports
 /// to the gateway (selector, in-flight, cooldown memo) and to the

@@ -7,6 +7,7 @@
 #include "config/limits.hpp"
 
 #include <caf/exit_reason.hpp>
+#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <algorithm>
@@ -56,6 +57,34 @@ call_leg* find_leg(self_ptr self, uint64_t id) {
   return nullptr;
 }
 
+// -- live streaming: the decisions (issue 13) ----------------------------------
+
+/// A live call forwards deltas as they come; a structured-output call never
+/// does (its answer is validated and repaired first), so it is delivered as
+/// one delta at the end, like a buffered answer.
+bool is_live(const call_supervisor_state& st) {
+  return static_cast<bool>(st.args.sink) && st.args.request->schema.empty();
+}
+
+/// True when `leg`'s first token commits the call: live, not yet
+/// committed, and the call is still running.
+bool commits_on_first_token(const call_supervisor_state& st) {
+  return is_live(st) && st.committed == 0 && !st.finishing;
+}
+
+/// Only the committed leg's deltas reach the sink, and none once the
+/// call's result is decided (the terminal event is the last message).
+bool forwards_delta(const call_supervisor_state& st, uint64_t leg) {
+  return st.committed == leg && !st.finishing;
+}
+
+/// After the commit a failure cannot be retried: the caller has part of
+/// one source's answer. A caller's cancellation stays `cancelled`.
+bool interrupts_stream(const call_supervisor_state& st, error_code code) {
+  return st.committed != 0 && code != error_code::cancelled
+         && code != error_code::stream_interrupted;
+}
+
 /// The cost of `leg` (see actors/accounting.hpp), when known.
 caf::optional<double> leg_cost(self_ptr self, const call_leg& leg) {
   auto& st = self->state;
@@ -103,6 +132,7 @@ void write_rows(self_ptr self) {
 }
 
 void settle_cache(self_ptr self);
+void send_terminal(self_ptr self);
 
 /// Delivers the decided result once every attempt is gone, then quits.
 void maybe_deliver(self_ptr self) {
@@ -118,6 +148,7 @@ void maybe_deliver(self_ptr self) {
       st.response->stats.total_latency_ms = ms_since(self, st.started_at);
     write_rows(self);
     settle_cache(self);
+    send_terminal(self);
     if (st.response)
       st.promise.deliver(std::move(*st.response));
     else
@@ -131,28 +162,93 @@ void maybe_deliver(self_ptr self) {
   self->quit();
 }
 
+/// Stops a running leg (its exit handler settles and closes the
+/// connection) and counts it as a loser labelled `label`.
+void stop_leg(self_ptr self, call_leg& leg, const std::string& label) {
+  leg.label = label;
+  account_loser(self, leg);
+  // The label goes first: same sender, same receiver, so the attempt
+  // reads it before its exit handler runs.
+  self->send(leg.actor, atom::cancel_v, label);
+  self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
+}
+
 /// Decides the call: stops every live attempt (their exit handlers settle and
 /// close connections), then delivers after they are gone.
 void finish(self_ptr self) {
   auto& st = self->state;
   st.finishing = true;
   // Losers of a won call are hedge_cancelled; a call that failed (deadline,
-  // caller, stall) cancels its legs.
+  // caller, stall) cancels its legs. Legs stopped at a live call's commit
+  // are labelled and counted already.
   std::string label = st.response ? "hedge_cancelled" : "cancelled";
   if (!st.response)
     for (auto& leg : st.legs)
-      if (leg.done)
+      if (leg.done && leg.label.empty())
         account_loser(self, leg); // a failed call has no winner
   for (auto& leg : st.legs)
-    if (!leg.down && !leg.done) {
-      leg.label = label;
-      account_loser(self, leg);
-      // The label goes first: same sender, same receiver, so the attempt
-      // reads it before its exit handler runs.
-      self->send(leg.actor, atom::cancel_v, label);
-      self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
-    }
+    if (!leg.down && !leg.done && leg.label.empty())
+      stop_leg(self, leg, label);
   maybe_deliver(self);
+}
+
+/// Live streaming: the first leg to produce a token wins the call; every
+/// other leg is the loser (SPEC §12), stopped and settled
+/// `hedge_cancelled`.
+void commit(self_ptr self, call_leg& winner) {
+  auto& st = self->state;
+  st.committed = winner.id;
+  for (auto& leg : st.legs)
+    if (leg.id != winner.id && !leg.down && !leg.done && leg.label.empty())
+      stop_leg(self, leg, "hedge_cancelled");
+}
+
+/// Sends the sink one delta; the first one names the committed source.
+void forward_delta(self_ptr self, stream_delta delta,
+                   const std::string& source) {
+  auto& st = self->state;
+  if (st.streamed_bytes == 0) {
+    delta.source = source;
+    delta.cache_hit = st.cache_hit;
+  }
+  int64_t bytes = static_cast<int64_t>(delta.content.size()
+                                       + delta.reasoning_content.size());
+  for (auto& t : delta.tool_calls)
+    bytes += static_cast<int64_t>(t.name.size() + t.arguments.size());
+  st.streamed_bytes += std::max<int64_t>(bytes, 1);
+  // anon_send: a typed actor cannot send() to a dynamically typed one; the
+  // order of this actor's messages to the sink is kept all the same.
+  caf::anon_send(st.args.sink, atom::delta_v, std::move(delta));
+}
+
+/// A call that never streamed (buffered upstream, cache hit, structured
+/// output): the sink gets the whole answer as one delta (a structured
+/// call's validated JSON).
+void forward_whole_answer(self_ptr self, const chat_response& resp) {
+  stream_delta d;
+  d.content = resp.parsed.empty() ? resp.content : resp.parsed;
+  d.reasoning_content = resp.reasoning_content;
+  for (size_t i = 0; i < resp.tool_calls.size(); ++i) {
+    auto& c = resp.tool_calls[i];
+    d.tool_calls.push_back(
+      tool_call_delta{static_cast<int32_t>(i), c.id, c.type, c.name,
+                      c.arguments});
+  }
+  forward_delta(self, std::move(d), resp.source);
+}
+
+/// The sink's terminal event: the answer (after its deltas) or the error.
+void send_terminal(self_ptr self) {
+  auto& st = self->state;
+  if (!st.args.sink)
+    return;
+  if (st.response) {
+    if (st.committed == 0)
+      forward_whole_answer(self, *st.response);
+    caf::anon_send(st.args.sink, atom::done_v, *st.response);
+  } else {
+    caf::anon_send(st.args.sink, atom::done_v, st.failure);
+  }
 }
 
 /// Every source's last reason, with status and upstream message where
@@ -184,10 +280,37 @@ std::string with_sources(self_ptr self, std::string message) {
   return lines.empty() ? message : message + ": " + lines;
 }
 
+/// The `stream_interrupted` detail of a live call whose committed leg
+/// failed (or whose deadline passed) for `reason`.
+error_detail interruption(self_ptr self, error_detail detail,
+                          const std::string& reason) {
+  auto& st = self->state;
+  auto leg = find_leg(self, st.committed);
+  detail.stream_source = leg != nullptr ? leg->source : std::string{};
+  detail.stream_reason = reason;
+  detail.streamed_bytes = st.streamed_bytes;
+  if (leg != nullptr && leg->done) {
+    detail.usage_reported = leg->result.usage_reported;
+    detail.prompt_tokens = leg->result.prompt_tokens;
+    detail.completion_tokens = leg->result.completion_tokens;
+  }
+  detail.message = "the stream from source " + detail.stream_source
+                   + " broke after it began (" + reason + ", "
+                   + std::to_string(st.streamed_bytes)
+                   + " bytes sent): the partial answer cannot be completed "
+                     "by another source";
+  detail.retry_after_s = caf::none;
+  return detail;
+}
+
 void fail(self_ptr self, error_code code, error_detail detail) {
   auto& st = self->state;
   if (st.finishing)
     return;
+  if (interrupts_stream(st, code)) {
+    detail = interruption(self, std::move(detail), to_string(code));
+    code = error_code::stream_interrupted;
+  }
   st.failure = make_error(code, std::move(detail));
   finish(self);
 }
@@ -274,7 +397,7 @@ void succeed(self_ptr self, call_leg& leg) {
   // Legs of this round that ended without winning (a tie lost to the
   // primary, a failed leg) are losers too.
   for (auto& other : st.legs)
-    if (other.done && other.id != leg.id)
+    if (other.done && other.id != leg.id && other.label.empty())
       account_loser(self, other);
   structured_fill(self, resp);
   st.response = std::move(resp);
@@ -348,6 +471,7 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   aa.request = st.args.request;
   auto rung = structured_leg(self, *src->second.config, aa);
   aa.stream = st.args.stream;
+  aa.forward_deltas = is_live(st);
   aa.hedge = hedge;
   aa.limiter = src->second.limiter;
   aa.breaker = src->second.breaker;
@@ -362,13 +486,16 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
   auto est = aa.granted_permit.est;
   if (hedge) {
     ++st.hedges;
-    st.round_hedged = true;
+    ++st.round_extra;
   } else {
     ++st.round;
     st.round_first_token = false;
-    st.round_hedged = false;
+    st.round_extra = 0;
+    // Extra leg k may start at k × AFTER_S (issue 17): one timer each.
     if (auto& after = st.args.scope->hedge.after_s)
-      self->delayed_send(self, to_timespan(*after), atom::hedge_v, st.round);
+      for (int64_t k = 1; k <= st.args.scope->hedge.max_extra; ++k)
+        self->delayed_send(self, to_timespan(*after * static_cast<double>(k)),
+                           atom::hedge_v, st.round);
   }
   call_leg leg;
   leg.id = aa.leg;
@@ -483,16 +610,28 @@ call_leg* live_primary(self_ptr self) {
   return nullptr;
 }
 
-/// The hedge timer of round `gen` fired.
+/// True while a leg of the current round runs.
+bool round_running(self_ptr self) {
+  auto& st = self->state;
+  return std::any_of(st.legs.begin(), st.legs.end(), [&st](const call_leg& l) {
+    return l.round == st.round && !l.done && !l.down;
+  });
+}
+
+/// The hedge timer of round `gen` fired: one more extra leg, on a source
+/// the round has not used, unless the round has all HEDGE__MAX_EXTRA of
+/// them, a token came, or nothing runs any more.
 void on_hedge_timer(self_ptr self, uint64_t gen) {
   auto& st = self->state;
-  auto primary = live_primary(self);
   if (st.finishing || gen != st.round || st.round_first_token
-      || st.round_hedged || st.hedge_admitting || primary == nullptr)
+      || st.round_extra >= st.args.scope->hedge.max_extra
+      || st.hedge_admitting || !round_running(self))
     return; // stale, disarmed by a first token, or nothing left to hedge
   admit_request req;
   req.exclude = st.excluded;
-  req.exclude.push_back(primary->source);
+  for (auto& leg : st.legs)
+    if (leg.round == st.round)
+      req.exclude.push_back(leg.source);
   req.failures = st.failures;
   req.demote = st.demoted;
   st.hedge_admitting = true;
@@ -507,7 +646,7 @@ void on_hedge_timer(self_ptr self, uint64_t gen) {
           return; // no candidate: no hedge, keep waiting, silently
         }
         if (st.finishing || gen != st.round || st.round_first_token
-            || live_primary(self) == nullptr) {
+            || !round_running(self)) {
           // The round moved on while admission ran: give it back.
           self->send(st.args.gateway, atom::abandon_v, r);
           maybe_deliver(self);
@@ -662,7 +801,8 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   leg->done = true;
   leg->result = std::move(res);
   auto& r = leg->result;
-  if (st.finishing)
+  // A leg stopped at a live call's commit lost already, whatever it says.
+  if (st.finishing || !leg->label.empty())
     return;
   st.last_reason[leg->source] = r.kind == outcome::ok ? "ok" : r.reason;
   st.last_error[leg->source] = source_error{st.last_reason[leg->source],
@@ -674,6 +814,16 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
   if ((r.http_status != 0 && r.kind != outcome::rate_limited)
       || r.kind == outcome::ok)
     progress(self);
+  if (st.committed == leg->id) {
+    // Committed: the caller has part of this answer, no other source may
+    // continue it.
+    if (r.kind == outcome::ok)
+      succeed(self, *leg);
+    else
+      fail(self, error_code::stream_interrupted,
+           interruption(self, make_detail(self, {}), r.reason));
+    return;
+  }
   if (structured_downgrade(self, *leg))
     return;
   note_mismatch(self, *leg);
@@ -846,8 +996,11 @@ call_supervisor(self_ptr self, call_args args) {
         self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
     if (st.started && !st.delivered) {
       st.delivered = true;
-      st.promise.deliver(make_error(
-        error_code::cancelled, make_detail(self, "the gateway shut down")));
+      st.response = caf::none;
+      st.failure = make_error(error_code::cancelled,
+                              make_detail(self, "the gateway shut down"));
+      send_terminal(self);
+      st.promise.deliver(st.failure);
     }
     self->quit(msg.reason);
   });
@@ -886,6 +1039,15 @@ call_supervisor(self_ptr self, call_args args) {
       if (leg->round == st.round)
         st.round_first_token = true; // disarms the round's hedge timer
       progress(self);
+      if (commits_on_first_token(st))
+        commit(self, *leg);
+    },
+    [self](atom::delta, uint64_t id, stream_delta& delta) {
+      auto& st = self->state;
+      if (!forwards_delta(st, id))
+        return;
+      if (auto leg = find_leg(self, id))
+        forward_delta(self, std::move(delta), leg->source);
     },
     [self](atom::hedge, uint64_t gen) { on_hedge_timer(self, gen); },
     [self](atom::decide, uint64_t id) {

@@ -50,6 +50,9 @@ struct call_args {
   /// The response cache and this call's key (issue 14); invalid = none.
   cache_actor cache;
   std::string cache_key;
+  /// Live streaming (issue 13): receives the deltas and one terminal event
+  /// (see gateway_actor); invalid = a buffered call.
+  caf::actor sink;
 };
 
 /// One attempt of the call.
@@ -115,7 +118,8 @@ struct call_supervisor_state {
   // -- hedging (SPEC §9) --
   uint64_t round = 0;             ///< generation of the current round
   bool round_first_token = false; ///< a leg of this round streamed a token
-  bool round_hedged = false;      ///< this round already has its extra leg
+  /// Extra legs started in this round (at most HEDGE__MAX_EXTRA).
+  int64_t round_extra = 0;
   bool hedge_admitting = false;
   int32_t hedges = 0;             ///< hedge legs actually sent
 
@@ -130,6 +134,13 @@ struct call_supervisor_state {
   std::vector<chat_message> conversation;
   int32_t reasks = 0;
   std::vector<schema_issue> last_issues;
+
+  // -- live streaming (issue 13) --
+  /// The leg whose first token came first (0: not committed yet); only
+  /// its deltas reach the sink.
+  uint64_t committed = 0;
+  /// Answer bytes the sink received.
+  int64_t streamed_bytes = 0;
 };
 
 /// Runs the retry loop of one call and answers the `start` request exactly
@@ -153,7 +164,11 @@ struct call_supervisor_state {
 /// each, at most `STRUCTURED__MAX_REASKS`, then `result_invalid`). Live
 /// attempts are stopped with
 /// `exit_reason::user_shutdown` and the answer is delivered only after they
-/// are gone.
+/// are gone. Live streaming (a `sink`, no schema): the call commits to the
+/// leg whose first token comes first; every other leg is stopped
+/// `hedge_cancelled`; the committed leg's deltas go to the sink; after the
+/// commit a failure ends the call `stream_interrupted` (no retry, no other
+/// source). The sink always gets exactly one terminal event.
 call_supervisor_actor::behavior_type
 call_supervisor(call_supervisor_actor::stateful_pointer<call_supervisor_state> self,
                 call_args args);

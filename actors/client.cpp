@@ -1,6 +1,7 @@
 #include "actors/client.hpp"
 
 #include <caf/event_based_actor.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -110,6 +111,80 @@ caf::expected<chat_response> client::chat(chat_request req) {
 
 std::future<caf::expected<chat_response>> client::chat_async(chat_request req) {
   return requester_->submit(std::move(req));
+}
+
+// -- live calls (issue 13) -----------------------------------------------------
+
+live_call::live_call(caf::actor helper,
+                     std::future<caf::expected<chat_response>> result)
+  : helper_(std::move(helper)), result_(std::move(result)) {
+  // nop
+}
+
+live_call& live_call::operator=(live_call&& other) noexcept {
+  if (this != &other) {
+    cancel();
+    helper_ = std::move(other.helper_);
+    result_ = std::move(other.result_);
+  }
+  return *this;
+}
+
+live_call::~live_call() {
+  cancel();
+}
+
+caf::expected<chat_response> live_call::wait() {
+  return result_.get();
+}
+
+void live_call::cancel() {
+  // The helper is the call's requester: when it goes, the gateway cancels
+  // the call (a no-op once the call has ended).
+  if (helper_)
+    caf::anon_send_exit(helper_, caf::exit_reason::user_shutdown);
+}
+
+live_call client::chat_stream(chat_request req,
+                              std::function<void(const stream_delta&)> on_delta) {
+  using result_type = caf::expected<chat_response>;
+  auto promise = std::make_shared<std::promise<result_type>>();
+  auto fut = promise->get_future();
+  auto gw = gateway_;
+  // `decided` guards the promise: set once, by the terminal event or by a
+  // cancellation, whichever comes first.
+  auto helper = sys_.spawn([gw, req = std::move(req), promise,
+                            on_delta = std::move(on_delta)](
+                             caf::event_based_actor* self) -> caf::behavior {
+    auto decided = std::make_shared<bool>(false);
+    auto decide = [promise, decided](result_type r) {
+      if (!*decided) {
+        *decided = true;
+        promise->set_value(std::move(r));
+      }
+    };
+    self->set_exit_handler([self, decide](caf::exit_msg& msg) {
+      decide(make_error(error_code::cancelled,
+                        "the caller cancelled the call"));
+      self->quit(msg.reason);
+    });
+    self->request(gw, caf::infinite, atom::chat_v, req,
+                  caf::actor_cast<caf::actor>(self))
+      .then([self](chat_response&) { self->quit(); },
+            [self, decide](caf::error& err) {
+              decide(std::move(err)); // no terminal came (it should)
+              self->quit();
+            });
+    return {
+      [decided, on_delta](atom::delta, const stream_delta& d) {
+        if (!*decided && on_delta)
+          on_delta(d);
+      },
+      [decide](atom::done, chat_response& resp) { decide(std::move(resp)); },
+      [decide](atom::done, caf::error& err) { decide(std::move(err)); },
+    };
+  });
+  return live_call{std::move(helper), std::move(fut)};
 }
 
 caf::expected<embed_response> client::embed(std::vector<std::string> inputs) {

@@ -8,12 +8,45 @@
 #include <caf/actor_system.hpp>
 #include <caf/expected.hpp>
 
+#include <functional>
 #include <future>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace pgw {
+
+/// A live chat call started by `client::chat_stream` (issue 13). Destroying
+/// it, or `cancel`, cancels the call: its upstream connections close and
+/// its permits are settled (SPEC §8).
+class live_call {
+public:
+  live_call(live_call&&) noexcept = default;
+  live_call& operator=(live_call&& other) noexcept;
+  ~live_call();
+
+  /// Blocks until the terminal event: the whole answer (its deltas came
+  /// before it) or the error — `stream_interrupted` when the stream broke
+  /// after its first delta, `cancelled` after `cancel`.
+  caf::expected<chat_response> wait();
+
+  /// The terminal event as a future (for waiting with a timeout).
+  std::future<caf::expected<chat_response>>& result() {
+    return result_;
+  }
+
+  /// Cancels the call; the result becomes `cancelled` unless it was
+  /// already decided. Safe to call more than once.
+  void cancel();
+
+private:
+  friend class client;
+  live_call(caf::actor helper,
+            std::future<caf::expected<chat_response>> result);
+
+  caf::actor helper_;
+  std::future<caf::expected<chat_response>> result_;
+};
 
 class client {
 public:
@@ -24,6 +57,14 @@ public:
 
   /// Starts one call; the future holds its single answer.
   std::future<caf::expected<chat_response>> chat_async(chat_request req);
+
+  /// Starts a live call: `on_delta` gets each piece of the answer as the
+  /// source streams it (only from the source that produced the first token
+  /// first; the first delta names it), then the returned handle's result
+  /// holds the terminal event. `on_delta` runs on a CAF thread, one call at
+  /// a time, in order; it must return quickly.
+  live_call chat_stream(chat_request req,
+                        std::function<void(const stream_delta&)> on_delta);
 
   /// Embeds `inputs` (one vector per input, in order) and blocks until the
   /// single answer; an empty list answers at once.

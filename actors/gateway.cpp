@@ -13,6 +13,7 @@
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
 #include <fmt/format.h>
@@ -242,6 +243,102 @@ void collect_status(self_ptr self,
   }
 }
 
+/// The checks of a chat call before anything starts; sets a call id when
+/// the request has none. A default (empty) error when it may start.
+caf::error check_chat(self_ptr self, chat_request& req) {
+  auto& st = self->state;
+  if (auto err = check_request(req))
+    return err;
+  if (auto& kind = st.scope->sources.front().kind; kind != "chat")
+    return make_error(error_code::invalid_request,
+                      "scope " + st.scope->name + " serves KIND=" + kind
+                        + ", not chat");
+  if (!req.source.empty() && st.call_sources->count(req.source) == 0)
+    return make_error(error_code::invalid_request,
+                      "source '" + req.source.substr(0, 64)
+                        + "' is not in scope " + st.scope->name);
+  if (req.call_id.empty())
+    req.call_id = new_call_id(self);
+  else if (st.calls.count(req.call_id) != 0)
+    return make_error(error_code::invalid_request,
+                      "call_id " + req.call_id + " is already running");
+  return caf::error{};
+}
+
+/// Starts a chat call: checks it, spawns its supervisor and answers the
+/// requester with its single result; `sink` (may be invalid) receives a
+/// live call's deltas and terminal event (also for a refused call).
+caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
+                                      caf::actor sink) {
+  auto& st = self->state;
+  if (auto err = check_chat(self, req)) {
+    if (sink)
+      caf::anon_send(sink, atom::done_v, err); // a typed actor cannot send()
+    return err;
+  }
+  call_args args;
+  args.call_id = req.call_id;
+  args.scope = st.scope;
+  args.sources = st.call_sources;
+  args.gateway = self;
+  args.transport = st.transport;
+  args.stream = req.stream ? *req.stream : st.scope->stream;
+  if (req.deadline_s)
+    args.deadline_s = *req.deadline_s;
+  else if (st.scope->call_deadline_s)
+    args.deadline_s = *st.scope->call_deadline_s;
+  args.seed = st.rng();
+  args.telemetry = st.opts.telemetry;
+  args.prices = st.opts.prices;
+  args.wall_offset_ms = st.opts.wall_offset_ms;
+  args.telemetry_content = st.opts.telemetry_content;
+  args.ladder = st.ladder;
+  args.sink = std::move(sink);
+  if (st.opts.cache && st.scope->cache.enabled) {
+    args.cache = st.opts.cache;
+    args.cache_key = cache_key(st.scope->name, req);
+  }
+  args.request = std::make_shared<const chat_request>(std::move(req));
+  auto id = args.call_id;
+  auto sup = self->spawn(call_supervisor, std::move(args));
+  self->monitor(sup);
+  st.calls.emplace(id, sup);
+  st.call_of.emplace(sup.address(), id);
+  ++st.calls_started;
+  auto rp = self->make_response_promise<chat_response>();
+  st.pending.emplace(id, rp);
+  // make_response_promise took the sender from the current message.
+  auto& sender = static_cast<caf::response_promise&>(rp).source();
+  if (sender) {
+    auto addr = caf::actor_cast<caf::actor_addr>(sender);
+    auto& ids = st.calls_of[addr];
+    if (ids.empty())
+      self->monitor(sender);
+    ids.push_back(id);
+  }
+  self->request(sup, caf::infinite, atom::start_v)
+    .then(
+      [self, id](chat_response& resp) {
+        auto& st = self->state;
+        forget_requester(self, id);
+        if (auto p = st.pending.find(id); p != st.pending.end()) {
+          ++st.calls_ok;
+          p->second.deliver(std::move(resp));
+          st.pending.erase(p);
+        }
+      },
+      [self, id](caf::error& err) {
+        auto& st = self->state;
+        forget_requester(self, id);
+        if (auto p = st.pending.find(id); p != st.pending.end()) {
+          ++st.calls_failed;
+          p->second.deliver(std::move(err));
+          st.pending.erase(p);
+        }
+      });
+  return rp;
+}
+
 } // namespace
 
 gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
@@ -314,82 +411,11 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
   });
   return {
     [self](atom::chat, chat_request& req) -> caf::result<chat_response> {
-      auto& st = self->state;
-      if (auto err = check_request(req))
-        return err;
-      if (auto& kind = st.scope->sources.front().kind; kind != "chat")
-        return make_error(error_code::invalid_request,
-                          "scope " + st.scope->name + " serves KIND=" + kind
-                            + ", not chat");
-      if (!req.source.empty() && st.call_sources->count(req.source) == 0)
-        return make_error(error_code::invalid_request,
-                          "source '" + req.source.substr(0, 64)
-                            + "' is not in scope " + st.scope->name);
-      if (req.call_id.empty())
-        req.call_id = new_call_id(self);
-      else if (st.calls.count(req.call_id) != 0)
-        return make_error(error_code::invalid_request,
-                          "call_id " + req.call_id + " is already running");
-      call_args args;
-      args.call_id = req.call_id;
-      args.scope = st.scope;
-      args.sources = st.call_sources;
-      args.gateway = self;
-      args.transport = st.transport;
-      args.stream = req.stream ? *req.stream : st.scope->stream;
-      if (req.deadline_s)
-        args.deadline_s = *req.deadline_s;
-      else if (st.scope->call_deadline_s)
-        args.deadline_s = *st.scope->call_deadline_s;
-      args.seed = st.rng();
-      args.telemetry = st.opts.telemetry;
-      args.prices = st.opts.prices;
-      args.wall_offset_ms = st.opts.wall_offset_ms;
-      args.telemetry_content = st.opts.telemetry_content;
-      args.ladder = st.ladder;
-      if (st.opts.cache && st.scope->cache.enabled) {
-        args.cache = st.opts.cache;
-        args.cache_key = cache_key(st.scope->name, req);
-      }
-      args.request = std::make_shared<const chat_request>(std::move(req));
-      auto id = args.call_id;
-      auto sup = self->spawn(call_supervisor, std::move(args));
-      self->monitor(sup);
-      st.calls.emplace(id, sup);
-      st.call_of.emplace(sup.address(), id);
-      ++st.calls_started;
-      auto rp = self->make_response_promise<chat_response>();
-      st.pending.emplace(id, rp);
-      // make_response_promise took the sender from the current message.
-      auto& sender = static_cast<caf::response_promise&>(rp).source();
-      if (sender) {
-        auto addr = caf::actor_cast<caf::actor_addr>(sender);
-        auto& ids = st.calls_of[addr];
-        if (ids.empty())
-          self->monitor(sender);
-        ids.push_back(id);
-      }
-      self->request(sup, caf::infinite, atom::start_v)
-        .then(
-          [self, id](chat_response& resp) {
-            auto& st = self->state;
-            forget_requester(self, id);
-            if (auto p = st.pending.find(id); p != st.pending.end()) {
-              ++st.calls_ok;
-              p->second.deliver(std::move(resp));
-              st.pending.erase(p);
-            }
-          },
-          [self, id](caf::error& err) {
-            auto& st = self->state;
-            forget_requester(self, id);
-            if (auto p = st.pending.find(id); p != st.pending.end()) {
-              ++st.calls_failed;
-              p->second.deliver(std::move(err));
-              st.pending.erase(p);
-            }
-          });
-      return rp;
+      return start_chat(self, req, caf::actor{});
+    },
+    [self](atom::chat, chat_request& req,
+           caf::actor& sink) -> caf::result<chat_response> {
+      return start_chat(self, req, std::move(sink));
     },
     [self](atom::embed, embed_request& req) -> caf::result<embed_response> {
       return detail::start_embed(self, std::move(req));

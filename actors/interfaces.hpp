@@ -10,6 +10,7 @@
 #include "pgw/messages/gateway.hpp"
 #include "pgw/messages/governance.hpp"
 #include "pgw/messages/outcome.hpp"
+#include "pgw/messages/stream.hpp"
 #include "pgw/messages/telemetry.hpp"
 #include "pgw/messages/type_ids.hpp"
 
@@ -25,6 +26,14 @@ namespace pgw {
 using gateway_actor = caf::typed_actor<
   /// A logical chat call: exactly one response or error per request.
   caf::replies_to<atom::chat, chat_request>::with<chat_response>,
+  /// A live chat call (issue 13): as above, and the sink actor receives
+  /// `(atom::delta, stream_delta)` messages in order — only from the leg
+  /// that produced the first token first — then exactly one terminal
+  /// `(atom::done, chat_response)` or `(atom::done, caf::error)`. A failure
+  /// after the first delta is `stream_interrupted`, never a splice of two
+  /// sources. Structured-output calls deliver the validated answer as one
+  /// delta at the end.
+  caf::replies_to<atom::chat, chat_request, caf::actor>::with<chat_response>,
   /// A logical embedding call: exactly one response or error per request.
   caf::replies_to<atom::embed, embed_request>::with<embed_response>,
   /// A logical OCR call: exactly one response or error per request.
@@ -55,6 +64,8 @@ using call_supervisor_actor = caf::typed_actor<
   caf::replies_to<atom::start>::with<chat_response>,
   /// An attempt's first token (leg id).
   caf::reacts_to<atom::first_token, uint64_t>,
+  /// A live call: a streamed delta of an attempt (leg id).
+  caf::reacts_to<atom::delta, uint64_t, stream_delta>,
   /// An attempt's outcome (leg id).
   caf::reacts_to<atom::done, uint64_t, attempt_result>,
   /// Timer: wait over, admit again (round generation).
@@ -145,6 +156,8 @@ using attempt_actor = caf::typed_actor<
   /// ("hedge_cancelled" or "cancelled").
   caf::reacts_to<atom::cancel, std::string>,
   caf::reacts_to<atom::first_token, uint64_t>,
+  /// A live call: a delta from the transport, passed to the supervisor.
+  caf::reacts_to<atom::delta, uint64_t, stream_delta>,
   caf::reacts_to<atom::done, uint64_t, attempt_result>>;
 
 /// One per process: the response cache (issue 14). Owns the backend and

@@ -464,9 +464,6 @@ caf::error check_cross_fields(const std::string& name, const scope_config& sc,
                           "hedge needs another source and never fires",
                           key("HEDGE__AFTER_S"), name));
   }
-  if (sc.hedge.max_extra > 1)
-    warn(s, fmt::format("{}={}: only one extra leg is used",
-                        key("HEDGE__MAX_EXTRA"), sc.hedge.max_extra));
   return {};
 }
 

@@ -24,6 +24,7 @@ constexpr code_name code_names[] = {
   {error_code::invalid_config, "invalid_config"},
   {error_code::internal, "internal"},
   {error_code::result_invalid, "result_invalid"},
+  {error_code::stream_interrupted, "stream_interrupted"},
 };
 
 } // namespace

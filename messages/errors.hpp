@@ -34,6 +34,10 @@ enum class error_code : uint8_t {
   /// Structured output: no round produced an answer that matches the
   /// schema within `STRUCTURED__MAX_REASKS` re-asks.
   result_invalid,
+  /// Live streaming: the stream a caller was already receiving broke (cut,
+  /// stall, malformed, deadline) after the call committed to its source; the
+  /// partial answer cannot be completed by another source.
+  stream_interrupted,
 };
 
 /// The SPEC name of a code, e.g. "circuit_open".
@@ -84,13 +88,26 @@ struct error_detail {
   /// The same sources with their last HTTP status, upstream message and,
   /// for sources still in flight, what they were doing.
   std::map<std::string, source_error> sources;
+  // -- stream_interrupted ---------------------------------------------------
+  /// The source whose stream broke and its machine reason (`stream_cut`,
+  /// `idle_timeout`, `call_deadline_exceeded`, ...).
+  std::string stream_source;
+  std::string stream_reason;
+  /// The usage so far: as reported by the upstream (when it did), and the
+  /// answer bytes the caller already received.
+  bool usage_reported = false;
+  int64_t prompt_tokens = 0;
+  int64_t completion_tokens = 0;
+  int64_t streamed_bytes = 0;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
   return f(caf::meta::type_name("pgw.error_detail"), x.message,
            x.upstream_status, x.upstream_code, x.upstream_message,
-           x.retry_after_s, x.per_source, x.call_id, x.sources);
+           x.retry_after_s, x.per_source, x.call_id, x.sources,
+           x.stream_source, x.stream_reason, x.usage_reported,
+           x.prompt_tokens, x.completion_tokens, x.streamed_bytes);
 }
 
 /// Builds a `pgw` error carrying `detail`.

@@ -8,6 +8,7 @@
 #include "messages/gateway.hpp"
 #include "messages/governance.hpp"
 #include "messages/outcome.hpp"
+#include "messages/stream.hpp"
 #include "messages/telemetry.hpp"
 
 namespace pgw {

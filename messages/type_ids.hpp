@@ -35,6 +35,7 @@ struct ocr_response;
 struct cache_lookup;
 struct cache_verdict;
 struct cache_status;
+struct stream_delta;
 
 } // namespace pgw
 
@@ -93,5 +94,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_TYPE_ID(pgw, (pgw::ocr_request))
   CAF_ADD_TYPE_ID(pgw, (pgw::ocr_response))
   CAF_ADD_ATOM(pgw, pgw::atom, ocr, "ocr")
+
+  // Live streaming (issue 13).
+  CAF_ADD_TYPE_ID(pgw, (pgw::stream_delta))
+  CAF_ADD_ATOM(pgw, pgw::atom, delta, "delta")
 
 CAF_END_TYPE_ID_BLOCK(pgw)

@@ -439,6 +439,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     req.body() = std::move(call.body); // kept for a retry in `req`
     req.prepare_payload();
     reader.emplace(call, self.opts.max_body_bytes, false);
+    reader->relay_to(sink, tag); // the first token and deltas
     if (conn)
       send_request();
     else
@@ -597,6 +598,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     conn.reset();
     connected = false;
     reader.emplace(call, self.opts.max_body_bytes, false);
+    reader->relay_to(sink, tag); // the first token and deltas
     open();
     arm(); // the connect deadline
     return true;
@@ -611,7 +613,6 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     if (step.first_token && !first_token) {
       first_token = true;
       res.ttft_ms = ms_between(started, steady::now());
-      caf::anon_send(sink, atom::first_token_v, tag);
       rearm = true;
     }
     if (step.done) {

@@ -135,11 +135,12 @@ std::string reasoning_member(const json::object& obj) {
 
 /// Feeds a message's or delta's `tool_calls` (or legacy `function_call`);
 /// true when it carried anything.
-bool add_tool_calls(const json::object& obj, tool_call_assembler& out) {
+bool add_tool_calls(const json::object& obj, tool_call_assembler& out,
+                    std::vector<tool_call_delta>* deltas = nullptr) {
   if (auto v = obj.if_contains("tool_calls"); v && v->is_array())
-    return out.add(v->get_array());
+    return out.add(v->get_array(), deltas);
   if (auto v = obj.if_contains("function_call"); v && v->is_object())
-    return out.add_function_call(*v);
+    return out.add_function_call(*v, deltas);
   return false;
 }
 
@@ -576,9 +577,14 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
     bool tools = false;
     // Deltas after the finish_reason are not part of the answer.
     if (!finished()) {
-      tools = add_tool_calls(d, tool_calls_);
+      tools = add_tool_calls(d, tool_calls_,
+                             capture_ ? &delta_.tool_calls : nullptr);
       content_ += content;
       reasoning_ += reasoning;
+      if (capture_) {
+        delta_.content += content;
+        delta_.reasoning_content += reasoning;
+      }
     }
     non_empty = !content.empty() || !reasoning.empty() || tools;
     if (content_.size() + reasoning_.size() + tool_calls_.bytes()
@@ -587,6 +593,7 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
       content_ = std::string{};
       reasoning_ = std::string{};
       tool_calls_ = tool_call_assembler{};
+      delta_ = stream_delta{};
       error_result_ = attempt_result{};
       error_result_.kind = outcome::source_rejected;
       error_result_.reason = reason_response_too_large;

@@ -12,6 +12,7 @@
 #include <caf/expected.hpp>
 
 #include <string>
+#include <utility>
 
 namespace pgw {
 
@@ -113,6 +114,19 @@ public:
     return malformed_;
   }
 
+  /// Live streaming: from now on each event's addition to the answer is
+  /// kept until `take_delta` (content, reasoning and tool-call fragments,
+  /// normalised as the final answer is; nothing after the `finish_reason`).
+  void capture_deltas() {
+    capture_ = true;
+  }
+
+  /// What the last events added since the previous call (empty when
+  /// nothing, or when not capturing).
+  stream_delta take_delta() {
+    return std::exchange(delta_, stream_delta{});
+  }
+
 private:
   std::string content_;
   std::string reasoning_;
@@ -128,6 +142,8 @@ private:
   int32_t malformed_ = 0;
   bool error_ = false;
   attempt_result error_result_;
+  bool capture_ = false;
+  stream_delta delta_;
 };
 
 } // namespace pgw

@@ -451,6 +451,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     req.set_header(k, v);
 
   response_reader reader{st->call, opts.max_body_bytes};
+  reader.relay_to(st->sink, st->tag); // sends the first token and deltas
 
   req.response_handler = [&](const httplib::Response& r) {
     st->in_head.store(false);
@@ -471,7 +472,6 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     auto step = reader.on_body(data, n);
     if (step.first_token && !st->first_token.exchange(true)) {
       res.ttft_ms = ms_between(st->started, steady::now());
-      caf::anon_send(st->sink, atom::first_token_v, st->tag);
       // The idle deadline may come before the one being watched; later
       // moves only push it back, which the watchdog handles lazily.
       watch(st, st->deadline().first);

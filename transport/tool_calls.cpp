@@ -40,23 +40,26 @@ bool index_of(const json::object& obj, int64_t& out) {
 
 } // namespace
 
-bool tool_call_assembler::add(const json::array& calls) {
+bool tool_call_assembler::add(const json::array& calls,
+                              std::vector<tool_call_delta>* deltas) {
   bool any = false;
   for (auto& c : calls)
-    any = add_one(c) || any;
+    any = add_one(c, deltas) || any;
   return any;
 }
 
-bool tool_call_assembler::add_function_call(const json::value& call) {
+bool tool_call_assembler::add_function_call(
+  const json::value& call, std::vector<tool_call_delta>* deltas) {
   if (!call.is_object())
     return false;
   // A legacy function call has neither id nor index: it continues the
   // latest slot, which is the only one.
   json::object wrapped{{"function", call}};
-  return add_one(wrapped);
+  return add_one(wrapped, deltas);
 }
 
-bool tool_call_assembler::add_one(const json::value& value) {
+bool tool_call_assembler::add_one(const json::value& value,
+                                  std::vector<tool_call_delta>* deltas) {
   if (!value.is_object())
     return false;
   auto& obj = value.get_object();
@@ -80,7 +83,8 @@ bool tool_call_assembler::add_one(const json::value& value) {
     arguments = text_of(f->get_object(), "arguments");
   }
   auto type = text_of(obj, "type");
-  if (slot == calls_.size()) {
+  bool fresh = slot == calls_.size();
+  if (fresh) {
     if (id.empty() && name.empty() && arguments.empty())
       return false; // nothing to start a call with
     calls_.emplace_back();
@@ -96,9 +100,22 @@ bool tool_call_assembler::add_one(const json::value& value) {
     call.type = type;
   // Names come whole in practice; some upstreams repeat them in every
   // fragment, which must not double them.
-  if (!name.empty() && call.name != name)
+  bool name_grew = !name.empty() && call.name != name;
+  if (name_grew)
     call.name += name;
   call.arguments += arguments;
+  if (deltas != nullptr && (fresh || name_grew || !arguments.empty())) {
+    tool_call_delta d;
+    d.index = static_cast<int32_t>(slot);
+    if (fresh) {
+      d.id = id.empty() ? "call_" + std::to_string(slot) : id;
+      d.type = call.type;
+    }
+    if (name_grew)
+      d.name = name;
+    d.arguments = arguments;
+    deltas->push_back(std::move(d));
+  }
   bytes_ += id.size() + name.size() + arguments.size();
   return !id.empty() || !name.empty() || !arguments.empty();
 }

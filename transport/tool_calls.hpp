@@ -5,6 +5,7 @@
 /// every call; a few send arguments as objects or answer `stop`.
 
 #include "messages/chat.hpp"
+#include "messages/stream.hpp"
 
 #include <map>
 #include <string>
@@ -26,11 +27,16 @@ public:
   /// before → the slot last given that index; no `id` and no `index` → the
   /// latest slot. `function.name` and `function.arguments` fragments are
   /// appended (an arguments object is serialized). Returns true when the
-  /// array carried anything.
-  bool add(const boost::json::array& calls);
+  /// array carried anything. With `deltas`, each fragment is also appended
+  /// there as the caller sees it (live streaming): the slot as `index`, the
+  /// id (`call_<i>` when the upstream gave none) and type with the slot's
+  /// first fragment, the name when it grows, the arguments piece.
+  bool add(const boost::json::array& calls,
+           std::vector<tool_call_delta>* deltas = nullptr);
 
   /// Feeds a legacy `function_call` object as the one tool call.
-  bool add_function_call(const boost::json::value& call);
+  bool add_function_call(const boost::json::value& call,
+                         std::vector<tool_call_delta>* deltas = nullptr);
 
   bool empty() const {
     return calls_.empty();
@@ -47,7 +53,8 @@ public:
   std::vector<tool_call> finish(std::string& problem) const;
 
 private:
-  bool add_one(const boost::json::value& call);
+  bool add_one(const boost::json::value& call,
+               std::vector<tool_call_delta>* deltas);
 
   std::vector<tool_call> calls_;
   std::map<std::string, size_t> by_id_;

@@ -40,6 +40,10 @@ struct upstream_call {
   upstream_kind kind = upstream_kind::chat;
   /// The body's Content-Type; empty = application/json.
   std::string content_type;
+  /// Live streaming (issue 13): send the sink each streamed delta as it
+  /// arrives (see `transport::start`). Transports get this for free by
+  /// feeding events through `relay_event` (transport/stream_relay.hpp).
+  bool forward_deltas = false;
 };
 
 /// Cancels one running call.
@@ -63,6 +67,10 @@ public:
   /// Starts `call` and returns at once. The transport sends `sink`:
   /// - `(atom::first_token, tag)` at most once, when the first non-empty
   ///   delta arrives (streaming only);
+  /// - with `call.forward_deltas`, after the first token, each event's
+  ///   addition to the answer as `(atom::delta, tag, stream_delta)`, in
+  ///   order, normalised as the final answer is (tool-call indices, string
+  ///   arguments), none after the `finish_reason`;
   /// - then exactly one `(atom::done, tag, attempt_result)` — unless the call
   ///   was cancelled first, in which case nothing more is promised.
   virtual std::shared_ptr<call_handle>

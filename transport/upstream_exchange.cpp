@@ -7,6 +7,7 @@
 #include "transport/classify.hpp"
 #include "transport/inflater.hpp"
 #include "transport/retry_after.hpp"
+#include "transport/stream_relay.hpp"
 
 #include <algorithm>
 #include <cctype>
@@ -278,7 +279,7 @@ response_reader::step response_reader::on_decoded(const char* data,
       break;
     ++handled;
     bool was_finished = acc_.finished();
-    switch (acc_.on_event(ev)) {
+    switch (on_event(ev)) {
       case stream_accumulator::step::first_token:
         out.first_token = true;
         break;
@@ -301,12 +302,18 @@ response_reader::step response_reader::on_decoded(const char* data,
   return out;
 }
 
+stream_accumulator::step response_reader::on_event(const sse_event& ev) {
+  if (sink_)
+    return relay_event(acc_, ev, call_, sink_, tag_);
+  return acc_.on_event(ev);
+}
+
 void response_reader::finish_events() {
   parser_.finish(events_);
   for (auto& ev : events_) {
     if (done_seen_ || error_seen_)
       break;
-    auto s = acc_.on_event(ev);
+    auto s = on_event(ev);
     if (s == stream_accumulator::step::done)
       done_seen_ = true;
     else if (s == stream_accumulator::step::error)

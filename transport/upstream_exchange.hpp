@@ -10,6 +10,8 @@
 #include "transport/sse_parser.hpp"
 #include "transport/transport.hpp"
 
+#include <caf/actor.hpp>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -121,6 +123,14 @@ public:
 
   ~response_reader();
 
+  /// SSE events go through `relay_event` to `sink` (the first token and,
+  /// with `forward_deltas`, each delta, in order). Without it the reader
+  /// only accumulates; the transport sends the first token itself.
+  void relay_to(caf::actor sink, uint64_t tag) {
+    sink_ = std::move(sink);
+    tag_ = tag;
+  }
+
   /// The status line arrived.
   void on_status(int status);
 
@@ -182,6 +192,10 @@ private:
   /// A piece of the body as it reads after decoding.
   step on_decoded(const char* data, size_t n);
 
+  /// Feeds one SSE event to the accumulator (through `relay_event` when a
+  /// sink is set).
+  stream_accumulator::step on_event(const sse_event& ev);
+
   const upstream_call& call_;
   size_t max_body_bytes_;
   size_t answer_cap_;
@@ -207,6 +221,8 @@ private:
   std::vector<sse_event> events_;
   bool done_seen_ = false;
   bool error_seen_ = false;
+  caf::actor sink_;
+  uint64_t tag_ = 0;
 };
 
 } // namespace pgw

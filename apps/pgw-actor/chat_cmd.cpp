@@ -27,7 +27,8 @@ constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
   --scope S         scope to use (default LLM)
   --env-file F      read configuration from F (default ./.env when present)
   --system T        a system message
-  --stream          ask sources for a streamed answer
+  --stream          stream: print the answer as it arrives (live; with
+                    --json or --schema it is printed once complete)
   --no-stream       ask for a single JSON answer
   --deadline S      bound the whole call to S seconds (finite, > 0)
   --effort E        reasoning effort: none, low, medium or high
@@ -144,10 +145,31 @@ int chat_main(const std::vector<std::string>& args) {
   req.call_id = "cli-" + std::to_string(::getpid());
   auto call_id = req.call_id;
   bool req_has_schema = !req.schema.empty();
-  auto pending = cl.chat_async(std::move(req));
-  auto result = await_cancellable(pending, [&] { cl.cancel(call_id); });
+  bool live = req.stream && *req.stream && !json_out && !req_has_schema;
+  caf::expected<chat_response> result{caf::error{}};
+  // Live (--stream): tokens go to stdout as they arrive; the answer printed
+  // so far stays, and a stream that breaks later ends with the error.
+  bool printed_newline = true;
+  if (live) {
+    auto call = cl.chat_stream(std::move(req), [&](const stream_delta& d) {
+      if (d.content.empty())
+        return;
+      std::fwrite(d.content.data(), 1, d.content.size(), stdout);
+      std::fflush(stdout);
+      printed_newline = d.content.back() == '\n';
+    });
+    result = await_cancellable(call.result(), [&] { call.cancel(); });
+  } else {
+    auto pending = cl.chat_async(std::move(req));
+    result = await_cancellable(pending, [&] { cl.cancel(call_id); });
+  }
   int rc = exit_ok;
-  if (result) {
+  if (live) {
+    if (!printed_newline)
+      std::fputc('\n', stdout);
+    if (!result)
+      rc = report_call_error(result.error(), json_out);
+  } else if (result) {
     if (json_out) {
       std::puts(response_json(*result).c_str());
     } else {

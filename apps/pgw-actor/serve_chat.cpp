@@ -18,8 +18,12 @@
 #include <algorithm>
 #include <cctype>
 #include <chrono>
+#include <condition_variable>
 #include <cstdlib>
 #include <ctime>
+#include <deque>
+#include <memory>
+#include <mutex>
 
 namespace pgw::serve {
 
@@ -158,9 +162,176 @@ bool client_gone(const httplib::Request& req, int& fd) {
   return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
 }
 
+// -- live streaming (issue 13) -------------------------------------------------
+
+namespace {
+
+/// The deltas of a live call, between the CAF thread that receives them and
+/// the HTTP thread that writes them.
+struct live_feed {
+  std::mutex mtx;
+  std::condition_variable cv;
+  std::deque<stream_delta> deltas;
+};
+
+/// Everything the SSE writer of a live call needs after the handler
+/// returned (httplib calls the content provider later).
+struct live_state {
+  context* ctx = nullptr;
+  const httplib::Request* req = nullptr; ///< valid while the provider runs
+  std::shared_ptr<in_flight_guard> guard;
+  std::shared_ptr<live_feed> feed;
+  std::unique_ptr<live_call> call;
+  std::string call_id;
+  std::string model;
+  std::string scope;
+  bool include_usage = false;
+  long long created = 0;
+  std::chrono::steady_clock::time_point started;
+  int fd = -1;
+  bool cancelled = false;
+
+  /// Cancels the call once when the client left or the drain time is over.
+  void check_gone() {
+    if (!cancelled && (client_gone(*req, fd) || ctx->cancel_all)) {
+      call->cancel();
+      cancelled = true;
+    }
+  }
+
+  /// Waits up to 5 ms for deltas; takes them all.
+  std::deque<stream_delta> next() {
+    std::deque<stream_delta> out;
+    {
+      std::unique_lock<std::mutex> lock{feed->mtx};
+      feed->cv.wait_for(lock, std::chrono::milliseconds(5),
+                        [this] { return !feed->deltas.empty(); });
+      out.swap(feed->deltas);
+    }
+    check_gone();
+    return out;
+  }
+
+  /// Waits until the first delta is queued or the call ended (before its
+  /// commit the call fails over invisibly, so this may take a while).
+  void wait_first() {
+    for (;;) {
+      bool done = ended();
+      {
+        std::unique_lock<std::mutex> lock{feed->mtx};
+        if (!feed->deltas.empty() || done)
+          return;
+        feed->cv.wait_for(lock, std::chrono::milliseconds(5),
+                          [this] { return !feed->deltas.empty(); });
+      }
+      check_gone();
+    }
+  }
+
+  bool ended() {
+    return call->result().wait_for(std::chrono::seconds(0))
+           == std::future_status::ready;
+  }
+};
+
+/// Writes the live call's SSE events as they come; a failure after the
+/// first delta is one `data: {"error": …}` event, then the stream closes.
+bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) {
+  auto write = [&sink](const std::string& text) {
+    return sink.write(text.data(), text.size());
+  };
+  bool open = write(stream_open_sse(ls->call_id, ls->model, ls->created));
+  for (;;) {
+    // The result is set after the last delta was queued: once it is
+    // there, one more take drains everything.
+    bool ended = ls->ended();
+    for (auto& d : ls->next())
+      if (open)
+        open = write(delta_sse(d, ls->call_id, ls->model, ls->created));
+    if (!open && !ls->cancelled) {
+      ls->call->cancel(); // the client is gone
+      ls->cancelled = true;
+    }
+    if (ended)
+      break;
+  }
+  auto result = ls->call->wait();
+  double total_s = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - ls->started)
+                     .count();
+  if (result) {
+    ls->ctx->stats.record_call(ls->scope, result->source, "ok", total_s,
+                               &*result);
+    if (open)
+      write(stream_close_sse(*result, ls->model, ls->created,
+                             ls->include_usage));
+  } else {
+    ls->ctx->stats.record_call(ls->scope, {}, code_name(result.error()),
+                               total_s, nullptr);
+    if (open)
+      write(error_sse(result.error()));
+  }
+  sink.done();
+  return true;
+}
+
+/// Serves a streaming request live: waits (invisibly failing over) until
+/// the first delta; an error before it is an ordinary HTTP error answer,
+/// after it the rest goes out as SSE chunks while the source streams.
+void serve_live(context& ctx, httplib::Response& res,
+                const std::shared_ptr<live_state>& ls, chat_request call_req,
+                const served_scope& scope) {
+  client cl{*ctx.sys, scope.gateway};
+  auto feed = ls->feed;
+  ls->call = std::make_unique<live_call>(
+    cl.chat_stream(std::move(call_req), [feed](const stream_delta& d) {
+      std::lock_guard<std::mutex> guard{feed->mtx};
+      feed->deltas.push_back(d);
+      feed->cv.notify_one();
+    }));
+  ls->wait_first();
+  std::string source;
+  bool cache_hit = false;
+  {
+    std::lock_guard<std::mutex> guard{feed->mtx};
+    if (!feed->deltas.empty()) {
+      source = feed->deltas.front().source;
+      cache_hit = feed->deltas.front().cache_hit;
+    }
+  }
+  if (source.empty() && ls->ended()) {
+    auto result = ls->call->wait();
+    if (!result) {
+      double total_s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - ls->started)
+                         .count();
+      ls->ctx->stats.record_call(ls->scope, {}, code_name(result.error()),
+                                 total_s, nullptr);
+      return send_call_error(res, result.error(), ls->cancelled);
+    }
+    // An answer without deltas (the sink always gets one first): the
+    // buffered form.
+    ls->ctx->stats.record_call(ls->scope, result->source, "ok", 0, &*result);
+    res.set_header("x-pgw-source", result->source);
+    return res.set_content(completion_sse(*result, ls->model, ls->created,
+                                          ls->include_usage),
+                           "text/event-stream");
+  }
+  res.set_header("x-pgw-source", source);
+  res.set_header("x-pgw-cache", cache_hit ? "hit" : "miss");
+  res.set_header("x-pgw-stream-mode", "live");
+  res.set_header("Cache-Control", "no-cache");
+  res.set_chunked_content_provider(
+    "text/event-stream",
+    [ls](size_t, httplib::DataSink& sink) { return write_live(ls, sink); });
+}
+
+} // namespace
+
 void handle_chat(context& ctx, const httplib::Request& req,
                  httplib::Response& res) {
-  in_flight_guard guard{ctx};
+  auto guard_ptr = std::make_shared<in_flight_guard>(ctx);
+  auto& guard = *guard_ptr;
   if (guard.overloaded(res))
     return;
   openai_request in;
@@ -176,6 +347,13 @@ void handle_chat(context& ctx, const httplib::Request& req,
                                           in.req))
     return send_error(res, 400, *problem, "invalid_request_error",
                       "invalid_request");
+  // Streaming requests are live unless the caller asks for the buffered
+  // answer (full transparent failover, then the whole answer as chunks).
+  auto mode = lower(req.get_header_value("x-pgw-stream-mode"));
+  if (!mode.empty() && mode != "live" && mode != "buffered")
+    return send_error(res, 400,
+                      "x-pgw-stream-mode must be live or buffered",
+                      "invalid_request_error", "invalid_request");
   // With auth on, each key has its own cache entries (the key's digest; the
   // key itself is never stored).
   if (!ctx.keys.empty())
@@ -186,6 +364,20 @@ void handle_chat(context& ctx, const httplib::Request& req,
   const auto call_id = in.req.call_id;
   res.set_header("x-pgw-call-id", call_id);
   auto started = std::chrono::steady_clock::now();
+  if (in.stream && mode != "buffered") {
+    auto ls = std::make_shared<live_state>();
+    ls->ctx = &ctx;
+    ls->req = &req;
+    ls->guard = std::move(guard_ptr);
+    ls->feed = std::make_shared<live_feed>();
+    ls->call_id = call_id;
+    ls->model = in.model;
+    ls->scope = scope->config->name;
+    ls->include_usage = in.include_usage;
+    ls->created = static_cast<long long>(std::time(nullptr));
+    ls->started = started;
+    return serve_live(ctx, res, ls, std::move(in.req), *scope);
+  }
   client cl = scope->chat ? *scope->chat : client{*ctx.sys, scope->gateway};
   auto pending = cl.chat_async(std::move(in.req));
   bool gone = false;

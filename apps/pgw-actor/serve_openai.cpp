@@ -362,35 +362,66 @@ std::string completion_json(const chat_response& resp, const std::string& model,
   return json_text(out);
 }
 
-std::string completion_sse(const chat_response& resp, const std::string& model,
-                           long long created, bool include_usage) {
+namespace {
+
+/// One `chat.completion.chunk` SSE event.
+std::string chunk_sse(const std::string& call_id, const std::string& model,
+                      long long created, json::object delta,
+                      json::value finish) {
+  json::object c{{"id", "chatcmpl-" + call_id},
+                 {"object", "chat.completion.chunk"},
+                 {"created", created},
+                 {"model", model},
+                 {"choices", json::array{json::object{
+                               {"index", 0},
+                               {"delta", std::move(delta)},
+                               {"finish_reason", std::move(finish)}}}}};
+  return "data: " + json_text(c) + "\n\n";
+}
+
+} // namespace
+
+std::string stream_open_sse(const std::string& call_id,
+                            const std::string& model, long long created) {
+  return chunk_sse(call_id, model, created,
+                   json::object{{"role", "assistant"}, {"content", ""}},
+                   nullptr);
+}
+
+std::string delta_sse(const stream_delta& delta, const std::string& call_id,
+                      const std::string& model, long long created) {
   std::string out;
-  const auto id = "chatcmpl-" + resp.call_id;
-  auto chunk = [&](json::object delta, json::value finish) {
-    json::object c{{"id", id},
-                   {"object", "chat.completion.chunk"},
-                   {"created", created},
-                   {"model", model},
-                   {"choices", json::array{json::object{
-                                 {"index", 0},
-                                 {"delta", std::move(delta)},
-                                 {"finish_reason", std::move(finish)}}}}};
-    out += "data: " + json_text(c) + "\n\n";
-  };
-  chunk(json::object{{"role", "assistant"}, {"content", ""}}, nullptr);
-  for (auto& piece : pieces(resp.reasoning_content, 64))
-    chunk(json::object{{"reasoning_content", piece}}, nullptr);
-  for (auto& piece : pieces(answer_text(resp), 16))
-    chunk(json::object{{"content", piece}}, nullptr);
-  if (!resp.tool_calls.empty()) {
-    // One chunk per call: id and name, then its arguments.
-    auto calls = tool_calls_json(resp.tool_calls, true);
-    for (auto& c : calls)
-      chunk(json::object{{"tool_calls", json::array{c}}}, nullptr);
+  if (!delta.reasoning_content.empty())
+    out += chunk_sse(call_id, model, created,
+                     json::object{{"reasoning_content",
+                                   delta.reasoning_content}},
+                     nullptr);
+  if (!delta.content.empty())
+    out += chunk_sse(call_id, model, created,
+                     json::object{{"content", delta.content}}, nullptr);
+  for (auto& t : delta.tool_calls) {
+    json::object fn{{"arguments", t.arguments}};
+    if (!t.name.empty())
+      fn["name"] = t.name;
+    json::object c{{"index", t.index}, {"function", std::move(fn)}};
+    if (!t.id.empty())
+      c["id"] = t.id;
+    if (!t.type.empty())
+      c["type"] = t.type;
+    out += chunk_sse(call_id, model, created,
+                     json::object{{"tool_calls", json::array{std::move(c)}}},
+                     nullptr);
   }
-  chunk(json::object{}, json::string(resp.finish_reason));
+  return out;
+}
+
+std::string stream_close_sse(const chat_response& resp,
+                             const std::string& model, long long created,
+                             bool include_usage) {
+  auto out = chunk_sse(resp.call_id, model, created, json::object{},
+                       json::string(resp.finish_reason));
   if (include_usage) {
-    json::object u{{"id", id},
+    json::object u{{"id", "chatcmpl-" + resp.call_id},
                    {"object", "chat.completion.chunk"},
                    {"created", created},
                    {"model", model},
@@ -400,6 +431,29 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
   }
   out += "data: [DONE]\n\n";
   return out;
+}
+
+std::string error_sse(const caf::error& err) {
+  return "data: " + reply_for(err).body + "\n\n";
+}
+
+std::string completion_sse(const chat_response& resp, const std::string& model,
+                           long long created, bool include_usage) {
+  auto out = stream_open_sse(resp.call_id, model, created);
+  auto chunk = [&](json::object delta) {
+    out += chunk_sse(resp.call_id, model, created, std::move(delta), nullptr);
+  };
+  for (auto& piece : pieces(resp.reasoning_content, 64))
+    chunk(json::object{{"reasoning_content", piece}});
+  for (auto& piece : pieces(answer_text(resp), 16))
+    chunk(json::object{{"content", piece}});
+  if (!resp.tool_calls.empty()) {
+    // One chunk per call: id and name, then its arguments.
+    auto calls = tool_calls_json(resp.tool_calls, true);
+    for (auto& c : calls)
+      chunk(json::object{{"tool_calls", json::array{c}}});
+  }
+  return out + stream_close_sse(resp, model, created, include_usage);
 }
 
 std::string error_body(const std::string& message, const std::string& type,

@@ -5,6 +5,7 @@
 
 #include "messages/chat.hpp"
 #include "messages/errors.hpp"
+#include "messages/stream.hpp"
 
 #include <caf/error.hpp>
 
@@ -47,6 +48,27 @@ std::string completion_json(const chat_response& resp, const std::string& model,
 /// and `data: [DONE]`.
 std::string completion_sse(const chat_response& resp, const std::string& model,
                            long long created, bool include_usage);
+
+// -- live streaming (issue 13) -------------------------------------------------
+
+/// The first chunk of a live stream (the assistant role).
+std::string stream_open_sse(const std::string& call_id,
+                            const std::string& model, long long created);
+
+/// One delta as chunks: reasoning, content, tool-call fragments (with their
+/// normalised index; id, type and name on a call's first fragment).
+std::string delta_sse(const stream_delta& delta, const std::string& call_id,
+                      const std::string& model, long long created);
+
+/// The end of a live stream: the finish reason chunk, the usage chunk when
+/// asked, `data: [DONE]`.
+std::string stream_close_sse(const chat_response& resp,
+                             const std::string& model, long long created,
+                             bool include_usage);
+
+/// A failure after streaming began: `data: {"error": …}` (OpenAI's error
+/// shape, pgw's code in `error.code`); the stream closes after it.
+std::string error_sse(const caf::error& err);
 
 /// An HTTP answer for an error: status, OpenAI error body, Retry-After.
 struct error_reply {

@@ -9,6 +9,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <cstdio>
 #include <fstream>
 
 using namespace pgw::test;
@@ -108,9 +109,51 @@ TEST_CASE_FIXTURE(e2e_fixture, "every source cuts its stream: exit 4, never part
   CHECK_FALSE(out.contains("content"));
   CHECK(out.at("error").at("per_source").at("a").at("reason").as_string()
         == "stream_cut");
+  // Live (--stream without --json): the tokens already printed stay, the
+  // cut is reported as stream_interrupted, and no other source continues.
+  httplib::Client{"127.0.0.1", sim.port()}.Post("/_sim/reset");
   auto plain = chat({"--stream", "hi"}, env);
-  CHECK(plain.exit_code == 4);
-  CHECK(plain.out.empty());
+  CHECK(plain.exit_code == 1);
+  CHECK_FALSE(plain.out.empty());
+  CHECK(plain.err.find("stream_interrupted") != std::string::npos);
+  CHECK(plain.err.find("stream_cut") != std::string::npos);
+  CHECK(log().size() == 1);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "chat --stream prints the first token before the upstream finishes") {
+  // 6 tokens 300 ms apart: the whole answer takes about 1.8 s.
+  auto scenario = std::string{"/tmp/pgw-drip-"} + std::to_string(::getpid())
+                  + ".json";
+  {
+    std::ofstream f{scenario};
+    f << R"({"models": {"drip": {"tokens": 6, "token_ms": 300}}})";
+  }
+  sim_process drip{{"--scenario", scenario}};
+  auto env_file = scenario + ".env";
+  {
+    std::ofstream f{env_file};
+    f << "LLM__GENERIC__A__BASE_URL=" << drip.base_url()
+      << "\nLLM__GENERIC__A__MODEL=drip\nPGW_TELEMETRY_DB=off\n";
+  }
+  child_process proc{{PGW_ACTOR_BIN, "chat", "--stream", "--env-file",
+                      env_file, "hi"}};
+  auto first = proc.read_some(std::chrono::seconds(10));
+  REQUIRE_FALSE(first.empty());
+  // The simulator is still sending the answer.
+  httplib::Client cli{"127.0.0.1", drip.port()};
+  auto res = cli.Get("/_sim/log");
+  REQUIRE(res);
+  auto entries = json::parse(res->body).at("requests").as_array();
+  REQUIRE(entries.size() == 1);
+  CHECK(entries[0].at("ended_ms").is_null());
+  std::string all = first;
+  for (auto more = proc.read_some(); !more.empty(); more = proc.read_some())
+    all += more;
+  CHECK(proc.wait() == 0);
+  CHECK(all.size() > first.size());
+  CHECK(all.back() == '\n');
+  std::remove(scenario.c_str());
+  std::remove(env_file.c_str());
 }
 
 TEST_CASE_FIXTURE(e2e_fixture, "400 content_policy_violation: exit 3 after exactly one request") {

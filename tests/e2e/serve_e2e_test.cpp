@@ -52,6 +52,7 @@ const char* scenario_json = R"({"models": {
   "emb":           {"dim": 8},
   "monkey":        {},
   "slow_short":    {"ttft_ms": 300, "tokens": 3},
+  "drip":          {"ttft_ms": 50, "token_ms": 150, "tokens": 8},
   "person":        {"script": [{"content": "Ada is 36."},
                                {"content": "```json\n{\"name\": \"Ada\", \"age\": 36,}\n```"}]}
 }})";
@@ -90,6 +91,12 @@ struct serve_fixture {
     env.push_back("TOOLBAD__SELECTOR=priority");
     source("SLOW", "S", "slow_abort");
     source("SHORT", "S", "slow_short");
+    // Live streaming (issue 13).
+    source("DRIP", "D", "drip");
+    source("CUT", "A", "cut", 0);
+    source("CUT", "B", "ok", 1);
+    env.push_back("CUT__SELECTOR=priority");
+    env.push_back("CUT__BACKOFF_BASE_S=0.01");
     source("QUOTA", "Q", "ok");
     env.push_back("QUOTA__OPENAI__Q__RPM=1");
     env.push_back("QUOTA__ON_QUOTA_FULL=fail");
@@ -203,7 +210,8 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
   REQUIRE_MESSAGE(have_node_client(),
                   "run `make deps` (npm ci in tests/e2e/serve_client)");
   for (const char* name : {"chat", "stream", "tools", "tools_stream",
-                           "tools_failover", "abort", "errors", "auth"}) {
+                           "tools_failover", "abort", "errors", "auth",
+                           "live", "interrupted"}) {
     CAPTURE(name);
     serve_fixture f;
     auto out = f.node_case(name);

@@ -1,5 +1,7 @@
 #include "fakes/fake_transport.hpp"
 
+#include "messages/stream.hpp"
+
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
 
@@ -61,6 +63,27 @@ fake_step& fake_step::token_after(caf::timespan d) {
   return *this;
 }
 
+fake_step fake_step::streamed(std::vector<std::string> pieces,
+                              caf::timespan first, caf::timespan gap) {
+  std::string text;
+  for (auto& p : pieces)
+    text += p;
+  auto s = ok(std::move(text));
+  s.chunks = std::move(pieces);
+  s.chunk_gap = gap;
+  s.token_after(first);
+  s.after(first + gap * static_cast<int64_t>(s.chunks.size()));
+  return s;
+}
+
+fake_step& fake_step::cut() {
+  result.kind = outcome::transient;
+  result.reason = "stream_cut";
+  result.finish_reason.clear();
+  result.usage_reported = false;
+  return *this;
+}
+
 namespace {
 
 class fake_handle : public call_handle {
@@ -109,6 +132,7 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
     rec.stream = call.stream;
     rec.kind = call.kind;
     rec.tag = tag;
+    rec.forward_deltas = call.forward_deltas;
     rec.started = sink->home_system().clock().now();
     index = calls_.size();
     calls_.push_back(std::move(rec));
@@ -116,9 +140,20 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
   step.result.stream = call.stream;
   if (step.respond)
     step.respond(call.body, step.result);
-  if (step.first_token_after)
+  if (step.first_token_after) {
     caf::delayed_anon_send(sink, *step.first_token_after,
                            atom::first_token_v, tag);
+    // Deltas follow the first token (the same instant keeps send order).
+    if (call.forward_deltas && call.stream)
+      for (size_t i = 0; i < step.chunks.size(); ++i) {
+        stream_delta d;
+        d.content = step.chunks[i];
+        caf::delayed_anon_send(sink,
+                               *step.first_token_after
+                                 + step.chunk_gap * static_cast<int64_t>(i),
+                               atom::delta_v, tag, std::move(d));
+      }
+  }
   if (!step.hang) {
     if (step.delay.count() == 0)
       caf::anon_send(sink, atom::done_v, tag, step.result);

@@ -29,6 +29,11 @@ struct fake_step {
   bool hang = false;
   /// When set, fills the result from the request body (embeddings).
   std::function<void(const std::string& body, attempt_result&)> respond;
+  /// Live streaming: with `upstream_call::forward_deltas`, each piece is
+  /// sent as a content delta, the first with the first token, the next
+  /// ones `chunk_gap` apart.
+  std::vector<std::string> chunks;
+  caf::timespan chunk_gap{0};
 
   static fake_step ok(std::string content = "hello", int64_t prompt = 10,
                       int64_t completion = 5);
@@ -38,6 +43,13 @@ struct fake_step {
   static fake_step never();
   fake_step& after(caf::timespan d);
   fake_step& token_after(caf::timespan d);
+  /// Streams `pieces` (first token after `first`, then one per `gap`);
+  /// `done` comes one gap after the last piece. The result is ok with the
+  /// whole text unless changed afterwards (e.g. `cut()`).
+  static fake_step streamed(std::vector<std::string> pieces,
+                            caf::timespan first, caf::timespan gap);
+  /// The stream ends without a finish_reason: transient `stream_cut`.
+  fake_step& cut();
 };
 
 /// One call the fake saw.
@@ -49,6 +61,7 @@ struct fake_call {
   uint64_t tag = 0;
   caf::actor_clock::time_point started;
   bool cancelled = false;
+  bool forward_deltas = false;
 };
 
 class fake_transport : public transport {

@@ -8,6 +8,7 @@
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
 #include "fixtures/transport_kinds.hpp"
+#include "messages/stream.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -492,4 +493,48 @@ TEST_CASE("beast: calls in flight share the loop threads, and closing the "
   self->receive([&](atom::done, uint64_t, attempt_result&) { got_done = true; },
                 caf::after(std::chrono::milliseconds(50)) >> [] {});
   CHECK_FALSE(got_done);
+}
+
+PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: each delta after "
+                                      "the first token, in order, adding up "
+                                      "to the answer") {
+  for (bool forward : {true, false}) {
+    CAPTURE(forward);
+    caf::scoped_actor self{sys};
+    upstream_call call;
+    auto src = source("long-answer");
+    call.body = body(src->model, true);
+    call.stream = true;
+    call.source = src;
+    call.forward_deltas = forward;
+    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 9);
+    bool first_token = false;
+    bool delta_before_token = false;
+    std::string text;
+    int deltas = 0;
+    caf::optional<attempt_result> res;
+    while (!res) {
+      self->receive(
+        [&](atom::first_token, uint64_t) { first_token = true; },
+        [&](atom::delta, uint64_t tag, stream_delta& d) {
+          CHECK(tag == 9);
+          delta_before_token = delta_before_token || !first_token;
+          text += d.content;
+          ++deltas;
+        },
+        [&](atom::done, uint64_t, attempt_result& r) { res = std::move(r); },
+        caf::after(std::chrono::seconds(30)) >> [&] {
+          FAIL("no answer from the transport within 30 s");
+        });
+    }
+    REQUIRE(res->kind == outcome::ok);
+    CHECK(first_token);
+    CHECK_FALSE(delta_before_token);
+    if (forward) {
+      CHECK(deltas >= 2); // 40 tokens 20 ms apart come in several events
+      CHECK(text == res->content);
+    } else {
+      CHECK(deltas == 0);
+    }
+  }
 }

@@ -318,3 +318,48 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: an admission that arrives after the rou
   CHECK(b.limiter.tpm_used == 0); // ... and gave it back at 0
   check_balanced(status(gw));
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: MAX_EXTRA 2 starts leg k at k x AFTER_S on a source the round has not used") {
+  auto sc = hedged({"a", "b", "c"});
+  sc.hedge.max_extra = 2;
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::never()});
+  fake->script("c", {fake_step::ok("from c").after(100ms)});
+  auto gw = spawn_gateway(sc);
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  auto& r = *out->response;
+  CHECK(r.source == "c");
+  CHECK(r.stats.hedges == 2);
+  CHECK(r.stats.attempts == 3);
+  CHECK(r.stats.total_latency_ms == doctest::Approx(2100));
+  auto calls = fake->calls();
+  REQUIRE(calls.size() == 3);
+  CHECK(calls[1].source == "b");
+  CHECK(calls[2].source == "c");
+  CHECK(seconds_between(calls[0].started, calls[1].started)
+        == doctest::Approx(1.0));
+  CHECK(seconds_between(calls[0].started, calls[2].started)
+        == doctest::Approx(2.0));
+  CHECK(calls[0].cancelled);
+  CHECK(calls[1].cancelled);
+  auto st = status(gw);
+  CHECK(source(st, "a").outcomes.at("hedge_cancelled") == 1);
+  CHECK(source(st, "b").outcomes.at("hedge_cancelled") == 1);
+  check_balanced(st);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: MAX_EXTRA 3 with only two other sources starts two extra legs, silently") {
+  auto sc = hedged({"a", "b", "c"});
+  sc.hedge.max_extra = 3;
+  fake->script("a", {fake_step::ok("a at last").after(3500ms)});
+  fake->script("b", {fake_step::never()});
+  fake->script("c", {fake_step::never()});
+  auto gw = spawn_gateway(sc);
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->source == "a");
+  CHECK(out->response->stats.hedges == 2);
+  CHECK(fake->calls().size() == 3);
+  check_balanced(status(gw));
+}

@@ -229,3 +229,38 @@ TEST_CASE("tool calls: requests pgw cannot honour are invalid_request") {
   CHECK(message_of(r).find("messages[1].tool_calls[0]: needs an id")
         != std::string::npos);
 }
+
+TEST_CASE("live deltas: each event's addition is captured, tool-call fragments normalised") {
+  stream_accumulator acc;
+  // Nothing is kept before capturing is switched on.
+  acc.on_event(sse_event{"", R"({"choices":[{"index":0,"delta":{"role":"assistant"}}]})"});
+  CHECK(acc.take_delta().empty());
+  acc.capture_deltas();
+  CHECK(acc.on_event(sse_event{"", R"({"choices":[{"index":0,"delta":{"content":"Hi"}}]})"})
+        == step::first_token);
+  auto d = acc.take_delta();
+  CHECK(d.content == "Hi");
+  CHECK(acc.take_delta().empty()); // taken once
+  // Two calls that both reuse index 0, the second without an id.
+  acc.on_event(tool_delta(R"([{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}])"));
+  acc.on_event(tool_delta(R"([{"index":0,"function":{"arguments":":1}"}}])"));
+  d = acc.take_delta();
+  REQUIRE(d.tool_calls.size() == 2);
+  CHECK(d.tool_calls[0].index == 0);
+  CHECK(d.tool_calls[0].id == "a");
+  CHECK(d.tool_calls[0].type == "function");
+  CHECK(d.tool_calls[0].name == "f");
+  CHECK(d.tool_calls[0].arguments == R"({"x")");
+  CHECK(d.tool_calls[1].index == 0);
+  CHECK(d.tool_calls[1].id.empty()); // a continuation carries no id
+  CHECK(d.tool_calls[1].arguments == ":1}");
+  acc.on_event(tool_delta(R"([{"id":"b","function":{"name":"g","arguments":{"y":2}}}])"));
+  d = acc.take_delta();
+  REQUIRE(d.tool_calls.size() == 1);
+  CHECK(d.tool_calls[0].index == 1); // a new id is a new slot
+  CHECK(d.tool_calls[0].arguments == R"({"y":2})"); // always a string
+  // Nothing after the finish_reason.
+  acc.on_event(finish_chunk("stop"));
+  acc.on_event(sse_event{"", R"({"choices":[{"index":0,"delta":{"content":"late"}}]})"});
+  CHECK(acc.take_delta().empty());
+}

@@ -109,6 +109,65 @@ const cases = {
     assert.equal(chunks[chunks.length - 2].choices[0].finish_reason, 'stop');
     return { chunks: chunks.length, text };
   },
+  // Live streaming (issue 13): DRIP streams 8 tokens 150 ms apart.
+  async live() {
+    const upstreamEnded = async () => {
+      const log = await (await fetch(`${simURL}/_sim/log`)).json();
+      const r = log.requests.filter((x) => x.model === 'drip').pop();
+      return r ? r.ended_ms != null : null;
+    };
+    const out = {};
+    for (const mode of ['live', 'buffered']) {
+      const { data, response } = await client.chat.completions
+        .create({ model: 'DRIP', messages: hello, stream: true, stream_options: { include_usage: true } },
+                { headers: { 'x-pgw-stream-mode': mode } })
+        .withResponse();
+      const chunks = [];
+      let ended = null;
+      let text = '';
+      for await (const c of data) {
+        chunks.push(c);
+        const t = c.choices[0]?.delta?.content;
+        if (t && ended === null) ended = await upstreamEnded();
+        text += t ?? '';
+      }
+      if (mode === 'live')
+        assert.equal(ended, false, 'live: the first token arrived while the upstream was still sending');
+      const last = chunks[chunks.length - 1];
+      assert.deepEqual(last.choices, [], 'the usage chunk has no choices');
+      assert.equal(last.usage.total_tokens, last.usage.prompt_tokens + last.usage.completion_tokens);
+      assert.equal(chunks[chunks.length - 2].choices[0].finish_reason, 'stop');
+      out[mode] = { text, mode: response.headers.get('x-pgw-stream-mode'), source: response.headers.get('x-pgw-source') };
+    }
+    assert.equal(out.live.mode, 'live');
+    assert.equal(out.live.source, 'd');
+    assert.ok(out.live.text.length > 0);
+    assert.equal(out.live.text, out.buffered.text, 'the same answer either way');
+    return out;
+  },
+  // CUT: its first source cuts the stream after 5 tokens, a healthy one
+  // waits behind it.
+  async interrupted() {
+    const s = await client.chat.completions.create({ model: 'CUT', messages: hello, stream: true });
+    let partial = '';
+    let err = null;
+    try {
+      for await (const c of s) partial += c.choices[0]?.delta?.content ?? '';
+    } catch (e) {
+      err = e;
+    }
+    assert.ok(err instanceof OpenAI.APIError, `an APIError after the partial text (${err})`);
+    assert.equal(err.code, 'stream_interrupted');
+    assert.match(err.message, /stream_cut/);
+    assert.ok(partial.length > 0, 'the partial text came first');
+    // Buffered, the same fault fails over transparently.
+    const b = await client.chat.completions.create({ model: 'CUT', messages: hello, stream: true },
+                                                   { headers: { 'x-pgw-stream-mode': 'buffered' } });
+    let whole = '';
+    for await (const c of b) whole += c.choices[0]?.delta?.content ?? '';
+    assert.ok(whole.length > partial.length, 'buffered: the whole answer');
+    return { partial, whole, message: err.message };
+  },
   async tools() {
     // Deltas without index upstream (no_index source), normalised by pgw.
     const r = await client.chat.completions.create({ model: 'TOOLS', messages: hello, tools, tool_choice: 'auto', parallel_tool_calls: true });
@@ -157,10 +216,17 @@ const cases = {
         body: JSON.stringify({ model: 'ok', messages: hello }),
       });
     }, 400);
-    await assert.rejects(async () => {
+    // Live streaming: the headers came with the first token, so the abort
+    // lands mid-iteration, which the SDK ends quietly; before the headers
+    // it rejects.
+    const started = Date.now();
+    try {
       const s = await pending;
       for await (const _ of s) { /* drain */ }
-    }, (err) => err instanceof OpenAI.APIUserAbortError || err.name === 'AbortError');
+    } catch (err) {
+      assert.ok(err instanceof OpenAI.APIUserAbortError || err.name === 'AbortError', `${err}`);
+    }
+    assert.ok(ac.signal.aborted && Date.now() - started < 4000, 'the stream ended at the abort');
     while (!marker) await new Promise((r) => setTimeout(r, 5));
     await marker;
     // Wait until the simulator saw the upstream connection close.
