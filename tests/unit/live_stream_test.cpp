@@ -238,7 +238,7 @@ TEST_CASE_FIXTURE(actor_fixture, "live stream: a refused request still gets its 
   CHECK(fake->calls().empty());
 }
 
-TEST_CASE("live stream: client::chat_stream calls back per delta; destroying the handle cancels the call") {
+TEST_CASE("live stream: client::chat_stream calls back per delta, and destroying the handle cancels the call") {
   // A threaded system: the client blocks on futures, which the test
   // coordinator cannot drive. The fake's delays are short real times.
   caf::actor_system_config cfg;
