@@ -374,16 +374,19 @@ TEST_CASE("redis: a server that stops answering times out after "
   REQUIRE_FALSE(r);
   CHECK(is_unavailable(r.error()));
   CHECK(contains(describe(r.error()), "timed out"));
+  // Bounds are loose on purpose (sanitizer builds on a loaded 2-vCPU
+  // machine): without the timeout a frozen server would hang the call for
+  // ever, so any finite bound a few times command_timeout still fails then.
   CHECK(took >= 0.25);
-  CHECK(took < 0.8);
+  CHECK(took < 3.0);
   // Reconnecting to a frozen server: the handshake times out too, and the
   // backoff makes the next calls fail without waiting.
   t0 = steady::now();
   CHECK_FALSE(client->command({"PING"}));
-  CHECK(seconds_since(t0) < 0.8);
+  CHECK(seconds_since(t0) < 3.0);
   t0 = steady::now();
   CHECK_FALSE(client->command({"PING"}));
-  CHECK(seconds_since(t0) < 0.05);
+  CHECK(seconds_since(t0) < 0.25); // well under one command_timeout
   server.thaw();
   CHECK(eventually([&] { return static_cast<bool>(client->command({"PING"})); },
                    3s));
