@@ -712,8 +712,10 @@ void round_failed(self_ptr self) {
     return;
   }
   std::uniform_real_distribution<double> u01{0.0, 1.0};
+  if (!st.rng)
+    st.rng = std::make_unique<std::mt19937_64>(st.args.seed);
   auto delay = backoff_delay(st.rounds_failed, scope.backoff_base_s,
-                             scope.backoff_max_s, u01(st.rng));
+                             scope.backoff_max_s, u01(*st.rng));
   retry_after(self, delay);
 }
 
@@ -986,7 +988,6 @@ call_supervisor_actor::behavior_type
 call_supervisor(self_ptr self, call_args args) {
   auto& st = self->state;
   st.args = std::move(args);
-  st.rng.seed(st.args.seed);
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutdown from outside: stop the attempts, answer, quit.

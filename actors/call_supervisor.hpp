@@ -125,7 +125,10 @@ struct call_supervisor_state {
 
   /// Cost of attempts that did not win (SPEC §10), accumulated.
   double losers_cost_usd = 0;
-  std::mt19937_64 rng;
+  /// Backoff jitter, seeded with `args.seed` at the first backoff: the
+  /// engine is 2.5 kB, and most calls never back off (issue 17: RSS per
+  /// call in flight).
+  std::unique_ptr<std::mt19937_64> rng;
 
   // -- structured output (SPEC §12) --
   schema_ptr schema; ///< compiled at start; null for a free-text call
