@@ -400,7 +400,7 @@ void succeed(self_ptr self, call_leg& leg) {
     if (other.done && other.id != leg.id && other.label.empty())
       account_loser(self, other);
   structured_fill(self, resp);
-  st.response = std::move(resp);
+  st.response = std::make_unique<chat_response>(std::move(resp));
   finish(self);
 }
 
@@ -712,8 +712,10 @@ void round_failed(self_ptr self) {
     return;
   }
   std::uniform_real_distribution<double> u01{0.0, 1.0};
+  if (!st.rng)
+    st.rng = std::make_unique<std::mt19937_64>(st.args.seed);
   auto delay = backoff_delay(st.rounds_failed, scope.backoff_base_s,
-                             scope.backoff_max_s, u01(st.rng));
+                             scope.backoff_max_s, u01(*st.rng));
   retry_after(self, delay);
 }
 
@@ -845,7 +847,7 @@ void on_done(self_ptr self, uint64_t id, attempt_result& res) {
       return;
     case outcome::source_rejected:
       st.excluded.push_back(leg->source);
-      st.last_rejection = r;
+      st.last_rejection = std::make_unique<attempt_result>(r);
       break;
     case outcome::rate_limited:
       break;
@@ -949,7 +951,7 @@ bool consult_cache(self_ptr self) {
           admit(self);
         } else {
           st.cache_hit = true;
-          st.response = std::move(v.response);
+          st.response = std::make_unique<chat_response>(std::move(v.response));
           finish(self);
         }
       },
@@ -986,7 +988,6 @@ call_supervisor_actor::behavior_type
 call_supervisor(self_ptr self, call_args args) {
   auto& st = self->state;
   st.args = std::move(args);
-  st.rng.seed(st.args.seed);
   self->set_down_handler([self](caf::down_msg& msg) { on_down(self, msg); });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     // Shutdown from outside: stop the attempts, answer, quit.
@@ -996,7 +997,7 @@ call_supervisor(self_ptr self, call_args args) {
         self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
     if (st.started && !st.delivered) {
       st.delivered = true;
-      st.response = caf::none;
+      st.response.reset();
       st.failure = make_error(error_code::cancelled,
                               make_detail(self, "the gateway shut down"));
       send_terminal(self);

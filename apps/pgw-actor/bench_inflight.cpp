@@ -9,6 +9,9 @@
 // connection) is measured apart and each process needs one descriptor per
 // call instead of two. Also reports threads, RSS and kernel socket memory
 // (TCP buffers, slab) per call, and projects them to 100,000 calls.
+// The load generator's own memory (a future, its promise and the client's
+// pending request per call) is measured first against a stand-in gateway
+// that holds the calls unanswered, and subtracted to give the gateway's.
 
 #include "bench.hpp"
 #include "cli.hpp"
@@ -18,6 +21,8 @@
 #include "apps/pgw-upstream-sim/sim.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/event_based_actor.hpp>
+#include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
 #include <boost/json.hpp>
@@ -37,6 +42,7 @@
 
 #include <csignal>
 #include <fcntl.h>
+#include <malloc.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -123,6 +129,75 @@ int64_t read_int(const char* path) {
   int64_t x = -1;
   in >> x;
   return in ? x : -1;
+}
+
+/// Bytes the heap has handed out (glibc's `mallinfo2`, all arenas).
+int64_t heap_in_use_kb() {
+  auto mi = ::mallinfo2();
+  return static_cast<int64_t>((mi.uordblks + mi.hblkhd) / 1024);
+}
+
+/// Starts `calls` calls through a client whose gateway is a stand-in that
+/// holds every call unanswered, and returns this process' RSS growth per
+/// call in kB: what the load generator (a future and its promise per call,
+/// the client's requester and its pending request) costs apart from the
+/// gateway, and the malloc'd bytes still in use per call once the stand-in
+/// holds them all (`heap_kb`: without the burst of queued requests that the
+/// RSS figure includes). Everything is released and trimmed before it
+/// returns.
+double load_generator_kb_per_call(caf::actor_system& sys, int calls,
+                                  double& heap_kb) {
+  auto held = std::make_shared<
+    std::vector<caf::typed_response_promise<chat_response>>>();
+  auto stand_in = sys.spawn([held](caf::event_based_actor* self)
+                              -> caf::behavior {
+    return {
+      [self, held](atom::chat, chat_request&) -> caf::result<chat_response> {
+        held->push_back(self->make_response_promise<chat_response>());
+        return held->back();
+      },
+      [held](atom::status) { return static_cast<int64_t>(held->size()); },
+      [held](atom::cancel) {
+        for (auto& p : *held)
+          p.deliver(caf::make_error(caf::sec::request_receiver_down));
+        held->clear();
+      },
+    };
+  });
+  double per_call = -1;
+  {
+    client cl{sys, caf::actor_cast<gateway_actor>(stand_in)};
+    ::malloc_trim(0);
+    auto before = proc_status(0, "VmRSS");
+    auto heap_before = heap_in_use_kb();
+    std::vector<std::future<caf::expected<chat_response>>> futures;
+    futures.reserve(static_cast<size_t>(calls));
+    for (int i = 0; i < calls; ++i) {
+      chat_request req;
+      req.messages.push_back({"user", fmt::format("held call {}", i), {}});
+      futures.push_back(cl.chat_async(std::move(req)));
+    }
+    // Every call has reached the stand-in once its status answers.
+    caf::scoped_actor probe{sys};
+    for (int spin = 0; spin < 600; ++spin) {
+      int64_t n = 0;
+      probe->request(stand_in, caf::infinite, atom::status_v)
+        .receive([&](int64_t x) { n = x; }, [](caf::error&) {});
+      if (n >= calls)
+        break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    auto at_peak = proc_status(0, "VmRSS");
+    per_call = static_cast<double>(at_peak - before) / calls;
+    heap_kb = static_cast<double>(heap_in_use_kb() - heap_before) / calls;
+    caf::anon_send(stand_in, atom::cancel_v);
+    for (auto& f : futures)
+      f.wait();
+  }
+  caf::anon_send_exit(stand_in, caf::exit_reason::user_shutdown);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ::malloc_trim(0);
+  return per_call;
 }
 
 std::string mb(int64_t kb) {
@@ -311,9 +386,14 @@ int bench_inflight(const std::vector<std::string>& args) {
     std::fprintf(stderr, "bench: %s\n", describe(gw.error()).c_str());
     return exit_other;
   }
+  // The load generator alone, against a stand-in gateway (then trimmed).
+  double load_heap_kb = 0;
+  auto load_kb = load_generator_kb_per_call(sys, calls, load_heap_kb);
   client cl{sys, *gw};
   // The baseline: everything up, nothing in flight.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  ::malloc_trim(0);
+  auto heap_before = heap_in_use_kb();
   auto rss_before = proc_status(0, "VmRSS");
   auto sim_rss_before = mode == "process" ? proc_status(child.pid, "VmRSS")
                                           : -1;
@@ -325,6 +405,7 @@ int bench_inflight(const std::vector<std::string>& args) {
     int64_t calls_active = 0;
     int64_t attempts_in_flight = 0;
     int64_t rss_kb = 0;       ///< this process at the peak
+    int64_t heap_kb = 0;      ///< of it, handed out by malloc
     int64_t sim_rss_kb = -1;  ///< the simulator's at the peak
     int64_t threads = 0;
     int64_t fds = 0;
@@ -351,6 +432,7 @@ int bench_inflight(const std::vector<std::string>& args) {
           peak.calls_active = st->calls_active;
           peak.attempts_in_flight = attempts;
           peak.rss_kb = rss;
+          peak.heap_kb = heap_in_use_kb();
           peak.sim_rss_kb = sim_rss;
           peak.threads = proc_status(0, "Threads");
           peak.fds = open_fds();
@@ -454,6 +536,20 @@ int bench_inflight(const std::vector<std::string>& args) {
               per_call_kb, calls,
               mode == "in-process" ? ", the simulator's threads included"
                                    : ", gateway and load generator only");
+  auto heap_per_call = static_cast<double>(peak.heap_kb - heap_before) / calls;
+  std::printf("malloc'd per call: %.1f kB in use at the peak (the rest of "
+              "the RSS per call is the allocator's free space)\n",
+              heap_per_call);
+  std::printf("load generator:   %.1f kB RSS per call, %.1f kB of it in use "
+              "(a future, its promise and the client's pending request; "
+              "measured first against a stand-in gateway that holds the "
+              "calls; the RSS includes the burst of queued requests)\n",
+              load_kb, load_heap_kb);
+  std::printf("gateway alone:    %.1f-%.1f kB RSS per call (this process's "
+              "minus the load generator's RSS or in-use figure), %.1f kB "
+              "malloc'd in use\n",
+              per_call_kb - load_kb, per_call_kb - load_heap_kb,
+              heap_per_call - load_heap_kb);
   if (mode == "process")
     std::printf("the simulator:    RSS %s before, %s at the peak (max seen "
                 "%s): %.1f kB per connection, in its own process\n",

@@ -86,6 +86,11 @@ TEST_CASE("bench inflight (tiny): threads, RSS and kernel memory per call, "
   REQUIRE(projected.size() == 1);
   CHECK(projected[0] > 0);
   figures(r.out, "RSS " + num + " GB, kernel memory");
+  // The load generator measured apart (a stand-in gateway) and subtracted.
+  auto load = figures(r.out, "load generator: +-?[0-9.]+ kB RSS per call, "
+                               + num + " kB of it in use");
+  REQUIRE(load.size() == 1);
+  figures(r.out, "gateway alone: +" + num + "-");
 }
 
 TEST_CASE("bench serve (tiny): serve vs direct, paired latency and "
