@@ -218,6 +218,36 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
     CHECK(out.at("ok").as_bool());
     if (std::string(name) == "abort")
       MESSAGE("abort: " << json::serialize(out));
+    // A live stream's access line says how it ended when not well (its
+    // 200 went out with the first chunk).
+    auto access_line = [&f](const std::string& scope) {
+      auto needle = "access POST /v1/chat/completions 200";
+      auto tail = " scope=" + scope + " ";
+      // The line is written just after the stream's last bytes.
+      for (int i = 0; i < 200; ++i) {
+        auto log = f.stderr_text();
+        for (auto at = log.find(needle); at != std::string::npos;
+             at = log.find(needle, at + 1)) {
+          auto line = log.substr(at, log.find('\n', at) - at);
+          if (line.find(tail) != std::string::npos)
+            return line;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return std::string{};
+    };
+    if (std::string(name) == "interrupted")
+      CHECK(access_line("CUT").rfind(
+              "access POST /v1/chat/completions 200 stream_interrupted "
+              "scope=CUT source=a ", 0) == 0);
+    if (std::string(name) == "abort")
+      CHECK(access_line("SLOW").rfind(
+              "access POST /v1/chat/completions 200 client_gone scope=SLOW ", 0)
+            == 0);
+    if (std::string(name) == "live") // both modes ended well
+      CHECK(access_line("DRIP").rfind(
+              "access POST /v1/chat/completions 200 scope=DRIP source=d ", 0)
+            == 0);
   }
 }
 
