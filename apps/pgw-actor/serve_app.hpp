@@ -164,18 +164,18 @@ void send_error(httplib::Response& res, int status, const std::string& message,
 template <class T>
 T await_call(context& ctx, client& cl, const std::string& call_id,
              std::future<T>& pending, bool& gone) {
-  auto left = std::make_shared<std::atomic<bool>>(false);
+  std::atomic<bool> left{false};
   {
     // The callback runs only while `reg` lives.
     auto reg = ctx.watch.watch(client_socket,
-                               [&cl, &call_id, left](bool client_left) {
+                               [&cl, &call_id, &left](bool client_left) {
                                  if (client_left)
-                                   *left = true;
+                                   left = true;
                                  cl.cancel(call_id);
                                });
     pending.wait();
   }
-  gone = *left;
+  gone = left;
   return pending.get();
 }
 

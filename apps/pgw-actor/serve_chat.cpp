@@ -131,7 +131,7 @@ struct live_state {
   }
 
   /// Waits for deltas or the call's end (woken by either); takes the deltas
-  /// queued, `ended` = the call's end came before them (nothing follows).
+  /// queued; `ended` = the call had ended when they were taken (none follow).
   std::deque<stream_delta> next(bool& ended) {
     std::deque<stream_delta> out;
     std::unique_lock<std::mutex> lock{feed->mtx};
