@@ -146,7 +146,8 @@ void live_call::cancel() {
 }
 
 live_call client::chat_stream(chat_request req,
-                              std::function<void(const stream_delta&)> on_delta) {
+                              std::function<void(const stream_delta&)> on_delta,
+                              std::function<void()> on_end) {
   using result_type = caf::expected<chat_response>;
   auto promise = std::make_shared<std::promise<result_type>>();
   auto fut = promise->get_future();
@@ -154,15 +155,24 @@ live_call client::chat_stream(chat_request req,
   // `decided` guards the promise: set once, by the terminal event or by a
   // cancellation, whichever comes first.
   auto helper = sys_.spawn([gw, req = std::move(req), promise,
-                            on_delta = std::move(on_delta)](
+                            on_delta = std::move(on_delta),
+                            on_end = std::move(on_end)](
                              caf::event_based_actor* self) -> caf::behavior {
     auto decided = std::make_shared<bool>(false);
-    auto decide = [promise, decided](result_type r) {
+    auto decide = [promise, decided, on_end](result_type r) {
       if (!*decided) {
         *decided = true;
         promise->set_value(std::move(r));
+        if (on_end)
+          on_end();
       }
     };
+    // A helper that ends without a terminal event still sets the result
+    // once (the waiting caller is woken by `on_end`).
+    self->attach_functor([decide] {
+      decide(make_error(error_code::cancelled,
+                        "the call ended without a terminal event"));
+    });
     self->set_exit_handler([self, decide](caf::exit_msg& msg) {
       decide(make_error(error_code::cancelled,
                         "the caller cancelled the call"));

@@ -62,9 +62,11 @@ public:
   /// source streams it (only from the source that produced the first token
   /// first; the first delta names it), then the returned handle's result
   /// holds the terminal event. `on_delta` runs on a CAF thread, one call at
-  /// a time, in order; it must return quickly.
+  /// a time, in order; it must return quickly. `on_end`, when given, runs
+  /// (on a CAF thread, after the last `on_delta`) once the result is set.
   live_call chat_stream(chat_request req,
-                        std::function<void(const stream_delta&)> on_delta);
+                        std::function<void(const stream_delta&)> on_delta,
+                        std::function<void()> on_end = {});
 
   /// Embeds `inputs` (one vector per input, in order) and blocks until the
   /// single answer; an empty list answers at once.

@@ -12,10 +12,15 @@
 
 #include <atomic>
 #include <chrono>
+#include <functional>
 #include <future>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <thread>
+#include <unordered_map>
+#include <utility>
 
 namespace httplib {
 struct Request;
@@ -23,6 +28,67 @@ struct Response;
 } // namespace httplib
 
 namespace pgw::serve {
+
+/// The socket of the connection this HTTP worker thread serves (set when
+/// the thread takes the connection, before any handler runs; -1 = none).
+extern thread_local int client_socket;
+
+/// How a streamed answer ended when it did not end well (for the access
+/// log line, whose status went out before): "stream_interrupted" (or the
+/// call's other error code) after the first chunk, "client_gone" when the
+/// client left mid-stream; empty otherwise. Per HTTP worker thread.
+extern thread_local std::string stream_outcome;
+
+/// Watches the sockets of the clients whose calls run, on one thread
+/// (epoll): when a client hangs up, its call is cancelled at once, so the
+/// HTTP threads only wait for their call's own events.
+class disconnect_watch {
+public:
+  /// Cancels a call; `client_left` = its client hung up (else the drain
+  /// time is over). Runs on the watch thread: it must not block.
+  using cancel_fn = std::function<void(bool client_left)>;
+
+  /// Ends the watch of one socket when destroyed (before the socket closes).
+  class registration {
+  public:
+    registration() = default;
+    registration(disconnect_watch* w, uint64_t id) : watch_(w), id_(id) {}
+    registration(registration&& other) noexcept
+      : watch_(std::exchange(other.watch_, nullptr)), id_(other.id_) {}
+    registration& operator=(registration&& other) noexcept;
+    ~registration() { reset(); }
+    void reset();
+
+  private:
+    disconnect_watch* watch_ = nullptr;
+    uint64_t id_ = 0;
+  };
+
+  disconnect_watch();
+  ~disconnect_watch();
+  disconnect_watch(const disconnect_watch&) = delete;
+  disconnect_watch& operator=(const disconnect_watch&) = delete;
+
+  /// Runs `cancel(true)` once when the peer of `fd` hangs up, or
+  /// `cancel(false)` at `cancel_all`, while the registration lives; at once
+  /// when `cancel_all` already ran.
+  registration watch(int fd, cancel_fn cancel);
+
+  /// The drain time is over: cancels every watched call and every later one.
+  void cancel_all();
+
+private:
+  void run();
+  void forget(uint64_t id);
+
+  int epoll_fd_ = -1;
+  int wake_fd_ = -1; ///< eventfd: ends the thread
+  std::mutex mtx_;
+  std::unordered_map<uint64_t, std::pair<int, cancel_fn>> calls_;
+  uint64_t next_id_ = 1;
+  bool all_cancelled_ = false;
+  std::thread thread_;
+};
 
 /// One scope served: its configuration and gateway.
 struct served_scope {
@@ -42,8 +108,8 @@ struct context {
   metrics stats;
   std::atomic<int64_t> in_flight{0};
   std::atomic<uint64_t> next_call{0};
-  /// Set when the drain time is over: running calls are cancelled.
-  std::atomic<bool> cancel_all{false};
+  /// Cancels the calls of clients that hang up, and all at the drain's end.
+  disconnect_watch watch;
   std::string call_prefix; ///< "serve-<pid>-"
 };
 
@@ -93,28 +159,23 @@ void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code,
                 long long retry_after_s = 0);
 
-/// True when the client of `req` closed its connection (checked on the
-/// socket; `fd` caches the socket once found, -1 = not looked up yet, -2 =
-/// not found).
-bool client_gone(const httplib::Request& req, int& fd);
-
-/// Waits for `pending`; cancels call `call_id` once when the client goes
+/// Waits for `pending`; cancels call `call_id` when the client goes
 /// (`gone` set) or the drain time is over.
 template <class T>
-T await_call(context& ctx, const httplib::Request& req, client& cl,
-             const std::string& call_id, std::future<T>& pending, bool& gone) {
-  int fd = -1;
-  bool cancelled = false;
-  while (pending.wait_for(std::chrono::milliseconds(5))
-         != std::future_status::ready) {
-    if (cancelled)
-      continue;
-    gone = client_gone(req, fd);
-    if (gone || ctx.cancel_all) {
-      cl.cancel(call_id);
-      cancelled = true;
-    }
+T await_call(context& ctx, client& cl, const std::string& call_id,
+             std::future<T>& pending, bool& gone) {
+  std::atomic<bool> left{false};
+  {
+    // The callback runs only while `reg` lives.
+    auto reg = ctx.watch.watch(client_socket,
+                               [&cl, &call_id, &left](bool client_left) {
+                                 if (client_left)
+                                   left = true;
+                                 cl.cancel(call_id);
+                               });
+    pending.wait();
   }
+  gone = left;
   return pending.get();
 }
 

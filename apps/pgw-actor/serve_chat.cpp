@@ -8,14 +8,8 @@
 
 #include <httplib.h>
 
-#include <arpa/inet.h>
-#include <dirent.h>
-#include <netinet/in.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <sys/stat.h>
-
 #include <algorithm>
+#include <atomic>
 #include <cctype>
 #include <chrono>
 #include <condition_variable>
@@ -33,61 +27,6 @@ std::string lower(std::string s) {
   std::transform(s.begin(), s.end(), s.begin(),
                  [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   return s;
-}
-
-/// The text form of a socket address, and its port.
-bool address_of(const sockaddr_storage& sa, std::string& addr, int& port) {
-  char buf[INET6_ADDRSTRLEN] = {};
-  if (sa.ss_family == AF_INET) {
-    auto& in = reinterpret_cast<const sockaddr_in&>(sa);
-    inet_ntop(AF_INET, &in.sin_addr, buf, sizeof buf);
-    port = ntohs(in.sin_port);
-  } else if (sa.ss_family == AF_INET6) {
-    auto& in = reinterpret_cast<const sockaddr_in6&>(sa);
-    inet_ntop(AF_INET6, &in.sin6_addr, buf, sizeof buf);
-    port = ntohs(in.sin6_port);
-  } else {
-    return false;
-  }
-  addr = buf;
-  return true;
-}
-
-/// The process's socket connected to the request's client (httplib gives a
-/// handler only the addresses): matched on both ends' address and port.
-int find_socket(const httplib::Request& req) {
-  auto dir = opendir("/proc/self/fd");
-  if (dir == nullptr)
-    return -2;
-  int found = -2;
-  while (auto entry = readdir(dir)) {
-    char* end = nullptr;
-    long fd = std::strtol(entry->d_name, &end, 10);
-    if (end == entry->d_name || *end != '\0')
-      continue;
-    struct stat st {};
-    if (fstat(static_cast<int>(fd), &st) != 0 || !S_ISSOCK(st.st_mode))
-      continue;
-    sockaddr_storage peer{};
-    sockaddr_storage local{};
-    socklen_t len = sizeof peer;
-    if (getpeername(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&peer), &len) != 0)
-      continue;
-    len = sizeof local;
-    if (getsockname(static_cast<int>(fd), reinterpret_cast<sockaddr*>(&local), &len) != 0)
-      continue;
-    std::string paddr, laddr;
-    int pport = 0, lport = 0;
-    if (!address_of(peer, paddr, pport) || !address_of(local, laddr, lport))
-      continue;
-    if (pport == req.remote_port && lport == req.local_port
-        && paddr == req.remote_addr && laddr == req.local_addr) {
-      found = static_cast<int>(fd);
-      break;
-    }
-  }
-  closedir(dir);
-  return found;
 }
 
 } // namespace
@@ -153,15 +92,6 @@ void send_error(httplib::Response& res, int status, const std::string& message,
   res.set_content(error_body(message, type, code), "application/json");
 }
 
-bool client_gone(const httplib::Request& req, int& fd) {
-  if (fd == -1)
-    fd = find_socket(req);
-  if (fd < 0)
-    return false;
-  pollfd p{fd, POLLRDHUP, 0};
-  return ::poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 // -- live streaming (issue 13) -------------------------------------------------
 
 namespace {
@@ -172,13 +102,13 @@ struct live_feed {
   std::mutex mtx;
   std::condition_variable cv;
   std::deque<stream_delta> deltas;
+  bool ended = false; ///< the call's result is set (after its last delta)
 };
 
 /// Everything the SSE writer of a live call needs after the handler
 /// returned (httplib calls the content provider later).
 struct live_state {
   context* ctx = nullptr;
-  const httplib::Request* req = nullptr; ///< valid while the provider runs
   std::shared_ptr<in_flight_guard> guard;
   std::shared_ptr<live_feed> feed;
   std::unique_ptr<live_call> call;
@@ -188,49 +118,39 @@ struct live_state {
   bool include_usage = false;
   long long created = 0;
   std::chrono::steady_clock::time_point started;
-  int fd = -1;
-  bool cancelled = false;
+  int fd = -1; ///< the client's socket
+  std::atomic<bool> cancelled{false};
+  std::atomic<bool> client_left{false};
+  /// Declared last: forgotten first, while `call` still lives.
+  disconnect_watch::registration watching;
 
-  /// Cancels the call once when the client left or the drain time is over.
-  void check_gone() {
-    if (!cancelled && (client_gone(*req, fd) || ctx->cancel_all)) {
+  /// Cancels the call once (the client left, or the drain time is over).
+  void cancel() {
+    if (!cancelled.exchange(true))
       call->cancel();
-      cancelled = true;
-    }
   }
 
-  /// Waits up to 5 ms for deltas; takes them all.
-  std::deque<stream_delta> next() {
+  /// Waits for deltas or the call's end (woken by either); takes the deltas
+  /// queued; `ended` = the call had ended when they were taken (none follow).
+  std::deque<stream_delta> next(bool& ended) {
     std::deque<stream_delta> out;
-    {
-      std::unique_lock<std::mutex> lock{feed->mtx};
-      feed->cv.wait_for(lock, std::chrono::milliseconds(5),
-                        [this] { return !feed->deltas.empty(); });
-      out.swap(feed->deltas);
-    }
-    check_gone();
+    std::unique_lock<std::mutex> lock{feed->mtx};
+    feed->cv.wait(lock, [this] { return !feed->deltas.empty() || feed->ended; });
+    ended = feed->ended;
+    out.swap(feed->deltas);
     return out;
   }
 
   /// Waits until the first delta is queued or the call ended (before its
   /// commit the call fails over invisibly, so this may take a while).
   void wait_first() {
-    for (;;) {
-      bool done = ended();
-      {
-        std::unique_lock<std::mutex> lock{feed->mtx};
-        if (!feed->deltas.empty() || done)
-          return;
-        feed->cv.wait_for(lock, std::chrono::milliseconds(5),
-                          [this] { return !feed->deltas.empty(); });
-      }
-      check_gone();
-    }
+    std::unique_lock<std::mutex> lock{feed->mtx};
+    feed->cv.wait(lock, [this] { return !feed->deltas.empty() || feed->ended; });
   }
 
   bool ended() {
-    return call->result().wait_for(std::chrono::seconds(0))
-           == std::future_status::ready;
+    std::lock_guard<std::mutex> lock{feed->mtx};
+    return feed->ended;
   }
 };
 
@@ -241,20 +161,16 @@ bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) 
     return sink.write(text.data(), text.size());
   };
   bool open = write(stream_open_sse(ls->call_id, ls->model, ls->created));
-  for (;;) {
-    // The result is set after the last delta was queued: once it is
-    // there, one more take drains everything.
-    bool ended = ls->ended();
-    for (auto& d : ls->next())
+  for (bool ended = false; !ended;) {
+    for (auto& d : ls->next(ended))
       if (open)
         open = write(delta_sse(d, ls->call_id, ls->model, ls->created));
-    if (!open && !ls->cancelled) {
-      ls->call->cancel(); // the client is gone
-      ls->cancelled = true;
+    if (!open) {
+      ls->client_left = true;
+      ls->cancel();
     }
-    if (ended)
-      break;
   }
+  ls->watching.reset();
   auto result = ls->call->wait();
   double total_s = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - ls->started)
@@ -266,11 +182,14 @@ bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) 
       write(stream_close_sse(*result, ls->model, ls->created,
                              ls->include_usage));
   } else {
-    ls->ctx->stats.record_call(ls->scope, {}, code_name(result.error()),
-                               total_s, nullptr);
+    auto code = code_name(result.error());
+    ls->ctx->stats.record_call(ls->scope, {}, code, total_s, nullptr);
     if (open)
       write(error_sse(result.error()));
+    stream_outcome = code;
   }
+  if (ls->client_left)
+    stream_outcome = "client_gone";
   sink.done();
   return true;
 }
@@ -283,12 +202,24 @@ void serve_live(context& ctx, httplib::Response& res,
                 const served_scope& scope) {
   client cl{*ctx.sys, scope.gateway};
   auto feed = ls->feed;
-  ls->call = std::make_unique<live_call>(
-    cl.chat_stream(std::move(call_req), [feed](const stream_delta& d) {
+  ls->call = std::make_unique<live_call>(cl.chat_stream(
+    std::move(call_req),
+    [feed](const stream_delta& d) {
       std::lock_guard<std::mutex> guard{feed->mtx};
       feed->deltas.push_back(d);
       feed->cv.notify_one();
+    },
+    [feed] {
+      std::lock_guard<std::mutex> guard{feed->mtx};
+      feed->ended = true;
+      feed->cv.notify_one();
     }));
+  // The callback runs only while `watching` (a member of *ls) lives.
+  ls->watching = ctx.watch.watch(ls->fd, [raw = ls.get()](bool client_left) {
+    if (client_left)
+      raw->client_left = true;
+    raw->cancel();
+  });
   ls->wait_first();
   std::string source;
   bool cache_hit = false;
@@ -307,7 +238,7 @@ void serve_live(context& ctx, httplib::Response& res,
                          .count();
       ls->ctx->stats.record_call(ls->scope, {}, code_name(result.error()),
                                  total_s, nullptr);
-      return send_call_error(res, result.error(), ls->cancelled);
+      return send_call_error(res, result.error(), ls->client_left);
     }
     // An answer without deltas (the sink always gets one first): the
     // buffered form.
@@ -367,7 +298,6 @@ void handle_chat(context& ctx, const httplib::Request& req,
   if (in.stream && mode != "buffered") {
     auto ls = std::make_shared<live_state>();
     ls->ctx = &ctx;
-    ls->req = &req;
     ls->guard = std::move(guard_ptr);
     ls->feed = std::make_shared<live_feed>();
     ls->call_id = call_id;
@@ -376,12 +306,13 @@ void handle_chat(context& ctx, const httplib::Request& req,
     ls->include_usage = in.include_usage;
     ls->created = static_cast<long long>(std::time(nullptr));
     ls->started = started;
+    ls->fd = client_socket;
     return serve_live(ctx, res, ls, std::move(in.req), *scope);
   }
   client cl = scope->chat ? *scope->chat : client{*ctx.sys, scope->gateway};
   auto pending = cl.chat_async(std::move(in.req));
   bool gone = false;
-  auto result = await_call(ctx, req, cl, call_id, pending, gone);
+  auto result = await_call(ctx, cl, call_id, pending, gone);
   double total_s = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - started)
                      .count();

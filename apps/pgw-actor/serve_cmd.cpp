@@ -14,12 +14,14 @@
 #include <boost/json.hpp>
 #include <httplib.h>
 
+#include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <atomic>
 #include <csignal>
@@ -114,6 +116,48 @@ std::string route_of(const std::string& path) {
 
 thread_local std::chrono::steady_clock::time_point request_started;
 
+/// cpp-httplib's server, telling its handlers the socket of the connection
+/// they serve (`serve::client_socket`, for the disconnect watch): 0.11.4
+/// gives a handler only the addresses, and its per-connection loop is
+/// private, so the loop is restated here as httplib has it (keep-alive up
+/// to the count and timeout, one socket stream per request, shutdown and
+/// close at the end), the idle wait on poll rather than select slices.
+class server : public httplib::Server {
+  bool process_and_close_socket(socket_t sock) override {
+    serve::client_socket = sock;
+    bool ret = false;
+    for (auto count = keep_alive_max_count_;
+         count > 0 && svr_sock_ != INVALID_SOCKET && next_request(sock);
+         --count) {
+      bool close_connection = count == 1;
+      bool connection_closed = false;
+      ret = httplib::detail::process_client_socket(
+        sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
+        write_timeout_usec_, [&](httplib::Stream& strm) {
+          return process_request(strm, close_connection, connection_closed,
+                                 nullptr);
+        });
+      if (!ret || connection_closed)
+        break;
+    }
+    serve::client_socket = -1;
+    ::shutdown(sock, SHUT_RDWR);
+    ::close(sock);
+    return ret;
+  }
+
+  /// Waits up to the keep-alive timeout for the connection's next request
+  /// (or its end): true when there is something to read.
+  bool next_request(socket_t sock) const {
+    pollfd p{sock, POLLIN, 0};
+    int n;
+    do
+      n = ::poll(&p, 1, static_cast<int>(keep_alive_timeout_sec_ * 1000));
+    while (n < 0 && errno == EINTR);
+    return n > 0;
+  }
+};
+
 /// Waits for SIGTERM/SIGINT (blocked in every thread, taken here), then
 /// stops the server and, after the drain time (or a second signal), cancels
 /// the calls still running.
@@ -167,7 +211,7 @@ private:
       log::write(log::level::warn, "serve",
                  fmt::format("drain over: cancelling {} call(s)",
                              ctx_.in_flight.load()));
-    ctx_.cancel_all = true;
+    ctx_.watch.cancel_all();
   }
 
   context& ctx_;
@@ -181,6 +225,7 @@ void setup_routes(context& ctx, httplib::Server& svr) {
   svr.set_pre_routing_handler([&ctx](const httplib::Request& req,
                                      httplib::Response& res) {
     request_started = std::chrono::steady_clock::now();
+    serve::stream_outcome.clear();
     if (req.path.rfind("/v1/", 0) == 0 && !ctx.keys.empty()
         && !ctx.keys.accepts(req.get_header_value("Authorization"))) {
       serve::send_error(res, 401, "missing or wrong bearer key",
@@ -240,9 +285,14 @@ void setup_routes(context& ctx, httplib::Server& svr) {
       auto v = res.get_header_value(name);
       return v.empty() ? std::string("-") : v;
     };
-    std::fprintf(stderr, "access %s %s %d scope=%s source=%s ms=%.1f call=%s\n",
+    // A stream that broke after its 200 went out says how it ended.
+    auto outcome = serve::stream_outcome.empty()
+                     ? std::string{}
+                     : " " + serve::stream_outcome;
+    serve::stream_outcome.clear();
+    std::fprintf(stderr, "access %s %s %d%s scope=%s source=%s ms=%.1f call=%s\n",
                  req.method.c_str(), route_of(req.path) == "other" ? "-" : req.path.c_str(),
-                 res.status, header("x-pgw-scope").c_str(),
+                 res.status, outcome.c_str(), header("x-pgw-scope").c_str(),
                  header("x-pgw-source").c_str(), ms,
                  header("x-pgw-call-id").c_str());
   });
@@ -345,7 +395,7 @@ int serve_main(const std::vector<std::string>& args) {
     return exit_usage;
   }
 
-  httplib::Server svr;
+  server svr;
   auto threads = static_cast<size_t>(std::min<int64_t>(sc.max_inflight, 4096)) + 8;
   svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
   svr.set_tcp_nodelay(true);

@@ -102,16 +102,15 @@ std::optional<std::string> embed_inputs(const json::object& body,
 
 /// Runs one call through `start` and answers: the error, or `ok(result)`.
 template <class Start, class Ok>
-void run_call(context& ctx, const httplib::Request& req,
-              httplib::Response& res, const served_scope& scope, Start start,
-              Ok ok) {
+void run_call(context& ctx, httplib::Response& res, const served_scope& scope,
+              Start start, Ok ok) {
   auto call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
   res.set_header("x-pgw-call-id", call_id);
   auto started = std::chrono::steady_clock::now();
   client cl{*ctx.sys, scope.gateway};
   auto pending = start(cl, call_id);
   bool gone = false;
-  auto result = await_call(ctx, req, cl, call_id, pending, gone);
+  auto result = await_call(ctx, cl, call_id, pending, gone);
   double total_s = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - started)
                      .count();
@@ -232,7 +231,7 @@ void handle_embeddings(context& ctx, const httplib::Request& req,
   if (scope == nullptr)
     return;
   run_call(
-    ctx, req, res, *scope,
+    ctx, res, *scope,
     [&call](client& cl, const std::string& id) {
       call.call_id = id;
       return cl.embed_async(std::move(call));
@@ -270,7 +269,7 @@ void handle_ocr(context& ctx, const httplib::Request& req,
                                                 : 1;
   bool layout = call.layout;
   run_call(
-    ctx, req, res, *scope,
+    ctx, res, *scope,
     [&call](client& cl, const std::string& id) {
       call.call_id = id;
       return cl.ocr_async(std::move(call));

@@ -7,6 +7,10 @@
 #include "transport/ocr_codec.hpp"
 
 #include <boost/json.hpp>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 #include <doctest/doctest.h>
 #include <httplib.h>
 
@@ -218,6 +222,36 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
     CHECK(out.at("ok").as_bool());
     if (std::string(name) == "abort")
       MESSAGE("abort: " << json::serialize(out));
+    // A live stream's access line says how it ended when not well (its
+    // 200 went out with the first chunk).
+    auto access_line = [&f](const std::string& scope) {
+      auto needle = "access POST /v1/chat/completions 200";
+      auto tail = " scope=" + scope + " ";
+      // The line is written just after the stream's last bytes.
+      for (int i = 0; i < 200; ++i) {
+        auto log = f.stderr_text();
+        for (auto at = log.find(needle); at != std::string::npos;
+             at = log.find(needle, at + 1)) {
+          auto line = log.substr(at, log.find('\n', at) - at);
+          if (line.find(tail) != std::string::npos)
+            return line;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(10));
+      }
+      return std::string{};
+    };
+    if (std::string(name) == "interrupted")
+      CHECK(access_line("CUT").rfind(
+              "access POST /v1/chat/completions 200 stream_interrupted "
+              "scope=CUT source=a ", 0) == 0);
+    if (std::string(name) == "abort")
+      CHECK(access_line("SLOW").rfind(
+              "access POST /v1/chat/completions 200 client_gone scope=SLOW ", 0)
+            == 0);
+    if (std::string(name) == "live") // both modes ended well
+      CHECK(access_line("DRIP").rfind(
+              "access POST /v1/chat/completions 200 scope=DRIP source=d ", 0)
+            == 0);
   }
 }
 
@@ -307,6 +341,46 @@ TEST_CASE("serve: body and in-flight limits") {
   CHECK(busy->status == 503);
   CHECK(busy->get_header_value("Retry-After") == "1");
   CHECK(json::parse(busy->body).at("error").at("code").as_string() == "overloaded");
+}
+
+TEST_CASE("serve: a non-streaming client that hangs up cancels its call at once") {
+  serve_fixture f;
+  // A raw connection, to hang up mid-call.
+  int sock = ::socket(AF_INET, SOCK_STREAM, 0);
+  REQUIRE(sock >= 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(f.port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  REQUIRE(::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+  std::string body = R"({"model":"SLOW","messages":[{"role":"user","content":"hi"}]})";
+  std::string request = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+                        "Authorization: Bearer " + the_key + "\r\n"
+                        "Content-Type: application/json\r\nContent-Length: "
+                        + std::to_string(body.size()) + "\r\n\r\n" + body;
+  REQUIRE(::send(sock, request.data(), request.size(), MSG_NOSIGNAL)
+          == static_cast<ssize_t>(request.size()));
+  f.wait_for_upstream("slow_abort");
+  ::close(sock);
+  // The answer would take 5 s; the upstream connection closes soon after.
+  httplib::Client s{"127.0.0.1", f.sim->port()};
+  json::object slow;
+  for (int i = 0; i < 200 && slow.empty(); ++i) {
+    auto log = s.Get("/_sim/log");
+    REQUIRE(log);
+    auto parsed = json::parse(log->body);
+    for (auto& r : parsed.at("requests").as_array())
+      if (r.at("model").as_string() == "slow_abort"
+          && !r.at("ended_ms").is_null())
+        slow = r.as_object();
+    if (slow.empty())
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  REQUIRE_FALSE(slow.empty());
+  CHECK(slow.at("client_closed").as_bool());
+  CHECK(slow.at("ended_ms").to_number<double>()
+          - slow.at("arrived_ms").to_number<double>()
+        < 2000);
 }
 
 TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {
