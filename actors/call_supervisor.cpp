@@ -4,6 +4,7 @@
 #include "actors/attempt.hpp"
 #include "actors/selector.hpp"
 #include "actors/side_call.hpp"
+#include "actors/timer_table.hpp"
 #include "config/limits.hpp"
 
 #include <caf/exit_reason.hpp>
@@ -18,10 +19,6 @@
 namespace pgw {
 
 namespace {
-
-/// Timer kinds armed at the gateway (the tag's top byte).
-constexpr uint64_t stall_timer = uint64_t{1} << 56;
-constexpr uint64_t deadline_timer = uint64_t{2} << 56;
 
 using self_ptr = call_supervisor_actor::stateful_pointer<call_supervisor_state>;
 
@@ -410,9 +407,10 @@ void progress(self_ptr self) {
   self->state.last_progress = self->clock().now();
 }
 
-/// Arms the stall timer at the gateway for the end of the window.
+/// Arms the stall timer at the gateway for the end of the window. Every
+/// timer of the call goes through the gateway (why: actors/timer_table.hpp).
 void arm_stall_timer(self_ptr self, caf::timespan in) {
-  self->send(self->state.args.gateway, atom::timer_v, stall_timer, in);
+  arm_timer(self, timer_kind::stall, 0, in);
 }
 
 void admit(self_ptr self);
@@ -433,7 +431,7 @@ void retry_after(self_ptr self, double delay_s,
   if (delay_s <= 0)
     admit(self);
   else
-    self->delayed_send(self, to_timespan(delay_s), atom::retry_v, gen);
+    arm_timer(self, timer_kind::retry, gen, to_timespan(delay_s));
 }
 
 /// Structured output: the request of a leg on `src` — the round's messages
@@ -494,8 +492,8 @@ void start_leg(self_ptr self, admit_result& admitted, bool hedge) {
     // Extra leg k may start at k × AFTER_S (issue 17): one timer each.
     if (auto& after = st.args.scope->hedge.after_s)
       for (int64_t k = 1; k <= st.args.scope->hedge.max_extra; ++k)
-        self->delayed_send(self, to_timespan(*after * static_cast<double>(k)),
-                           atom::hedge_v, st.round);
+        arm_timer(self, timer_kind::hedge, st.round,
+                  to_timespan(*after * static_cast<double>(k)));
   }
   call_leg leg;
   leg.id = aa.leg;
@@ -679,6 +677,25 @@ void on_deadline(self_ptr self) {
   }
   fail(self, error_code::call_deadline_exceeded,
        with_sources(self, "the call deadline passed"));
+}
+
+/// The stall timer fired: fail when the window since the last progress is
+/// over, else wait for the rest of it. A stream that is producing tokens is
+/// progress in itself.
+void on_stall_timer(self_ptr self) {
+  auto& st = self->state;
+  if (st.finishing)
+    return;
+  auto now = self->clock().now();
+  for (auto& leg : st.legs)
+    if (leg.first_token && !leg.done && !leg.down)
+      st.last_progress = now;
+  auto due = st.last_progress + to_timespan(st.args.scope->stall_window_s);
+  if (now >= due)
+    fail(self, error_code::stalled,
+         with_sources(self, "no progress within STALL_WINDOW_S"));
+  else
+    arm_stall_timer(self, due - now);
 }
 
 /// Every leg of the round has failed: charge the budget and go again.
@@ -920,8 +937,7 @@ void arm_call_timers(self_ptr self) {
   if (st.args.deadline_s) {
     auto left = to_timespan(*st.args.deadline_s)
                 - (self->clock().now() - st.started_at);
-    self->send(st.args.gateway, atom::timer_v, deadline_timer,
-               std::max(left, caf::timespan{0}));
+    arm_timer(self, timer_kind::deadline, 0, std::max(left, caf::timespan{0}));
   }
 }
 
@@ -1050,7 +1066,6 @@ call_supervisor(self_ptr self, call_args args) {
       if (auto leg = find_leg(self, id))
         forward_delta(self, std::move(delta), leg->source);
     },
-    [self](atom::hedge, uint64_t gen) { on_hedge_timer(self, gen); },
     [self](atom::decide, uint64_t id) {
       auto leg = find_leg(self, id);
       if (leg != nullptr && !self->state.finishing)
@@ -1059,31 +1074,23 @@ call_supervisor(self_ptr self, call_args args) {
     [self](atom::done, uint64_t id, attempt_result& res) {
       on_done(self, id, res);
     },
-    [self](atom::retry, uint64_t gen) {
-      if (gen == self->state.retry_gen)
-        admit(self);
-    },
-    [self](atom::timer, uint64_t tag) {
-      auto& st = self->state;
-      if (st.finishing)
-        return;
-      if (tag == deadline_timer) {
-        on_deadline(self);
-        return;
+    [self](atom::timer, timer_kind kind, uint64_t id) {
+      switch (kind) {
+        case timer_kind::stall:
+          on_stall_timer(self);
+          break;
+        case timer_kind::deadline:
+          if (!self->state.finishing)
+            on_deadline(self);
+          break;
+        case timer_kind::retry:
+          if (id == self->state.retry_gen)
+            admit(self);
+          break;
+        case timer_kind::hedge:
+          on_hedge_timer(self, id);
+          break;
       }
-      // The stall timer: fail when the window since the last progress is
-      // over, else wait for the rest of it. A stream that is producing
-      // tokens is progress in itself.
-      auto now = self->clock().now();
-      for (auto& leg : st.legs)
-        if (leg.first_token && !leg.done && !leg.down)
-          st.last_progress = now;
-      auto due = st.last_progress + to_timespan(st.args.scope->stall_window_s);
-      if (now >= due)
-        fail(self, error_code::stalled,
-             with_sources(self, "no progress within STALL_WINDOW_S"));
-      else
-        arm_stall_timer(self, due - now);
     },
     [self](atom::cancel) {
       fail(self, error_code::cancelled, "the caller cancelled the call");

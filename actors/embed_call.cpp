@@ -81,8 +81,22 @@ void retry_later(self_ptr self, size_t i, double delay_s) {
   auto& b = self->state.batches[i];
   b.at = phase::waiting;
   auto gen = ++b.retry.retry_gen;
-  self->delayed_send(self, side_timespan(std::max(delay_s, side_min_wait_s)),
-                     atom::retry_v, (gen << 32) | static_cast<uint64_t>(i));
+  arm_timer(self, timer_kind::retry, (gen << 32) | static_cast<uint64_t>(i),
+            side_timespan(std::max(delay_s, side_min_wait_s)));
+}
+
+/// Sub-batch `packed & 0xffffffff`'s wait is over (generation in the top
+/// half): it is ready again unless a newer wait replaced this one.
+void on_retry_timer(self_ptr self, uint64_t packed) {
+  auto& st = self->state;
+  auto i = static_cast<size_t>(packed & 0xffffffffu);
+  if (st.finishing || i >= st.batches.size())
+    return;
+  auto& b = st.batches[i];
+  if (b.at == phase::waiting && b.retry.retry_gen == (packed >> 32)) {
+    b.at = phase::ready;
+    pump(self);
+  }
 }
 
 void on_refused(self_ptr self, size_t i, admit_result& r) {
@@ -317,20 +331,12 @@ embed_call(self_ptr self, embed_call_args args) {
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);
     },
-    [self](atom::retry, uint64_t packed) {
-      auto& st = self->state;
-      auto i = static_cast<size_t>(packed & 0xffffffffu);
-      if (st.finishing || i >= st.batches.size())
-        return;
-      auto& b = st.batches[i];
-      if (b.at == phase::waiting && b.retry.retry_gen == (packed >> 32)) {
-        b.at = phase::ready;
-        pump(self);
-      }
-    },
-    [self](atom::timer, uint64_t) {
-      fail(self, error_code::call_deadline_exceeded,
-           "the call deadline passed");
+    [self](atom::timer, timer_kind kind, uint64_t id) {
+      if (kind == timer_kind::retry)
+        on_retry_timer(self, id);
+      else if (kind == timer_kind::deadline)
+        fail(self, error_code::call_deadline_exceeded,
+             "the call deadline passed");
     },
     [self](atom::cancel) {
       fail(self, error_code::cancelled, "the caller cancelled the call");

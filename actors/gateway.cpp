@@ -143,9 +143,11 @@ void on_tick(self_ptr self) {
   auto now = self->clock().now();
   if (st.tick_at && *st.tick_at <= now)
     st.tick_at.reset();
+  // The owner is a call supervisor, an embedding or an OCR call: all take
+  // `(atom::timer, kind, id)`.
   for (auto& f : st.timers.take_due(now))
-    self->send(caf::actor_cast<call_supervisor_actor>(f.owner), atom::timer_v,
-               f.tag);
+    self->send(caf::actor_cast<timer_owner_actor>(f.owner), atom::timer_v,
+               f.kind, f.id);
   schedule_tick(self);
 }
 
@@ -444,13 +446,13 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       collect_status(self, rp);
       return rp;
     },
-    [self](atom::timer, uint64_t tag, caf::timespan delay) {
+    [self](atom::timer, timer_kind kind, uint64_t id, caf::timespan delay) {
       auto& st = self->state;
       auto sender = self->current_sender();
       if (!sender || st.call_of.count(caf::actor_cast<caf::actor_addr>(sender))
                        == 0)
         return; // only live calls arm timers
-      st.timers.arm(sender, tag, self->clock().now() + delay);
+      st.timers.arm(sender, kind, id, self->clock().now() + delay);
       schedule_tick(self);
     },
     [self](atom::timer) { on_tick(self); },

@@ -111,6 +111,8 @@ struct gateway_state {
   std::unordered_map<std::string, call_supervisor_actor> calls;
   /// Live embedding and OCR calls by id (for cancellation).
   std::unordered_map<std::string, caf::actor> side_calls;
+  /// Call id of each live call actor (supervisors, embedding and OCR
+  /// calls): who may arm timers.
   std::unordered_map<caf::actor_addr, std::string> call_of;
   /// Live calls by requesting actor: a requester that goes away cancels
   /// its calls (SPEC §8, like a deadline).
@@ -118,7 +120,7 @@ struct gateway_state {
   /// Callers waiting for an answer, by call id.
   std::unordered_map<std::string, caf::typed_response_promise<chat_response>>
     pending;
-  /// Stall-window and deadline timers of the live calls.
+  /// The timers of the live calls (stall window, deadline, retry, hedge).
   timer_table timers;
   gateway_options opts;
   /// When the pending tick (a delayed message to self) fires, if any.

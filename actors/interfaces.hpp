@@ -49,14 +49,18 @@ using gateway_actor = caf::typed_actor<
   caf::reacts_to<atom::cancel, std::string>,
   /// Live counters and per-source state.
   caf::replies_to<atom::status>::with<gateway_status>,
-  /// Arms (or replaces) the caller's timer of kind `tag >> 56` to fire after
-  /// the delay; the caller gets `(atom::timer, tag)`. Timers of a call that
-  /// ended are dropped. CAF 0.17 cannot cancel a delayed message, so long
-  /// timers that usually never fire (stall window, deadline) live here and
-  /// do not pile up in the actor clock.
-  caf::reacts_to<atom::timer, uint64_t, caf::timespan>,
+  /// Arms a timer of the calling call (chat, embedding or OCR) to fire
+  /// after the delay; the call gets `(atom::timer, kind, id)`. Timers of a
+  /// call that ended are dropped. The one timer path of every call actor:
+  /// why, in actors/timer_table.hpp.
+  caf::reacts_to<atom::timer, timer_kind, uint64_t, caf::timespan>,
   /// The gateway's own timer tick.
   caf::reacts_to<atom::timer>>;
+
+/// What the gateway knows of a call actor that armed a timer (a call
+/// supervisor, an embedding or an OCR call).
+using timer_owner_actor =
+  caf::typed_actor<caf::reacts_to<atom::timer, timer_kind, uint64_t>>;
 
 /// One per logical call: the retry loop, timers, winner choice.
 using call_supervisor_actor = caf::typed_actor<
@@ -68,12 +72,9 @@ using call_supervisor_actor = caf::typed_actor<
   caf::reacts_to<atom::delta, uint64_t, stream_delta>,
   /// An attempt's outcome (leg id).
   caf::reacts_to<atom::done, uint64_t, attempt_result>,
-  /// Timer: wait over, admit again (round generation).
-  caf::reacts_to<atom::retry, uint64_t>,
-  /// A timer armed at the gateway fired (stall window, deadline).
-  caf::reacts_to<atom::timer, uint64_t>,
-  /// Timer: the round (generation) may need a hedge leg now.
-  caf::reacts_to<atom::hedge, uint64_t>,
+  /// A timer armed at the gateway fired: stall window, deadline, retry
+  /// (retry generation) or hedge (round).
+  caf::reacts_to<atom::timer, timer_kind, uint64_t>,
   /// A hedge leg succeeded; it wins unless the primary's success was
   /// already waiting in the mailbox (leg id).
   caf::reacts_to<atom::decide, uint64_t>,
@@ -88,10 +89,9 @@ using embed_call_actor = caf::typed_actor<
   caf::reacts_to<atom::first_token, uint64_t>,
   /// From the transport: a sub-batch request ended (request tag).
   caf::reacts_to<atom::done, uint64_t, attempt_result>,
-  /// Timer: a sub-batch's backoff is over (batch index and generation).
-  caf::reacts_to<atom::retry, uint64_t>,
-  /// Timer: the call deadline passed.
-  caf::reacts_to<atom::timer, uint64_t>,
+  /// A timer armed at the gateway fired: the call deadline, or a
+  /// sub-batch's backoff (retry; generation and batch index).
+  caf::reacts_to<atom::timer, timer_kind, uint64_t>,
   /// The caller cancelled the call.
   caf::reacts_to<atom::cancel>>;
 
@@ -100,8 +100,7 @@ using ocr_call_actor = caf::typed_actor<
   caf::replies_to<atom::start>::with<ocr_response>,
   caf::reacts_to<atom::first_token, uint64_t>,
   caf::reacts_to<atom::done, uint64_t, attempt_result>,
-  caf::reacts_to<atom::retry, uint64_t>,
-  caf::reacts_to<atom::timer, uint64_t>,
+  caf::reacts_to<atom::timer, timer_kind, uint64_t>,
   caf::reacts_to<atom::cancel>>;
 
 /// One per source: RPM/TPM/concurrency state and permits (SPEC §5).

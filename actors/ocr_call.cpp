@@ -83,8 +83,8 @@ void admit(self_ptr self);
 
 void retry_later(self_ptr self, double delay_s) {
   auto gen = ++self->state.retry.retry_gen;
-  self->delayed_send(self, side_timespan(std::max(delay_s, side_min_wait_s)),
-                     atom::retry_v, gen);
+  arm_timer(self, timer_kind::retry, gen,
+            side_timespan(std::max(delay_s, side_min_wait_s)));
 }
 
 void start_attempt(self_ptr self, admit_result& r) {
@@ -254,13 +254,12 @@ ocr_call_actor::behavior_type ocr_call(self_ptr self, ocr_call_args args) {
     [self](atom::done, uint64_t tag, attempt_result& res) {
       on_done(self, tag, res);
     },
-    [self](atom::retry, uint64_t gen) {
-      if (gen == self->state.retry.retry_gen)
+    [self](atom::timer, timer_kind kind, uint64_t id) {
+      if (kind == timer_kind::retry && id == self->state.retry.retry_gen)
         admit(self);
-    },
-    [self](atom::timer, uint64_t) {
-      fail(self, error_code::call_deadline_exceeded,
-           "the call deadline passed");
+      else if (kind == timer_kind::deadline)
+        fail(self, error_code::call_deadline_exceeded,
+             "the call deadline passed");
     },
     [self](atom::cancel) {
       fail(self, error_code::cancelled, "the caller cancelled the call");

@@ -6,6 +6,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/call_supervisor.hpp"
+#include "actors/timer_table.hpp"
 
 #include <caf/actor_clock.hpp>
 #include <caf/optional.hpp>
@@ -192,8 +193,7 @@ caf::result<Response> start_side_call(Self self, Begin begin) {
   st.started = true;
   st.started_at = self->clock().now();
   if (st.args.deadline_s)
-    self->delayed_send(self, side_timespan(*st.args.deadline_s),
-                       atom::timer_v, uint64_t{1});
+    arm_timer(self, timer_kind::deadline, 0, side_timespan(*st.args.deadline_s));
   begin();
   return st.promise;
 }

@@ -79,17 +79,26 @@ caf::result<Response> run_side_call(gateway_self self, const std::string& id,
                                     Handle call) {
   auto& st = self->state;
   st.side_calls.emplace(id, caf::actor_cast<caf::actor>(call));
+  // A live call may arm timers at the gateway; they go when it answers.
+  auto addr = call.address();
+  st.call_of.emplace(addr, id);
+  auto ended = [self, id, addr] {
+    auto& st = self->state;
+    st.side_calls.erase(id);
+    st.call_of.erase(addr);
+    st.timers.drop(addr);
+  };
   ++st.calls_started;
   auto rp = self->make_response_promise<Response>();
   self->request(call, caf::infinite, atom::start_v)
     .then(
-      [self, id, rp](Response& resp) mutable {
-        self->state.side_calls.erase(id);
+      [self, ended, rp](Response& resp) mutable {
+        ended();
         ++self->state.calls_ok;
         rp.deliver(std::move(resp));
       },
-      [self, id, rp](caf::error& err) mutable {
-        self->state.side_calls.erase(id);
+      [self, ended, rp](caf::error& err) mutable {
+        ended();
         ++self->state.calls_failed;
         rp.deliver(std::move(err));
       });

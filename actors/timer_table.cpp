@@ -7,21 +7,11 @@
 
 namespace pgw {
 
-void timer_table::arm(const caf::strong_actor_ptr& owner, uint64_t tag,
-                      time_point when) {
-  auto addr = caf::actor_cast<caf::actor_addr>(owner);
-  auto& keys = keys_of_[addr];
-  for (auto i = keys.begin(); i != keys.end(); ++i) {
-    auto e = entries_.find(*i);
-    if (e != entries_.end() && kind_of(e->second.tag) == kind_of(tag)) {
-      entries_.erase(e);
-      keys.erase(i);
-      break;
-    }
-  }
+void timer_table::arm(const caf::strong_actor_ptr& owner, timer_kind kind,
+                      uint64_t id, time_point when) {
   key k{when, ++seq_};
-  entries_.emplace(k, entry{owner, tag});
-  keys.push_back(k);
+  entries_.emplace(k, fired{owner, kind, id});
+  keys_of_[caf::actor_cast<caf::actor_addr>(owner)].push_back(k);
 }
 
 void timer_table::drop(const caf::actor_addr& owner) {
@@ -44,7 +34,7 @@ std::vector<timer_table::fired> timer_table::take_due(time_point now) {
       if (keys.empty())
         keys_of_.erase(i);
     }
-    out.push_back(fired{std::move(node.mapped().owner), node.mapped().tag});
+    out.push_back(std::move(node.mapped()));
   }
   return out;
 }

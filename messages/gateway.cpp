@@ -14,6 +14,20 @@ const char* to_string(skip_reason x) {
   return "unknown";
 }
 
+const char* to_string(timer_kind x) {
+  switch (x) {
+    case timer_kind::stall:
+      return "stall";
+    case timer_kind::deadline:
+      return "deadline";
+    case timer_kind::retry:
+      return "retry";
+    case timer_kind::hedge:
+      return "hedge";
+  }
+  return "unknown";
+}
+
 const char* to_string(admission_refusal x) {
   switch (x) {
     case admission_refusal::none:

@@ -60,6 +60,19 @@ enum class admission_refusal : uint8_t {
 
 const char* to_string(admission_refusal x);
 
+/// What a call's timer is for (armed at the gateway: actors/timer_table.hpp).
+/// The timer message carries the kind and an id the call chooses (a round,
+/// a retry generation, a sub-batch), never one packed into the other.
+enum class timer_kind : uint8_t {
+  stall,    ///< the stall window since the last progress may be over
+  deadline, ///< the call deadline passed
+  retry,    ///< a backoff or refusal wait is over: admit again
+  hedge,    ///< a round may need one more (hedge) leg now
+};
+
+/// "stall", "deadline", "retry", "hedge".
+const char* to_string(timer_kind x);
+
 /// The gateway's answer: a source with its permit and breaker entry, or why
 /// none can run now.
 struct admit_result {
@@ -145,7 +158,7 @@ struct gateway_status {
   int64_t calls_ok = 0;
   int64_t calls_failed = 0;
   int64_t calls_active = 0;
-  /// Stall-window and deadline timers armed for live calls.
+  /// Timers armed for live calls (stall window, deadline, retry, hedge).
   int64_t timers_armed = 0;
   std::vector<source_status> sources;
   /// The telemetry sink's counters (rows written, dropped, ...); empty path

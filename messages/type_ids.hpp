@@ -36,6 +36,7 @@ struct cache_lookup;
 struct cache_verdict;
 struct cache_status;
 struct stream_delta;
+enum class timer_kind : uint8_t;
 
 } // namespace pgw
 
@@ -71,8 +72,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, report, "report")
   CAF_ADD_ATOM(pgw, pgw::atom, first_token, "first_tok")
   CAF_ADD_ATOM(pgw, pgw::atom, done, "done")
-  CAF_ADD_ATOM(pgw, pgw::atom, retry, "retry")
-  CAF_ADD_ATOM(pgw, pgw::atom, hedge, "hedge")
   CAF_ADD_ATOM(pgw, pgw::atom, start, "start")
   CAF_ADD_ATOM(pgw, pgw::atom, timer, "timer")
   CAF_ADD_ATOM(pgw, pgw::atom, acquire, "acquire")
@@ -98,5 +97,8 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   // Live streaming (issue 13).
   CAF_ADD_TYPE_ID(pgw, (pgw::stream_delta))
   CAF_ADD_ATOM(pgw, pgw::atom, delta, "delta")
+
+  // Call timers (issue 10): the kind travels as a value, not as tag bits.
+  CAF_ADD_TYPE_ID(pgw, (pgw::timer_kind))
 
 CAF_END_TYPE_ID_BLOCK(pgw)

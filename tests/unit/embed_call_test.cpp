@@ -433,3 +433,20 @@ TEST_CASE_FIXTURE(embed_fixture,
         != std::string::npos);
   CHECK(fake->calls().empty());
 }
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: the deadline timer is armed at the gateway and "
+                  "dropped when the call ends") {
+  fake->script("a", {embed_ok().after(1s)});
+  auto sc = embed_scope({"a"}, 8, 1);
+  sc.call_deadline_s = 600;
+  auto gw = spawn_gateway(sc);
+  embed_request req;
+  req.inputs = numbers(8);
+  auto out = start_embed(gw, std::move(req));
+  CHECK(status(gw).timers_armed == 1);
+  run_until(out);
+  REQUIRE(out->response);
+  CHECK(status(gw).timers_armed == 0);
+  CHECK(sched.clock().schedule().size() <= 1); // the gateway's next tick
+}

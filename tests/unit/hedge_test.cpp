@@ -363,3 +363,22 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: MAX_EXTRA 3 with only two other sources
   CHECK(fake->calls().size() == 3);
   check_balanced(status(gw));
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a round's hedge timers are dropped when the call ends") {
+  // Both extra legs' timers (1 s, 2 s) are armed at the gateway, like the
+  // stall window: a primary that answers first leaves none behind, not
+  // even in the actor clock.
+  auto sc = hedged({"a", "b", "c"});
+  sc.hedge.max_extra = 2;
+  fake->script("a", {fake_step::ok("a").after(500ms)});
+  auto gw = spawn_gateway(sc);
+  auto out = start_call(gw, hello());
+  CHECK(status(gw).timers_armed == 3); // stall window and two hedge timers
+  run_until_answered(out);
+  REQUIRE(out->response);
+  CHECK(out->response->stats.hedges == 0);
+  CHECK(status(gw).timers_armed == 0);
+  // Left in the clock: the gateway's ticks only (for 1 s, and the earlier
+  // one for the stall window), not the two hedge timers.
+  CHECK(sched.clock().schedule().size() <= 2);
+}
