@@ -145,6 +145,20 @@ int64_t heap_in_use_kb() {
 /// holds them all (`heap_kb`: without the burst of queued requests that the
 /// RSS figure includes). Everything is released and trimmed before it
 /// returns.
+// Starts `calls` chat calls that the upstream (or stand-in) holds open;
+// the load generator's and the gateway's measurements start the same calls.
+std::vector<std::future<caf::expected<chat_response>>>
+start_held_calls(client& cl, int calls) {
+  std::vector<std::future<caf::expected<chat_response>>> futures;
+  futures.reserve(static_cast<size_t>(calls));
+  for (int i = 0; i < calls; ++i) {
+    chat_request req;
+    req.messages.push_back({"user", fmt::format("held call {}", i), {}});
+    futures.push_back(cl.chat_async(std::move(req)));
+  }
+  return futures;
+}
+
 double load_generator_kb_per_call(caf::actor_system& sys, int calls,
                                   double& heap_kb) {
   auto held = std::make_shared<
@@ -170,13 +184,7 @@ double load_generator_kb_per_call(caf::actor_system& sys, int calls,
     ::malloc_trim(0);
     auto before = proc_status(0, "VmRSS");
     auto heap_before = heap_in_use_kb();
-    std::vector<std::future<caf::expected<chat_response>>> futures;
-    futures.reserve(static_cast<size_t>(calls));
-    for (int i = 0; i < calls; ++i) {
-      chat_request req;
-      req.messages.push_back({"user", fmt::format("held call {}", i), {}});
-      futures.push_back(cl.chat_async(std::move(req)));
-    }
+    auto futures = start_held_calls(cl, calls);
     // Every call has reached the stand-in once its status answers.
     caf::scoped_actor probe{sys};
     for (int spin = 0; spin < 600; ++spin) {
@@ -446,13 +454,7 @@ int bench_inflight(const std::vector<std::string>& args) {
   });
 
   // -- the load: N futures, started as fast as the gateway takes them --
-  std::vector<std::future<caf::expected<chat_response>>> futures;
-  futures.reserve(static_cast<size_t>(calls));
-  for (int i = 0; i < calls; ++i) {
-    chat_request req;
-    req.messages.push_back({"user", fmt::format("held call {}", i), {}});
-    futures.push_back(cl.chat_async(std::move(req)));
-  }
+  auto futures = start_held_calls(cl, calls);
   auto submitted_s = std::chrono::duration<double>(clock_type::now() - t0)
                        .count();
   int64_t ok = 0;
