@@ -2,7 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_cast.hpp>

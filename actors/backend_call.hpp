@@ -6,10 +6,10 @@
 /// is down. Internal to actors/ (the limiter and breaker actors; admission
 /// maps backend errors with `unavailable`).
 
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "messages/errors.hpp"
 #include "messages/governance.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
 #include <caf/abstract_actor.hpp>
 #include <caf/actor_cast.hpp>

@@ -2,7 +2,7 @@
 
 #include "actors/backend_call.hpp"
 
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 

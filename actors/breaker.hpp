@@ -8,7 +8,7 @@
 
 #include "actors/interfaces.hpp"
 #include "backends/breaker.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
 #include <caf/actor_clock.hpp>
 

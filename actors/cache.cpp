@@ -1,9 +1,9 @@
 #include "actors/cache.hpp"
 
 #include "backends/cache_value.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "config/settings.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
 #include <caf/all.hpp>
 

@@ -5,7 +5,7 @@
 #include "actors/call_supervisor.hpp"
 #include "actors/embed_start.hpp"
 #include "actors/limiter.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "actors/ocr_start.hpp"
 #include "config/limits.hpp"
 #include "actors/cache.hpp"

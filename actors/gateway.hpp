@@ -12,7 +12,7 @@
 #include "backends/breaker.hpp"
 #include "backends/governance.hpp"
 #include "backends/limiter.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 #include "config/settings.hpp"
 #include "transport/transport.hpp"
 

@@ -1,7 +1,7 @@
 #include "actors/limiter.hpp"
 
 #include "actors/backend_call.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include <caf/typed_event_based_actor.hpp>
 

@@ -7,7 +7,7 @@
 #include "actors/interfaces.hpp"
 #include "backends/governance.hpp"
 #include "backends/limiter.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
 #include <caf/actor_clock.hpp>
 

@@ -2,7 +2,7 @@
 
 #include "config/limits.hpp"
 #include "transport/classify.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 #include "transport/socket_bytes.hpp"
 #include "transport/upstream_exchange.hpp"
 

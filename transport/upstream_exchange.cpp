@@ -1,7 +1,7 @@
 #include "transport/upstream_exchange.hpp"
 
 #include "config/limits.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "config/scrub.hpp"
 #include "config/url.hpp"
 #include "transport/classify.hpp"

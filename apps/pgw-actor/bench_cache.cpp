@@ -12,7 +12,7 @@
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
 #include "backends/redis/client.hpp"
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>

@@ -6,7 +6,7 @@
 #include "serve_app.hpp"
 
 #include "apps/node/node_builder.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>

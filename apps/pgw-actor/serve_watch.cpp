@@ -3,7 +3,7 @@
 
 #include "serve_app.hpp"
 
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include <pthread.h>
 #include <sys/epoll.h>

@@ -3,7 +3,7 @@
 #include "config/url.hpp"
 
 #include "config/keys.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "messages/errors.hpp"
 
 #include <hiredis/hiredis.h>

@@ -5,7 +5,7 @@
 #include "backends/redis/breaker.hpp"
 #include "backends/redis/client.hpp"
 #include "backends/redis/limiter.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "fixtures/redis_process.hpp"
 #include "messages/errors.hpp"
 

@@ -4,7 +4,7 @@
 // keep-alive. Each case runs once per transport (fixtures/transport_kinds.hpp).
 
 #include "apps/pgw-upstream-sim/sim.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
 #include "fixtures/transport_kinds.hpp"

@@ -4,7 +4,7 @@
 #include "backends/sqlite/db.hpp"
 #include "backends/sqlite/schema.hpp"
 #include "backends/telemetry.hpp"
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include "fixtures/telemetry/fixture_db.hpp"
 

@@ -1,6 +1,6 @@
-#include "transport/io_pool.hpp"
+#include "config/support/io_pool.hpp"
 
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 
 #include <pthread.h>
 

@@ -1,4 +1,4 @@
-#include "config/log.hpp"
+#include "config/support/log.hpp"
 #include "config/scrub.hpp"
 
 #include <atomic>
