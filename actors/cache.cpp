@@ -551,7 +551,8 @@ cache_limits cache_limits_of(const settings& cfg, const std::string& scope) {
   limits.max_bytes = sc->cache.max_bytes;
   limits.max_value_bytes = std::min(limits.max_value_bytes, limits.max_bytes);
   limits.store_length = sc->cache.store_length;
-  if (sc->cache.fleet_single_flight && cfg.global.cache_backend == "redis")
+  if (sc->cache.fleet_single_flight
+      && cfg.global.cache_backend == cache_store::redis)
     limits.lease_s = fleet_lease_s;
   return limits;
 }

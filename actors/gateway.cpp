@@ -155,7 +155,7 @@ gateway_status status_of(self_ptr self) {
   auto& st = self->state;
   gateway_status out;
   out.scope = st.scope->name;
-  out.selector = st.scope->selector;
+  out.selector = to_string(st.scope->selector);
   out.calls_started = st.calls_started;
   out.calls_ok = st.calls_ok;
   out.calls_failed = st.calls_failed;
@@ -380,7 +380,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     st.sources.push_back(std::move(rt));
     entries.push_back({src.name, src.priority});
   }
-  st.picker.emplace(selector::parse(st.scope->selector), std::move(entries));
+  st.picker.emplace(st.scope->selector, std::move(entries));
   st.call_sources = std::make_shared<const std::map<std::string, call_source>>(
     std::move(call_sources));
   self->set_down_handler([self](caf::down_msg& msg) {

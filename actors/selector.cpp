@@ -6,14 +6,6 @@
 
 namespace pgw {
 
-selector::kind selector::parse(const std::string& name) {
-  if (name == "round_robin")
-    return kind::round_robin;
-  if (name == "priority")
-    return kind::priority;
-  return kind::health_aware;
-}
-
 selector::selector(kind k, std::vector<source_entry> sources)
   : kind_(k), sources_(std::move(sources)), ewma_(sources_.size(), 1.0) {
   by_priority_.resize(sources_.size());

@@ -3,6 +3,7 @@
 /// Candidate order for admission (SPEC §7): `health_aware`, `round_robin`
 /// and `priority`. A plain class; the gateway owns one per scope.
 
+#include "config/settings.hpp"
 #include "messages/outcome.hpp"
 
 #include <cstdint>
@@ -14,7 +15,7 @@ namespace pgw {
 
 class selector {
 public:
-  enum class kind { health_aware, round_robin, priority };
+  using kind = selector_policy;
 
   struct source_entry {
     std::string name;
@@ -23,9 +24,6 @@ public:
 
   static constexpr double alpha = 0.2;
   static constexpr double floor = 0.05;
-
-  /// Parses `health_aware`, `round_robin` or `priority` (validated config).
-  static kind parse(const std::string& name);
 
   selector(kind k, std::vector<source_entry> sources);
 

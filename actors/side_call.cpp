@@ -44,9 +44,9 @@ caf::optional<double> refusal_wait(const scope_config& scope,
     bool limited = reason == skip_reason::quota
                    || reason == skip_reason::cooling;
     quota = quota || limited;
-    bool waits = (limited && scope.on_quota_full == "wait")
+    bool waits = (limited && scope.on_quota_full == refusal_policy::wait)
                  || (reason == skip_reason::circuit_open
-                     && scope.on_circuit_open == "wait");
+                     && scope.on_circuit_open == refusal_policy::wait);
     if (!waits)
       continue;
     auto i = refused.retry_in.find(source);

@@ -246,6 +246,22 @@ setter<Config> field(T Config::*member) {
   return field<Config>([member](Config& cfg) -> T& { return cfg.*member; });
 }
 
+/// A setter for a field with a fixed set of names (`setting_values<E>`):
+/// any other text is refused with the names and `rule`.
+template <class Config, class E>
+setter<Config> choice(E Config::*member, const char* rule) {
+  return [member, rule](Config& cfg, const std::string& key,
+                        const std::string& value) {
+    auto parsed = parse_setting<E>(value);
+    if (!parsed)
+      return bad_value(key, value,
+                       fmt::format("must be one of {} ({})",
+                                   setting_names<E>(), rule));
+    cfg.*member = *parsed;
+    return caf::error{};
+  };
+}
+
 /// FIELD → how a source key's text becomes a typed field.
 const std::map<std::string, setter<source_config>>& source_setters() {
   using sc = source_config;
@@ -295,7 +311,8 @@ const std::map<std::string, setter<source_config>>& source_setters() {
 const std::map<std::string, setter<scope_config>>& scope_setters() {
   using sc = scope_config;
   static const std::map<std::string, setter<sc>> table = {
-    {"SELECTOR", field(&sc::selector)},
+    {"SELECTOR",
+     choice(&sc::selector, "how sources are ordered for admission")},
     {"STREAM", field(&sc::stream)},
     {"MAX_ATTEMPTS", field(&sc::max_attempts)},
     {"BACKOFF_BASE_S", field(&sc::backoff_base_s)},
@@ -329,8 +346,10 @@ const std::map<std::string, setter<scope_config>>& scope_setters() {
      field<sc>([](sc& x) -> auto& { return x.cache.max_entries; })},
     {"CACHE__MAX_BYTES",
      field<sc>([](sc& x) -> auto& { return x.cache.max_bytes; })},
-    {"ON_QUOTA_FULL", field(&sc::on_quota_full)},
-    {"ON_CIRCUIT_OPEN", field(&sc::on_circuit_open)},
+    {"ON_QUOTA_FULL",
+     choice(&sc::on_quota_full, "when every source is out of quota")},
+    {"ON_CIRCUIT_OPEN",
+     choice(&sc::on_circuit_open, "when every source's circuit is open")},
     {"STRUCTURED__MAX_REASKS", field(&sc::structured_max_reasks)},
     {"BATCH_CONCURRENCY", field(&sc::batch_concurrency)},
   };
@@ -340,16 +359,20 @@ const std::map<std::string, setter<scope_config>>& scope_setters() {
 const std::map<std::string, setter<global_config>>& global_setters() {
   using gc = global_config;
   static const std::map<std::string, setter<gc>> table = {
-    {"PGW_LIMITER_BACKEND", field(&gc::limiter_backend)},
-    {"PGW_BREAKER_BACKEND", field(&gc::breaker_backend)},
-    {"PGW_CACHE_BACKEND", field(&gc::cache_backend)},
+    {"PGW_LIMITER_BACKEND",
+     choice(&gc::limiter_backend, "limiter state backend")},
+    {"PGW_BREAKER_BACKEND",
+     choice(&gc::breaker_backend, "breaker state backend")},
+    {"PGW_CACHE_BACKEND", choice(&gc::cache_backend, "response cache")},
     {"PGW_CACHE_TTL_S", field(&gc::cache_ttl_s)},
     {"PGW_CACHE_NAMESPACE", field(&gc::cache_namespace)},
     {"REDIS_URL", field(&gc::redis_url)},
     {"PGW_PRICING_PATH", field(&gc::pricing_path)},
     {"PGW_TELEMETRY_DB", field(&gc::telemetry_db)},
     {"PGW_TELEMETRY_CONTENT", field(&gc::telemetry_content)},
-    {"PGW_TRANSPORT", field(&gc::transport)},
+    {"PGW_TRANSPORT",
+     choice(&gc::transport, "upstream HTTP client: beast is event-driven, "
+                            "httplib uses a thread per call")},
     {"PGW_TRANSPORT_THREADS", field(&gc::transport_threads)},
     {"PGW_SERVE_KEYS_FILE",
      field<gc>([](gc& x) -> auto& { return x.serve.keys_file; })},

@@ -2,6 +2,60 @@
 
 namespace pgw {
 
+const char* to_string(selector_policy x) {
+  switch (x) {
+    case selector_policy::health_aware:
+      return "health_aware";
+    case selector_policy::round_robin:
+      return "round_robin";
+    case selector_policy::priority:
+      return "priority";
+  }
+  return "?";
+}
+
+const char* to_string(refusal_policy x) {
+  switch (x) {
+    case refusal_policy::wait:
+      return "wait";
+    case refusal_policy::fail:
+      return "fail";
+  }
+  return "?";
+}
+
+const char* to_string(state_backend x) {
+  switch (x) {
+    case state_backend::memory:
+      return "memory";
+    case state_backend::redis:
+      return "redis";
+  }
+  return "?";
+}
+
+const char* to_string(cache_store x) {
+  switch (x) {
+    case cache_store::none:
+      return "none";
+    case cache_store::memory:
+      return "memory";
+    case cache_store::redis:
+      return "redis";
+  }
+  return "?";
+}
+
+const char* to_string(transport_kind x) {
+  switch (x) {
+    case transport_kind::beast:
+      return "beast";
+    case transport_kind::httplib:
+      return "httplib";
+  }
+  return "?";
+}
+
 const source_config* scope_config::find(const std::string& source_name) const {
   for (auto& src : sources)
     if (src.name == source_name)

@@ -15,6 +15,87 @@
 
 namespace pgw {
 
+// -- values with a fixed set of names --------------------------------------------
+
+/// SELECTOR: how a scope orders its sources for admission (SPEC §7).
+enum class selector_policy { health_aware, round_robin, priority };
+
+/// ON_QUOTA_FULL, ON_CIRCUIT_OPEN: what a call does when every source is
+/// refused for that reason.
+enum class refusal_policy { wait, fail };
+
+/// PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND: where governance state lives.
+enum class state_backend { memory, redis };
+
+/// PGW_CACHE_BACKEND: where the response cache lives, if anywhere.
+enum class cache_store { none, memory, redis };
+
+/// PGW_TRANSPORT: the upstream HTTP client.
+enum class transport_kind { beast, httplib };
+
+/// The name each value has in the configuration (and in `config show`).
+const char* to_string(selector_policy x);
+const char* to_string(refusal_policy x);
+const char* to_string(state_backend x);
+const char* to_string(cache_store x);
+const char* to_string(transport_kind x);
+
+/// Every value of a settings enum, in the order error messages list them.
+template <class E>
+struct setting_values;
+
+template <>
+struct setting_values<selector_policy> {
+  static constexpr selector_policy all[] = {selector_policy::health_aware,
+                                            selector_policy::round_robin,
+                                            selector_policy::priority};
+};
+
+template <>
+struct setting_values<refusal_policy> {
+  static constexpr refusal_policy all[] = {refusal_policy::wait,
+                                           refusal_policy::fail};
+};
+
+template <>
+struct setting_values<state_backend> {
+  static constexpr state_backend all[] = {state_backend::memory,
+                                          state_backend::redis};
+};
+
+template <>
+struct setting_values<cache_store> {
+  static constexpr cache_store all[] = {cache_store::none, cache_store::memory,
+                                        cache_store::redis};
+};
+
+template <>
+struct setting_values<transport_kind> {
+  static constexpr transport_kind all[] = {transport_kind::beast,
+                                           transport_kind::httplib};
+};
+
+/// The value whose name (`to_string`) is exactly `text`; nullopt otherwise.
+template <class E>
+std::optional<E> parse_setting(const std::string& text) {
+  for (auto x : setting_values<E>::all)
+    if (text == to_string(x))
+      return x;
+  return std::nullopt;
+}
+
+/// "a, b, c": every name of E, for "must be one of" messages.
+template <class E>
+std::string setting_names() {
+  std::string list;
+  for (auto x : setting_values<E>::all) {
+    if (!list.empty())
+      list += ", ";
+    list += to_string(x);
+  }
+  return list;
+}
+
 /// How a provider maps request features onto the upstream body
 /// (config/providers.json).
 struct provider_profile {
@@ -100,7 +181,7 @@ struct breaker_config {
 struct scope_config {
   std::string name; ///< e.g. "LLM"
   std::vector<source_config> sources;
-  std::string selector = "health_aware";
+  selector_policy selector = selector_policy::health_aware;
   bool stream = true;
   int64_t max_attempts = 3;
   double backoff_base_s = 0.5;
@@ -109,8 +190,8 @@ struct scope_config {
   std::optional<double> call_deadline_s;
   hedge_config hedge;
   breaker_config breaker;
-  std::string on_quota_full = "wait";
-  std::string on_circuit_open = "fail";
+  refusal_policy on_quota_full = refusal_policy::wait;
+  refusal_policy on_circuit_open = refusal_policy::fail;
   int64_t structured_max_reasks = 2;
   /// Embedding scopes: sub-batches of one call in flight at once.
   int64_t batch_concurrency = 4;
@@ -148,9 +229,9 @@ struct serve_config {
 
 /// Process-wide keys.
 struct global_config {
-  std::string limiter_backend = "memory";
-  std::string breaker_backend = "memory";
-  std::string cache_backend = "none";
+  state_backend limiter_backend = state_backend::memory;
+  state_backend breaker_backend = state_backend::memory;
+  cache_store cache_backend = cache_store::none;
   double cache_ttl_s = 3600;
   std::string cache_namespace = "pgw";
   std::string redis_url = "redis://127.0.0.1:6379/0";
@@ -161,7 +242,7 @@ struct global_config {
   bool telemetry_content = false;
   /// PGW_TRANSPORT: the upstream HTTP client, `beast` (event-driven,
   /// transport/beast_transport) or `httplib` (a thread per call).
-  std::string transport = "beast";
+  transport_kind transport = transport_kind::beast;
   /// PGW_TRANSPORT_THREADS: the beast transport's loop threads; 0 = one
   /// per core.
   int64_t transport_threads = 0;

@@ -147,7 +147,7 @@ scope_lines(const std::string& name, const scope_config& sc) {
   auto key = [&](const char* suffix) { return detail::scope_key(name, suffix); };
   auto& br = sc.breaker;
   return {
-    {key("SELECTOR"), sc.selector},
+    {key("SELECTOR"), to_string(sc.selector)},
     {key("STREAM"), text(sc.stream)},
     {key("MAX_ATTEMPTS"), text(sc.max_attempts)},
     {key("BACKOFF_BASE_S"), text(sc.backoff_base_s)},
@@ -162,8 +162,8 @@ scope_lines(const std::string& name, const scope_config& sc) {
     {key("BREAKER__FAIL_RATE"), text(br.fail_rate)},
     {key("BREAKER__WINDOW_S"), text(br.window_s)},
     {key("BREAKER__MAX_COOLDOWN_S"), text(effective_max_cooldown(br))},
-    {key("ON_QUOTA_FULL"), sc.on_quota_full},
-    {key("ON_CIRCUIT_OPEN"), sc.on_circuit_open},
+    {key("ON_QUOTA_FULL"), to_string(sc.on_quota_full)},
+    {key("ON_CIRCUIT_OPEN"), to_string(sc.on_circuit_open)},
     {key("STRUCTURED__MAX_REASKS"), text(sc.structured_max_reasks)},
     {key("BATCH_CONCURRENCY"), text(sc.batch_concurrency)},
     {key("CACHE__ENABLED"), text(sc.cache.enabled)},
@@ -178,16 +178,16 @@ scope_lines(const std::string& name, const scope_config& sc) {
 std::vector<std::pair<std::string, std::string>>
 global_lines(const global_config& g) {
   return {
-    {"PGW_LIMITER_BACKEND", g.limiter_backend},
-    {"PGW_BREAKER_BACKEND", g.breaker_backend},
-    {"PGW_CACHE_BACKEND", g.cache_backend},
+    {"PGW_LIMITER_BACKEND", to_string(g.limiter_backend)},
+    {"PGW_BREAKER_BACKEND", to_string(g.breaker_backend)},
+    {"PGW_CACHE_BACKEND", to_string(g.cache_backend)},
     {"PGW_CACHE_TTL_S", text(g.cache_ttl_s)},
     {"PGW_CACHE_NAMESPACE", g.cache_namespace},
     {"REDIS_URL", mask_url(g.redis_url)},
     {"PGW_PRICING_PATH", g.pricing_path},
     {"PGW_TELEMETRY_DB", g.telemetry_db ? *g.telemetry_db : unset},
     {"PGW_TELEMETRY_CONTENT", g.telemetry_content ? "on" : "off"},
-    {"PGW_TRANSPORT", g.transport},
+    {"PGW_TRANSPORT", to_string(g.transport)},
     {"PGW_TRANSPORT_THREADS", text(g.transport_threads)},
   };
 }
@@ -236,9 +236,9 @@ std::string show_settings(const settings& s) {
 std::string show_settings_json(const settings& s) {
   auto& g = s.global;
   json::object global{
-    {"limiter_backend", g.limiter_backend},
-    {"breaker_backend", g.breaker_backend},
-    {"cache_backend", g.cache_backend},
+    {"limiter_backend", to_string(g.limiter_backend)},
+    {"breaker_backend", to_string(g.breaker_backend)},
+    {"cache_backend", to_string(g.cache_backend)},
     {"cache_ttl_s", g.cache_ttl_s},
     {"cache_namespace", g.cache_namespace},
     {"redis_url", mask_url(g.redis_url)},
@@ -282,7 +282,7 @@ std::string show_settings_json(const settings& s) {
     }
     auto& br = sc.breaker;
     scopes[name] = json::object{
-      {"selector", sc.selector},
+      {"selector", to_string(sc.selector)},
       {"stream", sc.stream},
       {"max_attempts", sc.max_attempts},
       {"backoff_base_s", sc.backoff_base_s},
@@ -299,8 +299,8 @@ std::string show_settings_json(const settings& s) {
                     {"fail_rate", br.fail_rate},
                     {"window_s", br.window_s},
                     {"max_cooldown_s", effective_max_cooldown(br)}}},
-      {"on_quota_full", sc.on_quota_full},
-      {"on_circuit_open", sc.on_circuit_open},
+      {"on_quota_full", to_string(sc.on_quota_full)},
+      {"on_circuit_open", to_string(sc.on_circuit_open)},
       {"structured", json::object{{"max_reasks", sc.structured_max_reasks}}},
       {"batch_concurrency", sc.batch_concurrency},
       {"cache",

@@ -184,19 +184,6 @@ caf::error check_serve(const serve_config& s) {
 }
 
 caf::error check_global(const global_config& g) {
-  if (auto err = one_of("PGW_LIMITER_BACKEND", g.limiter_backend,
-                        {"memory", "redis"}, "limiter state backend"))
-    return err;
-  if (auto err = one_of("PGW_BREAKER_BACKEND", g.breaker_backend,
-                        {"memory", "redis"}, "breaker state backend"))
-    return err;
-  if (auto err = one_of("PGW_CACHE_BACKEND", g.cache_backend,
-                        {"none", "memory", "redis"}, "response cache"))
-    return err;
-  if (auto err = one_of("PGW_TRANSPORT", g.transport, {"beast", "httplib"},
-                        "upstream HTTP client: beast is event-driven, "
-                        "httplib uses a thread per call"))
-    return err;
   if (auto err = at_least("PGW_TRANSPORT_THREADS", g.transport_threads, 0,
                           "beast transport loop threads, 0 = one per core"))
     return err;
@@ -329,10 +316,6 @@ caf::error check_source(const std::string& scope, const source_config& src) {
 
 caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
   auto key = [&](const char* suffix) { return scope_key(name, suffix); };
-  if (auto err = one_of(key("SELECTOR"), sc.selector,
-                        {"health_aware", "round_robin", "priority"},
-                        "how sources are ordered for admission"))
-    return err;
   if (auto err = at_least(key("MAX_ATTEMPTS"), sc.max_attempts, 1,
                           "retry budget of a call"))
     return err;
@@ -394,14 +377,6 @@ caf::error check_scope_keys(const std::string& name, const scope_config& sc) {
                                    format_number(br.cooldown_s)),
                        "cap of the breaker's open time");
   }
-  if (auto err = one_of(key("ON_QUOTA_FULL"), sc.on_quota_full,
-                        {"wait", "fail"},
-                        "when every source is out of quota"))
-    return err;
-  if (auto err = one_of(key("ON_CIRCUIT_OPEN"), sc.on_circuit_open,
-                        {"wait", "fail"},
-                        "when every source's circuit is open"))
-    return err;
   if (auto err = at_least(key("STRUCTURED__MAX_REASKS"),
                           sc.structured_max_reasks, 0,
                           "structured-output re-asks"))
@@ -596,58 +571,61 @@ const scope_config default_scope{};
 const no_effect_row no_effect_table[] = {
   {level::scope, "CACHE__ENABLED", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
-     return t.scope->cache.enabled && t.global->cache_backend == "none";
+     return t.scope->cache.enabled
+            && t.global->cache_backend == cache_store::none;
    }},
   {level::scope, "CACHE__FLEET_SINGLE_FLIGHT",
    "PGW_CACHE_BACKEND is not redis: single-flight is per process",
    [](const target& t) {
      return t.scope->cache.fleet_single_flight
-            && t.global->cache_backend != "redis";
+            && t.global->cache_backend != cache_store::redis;
    }},
   {level::scope, "CACHE__STORE_LENGTH", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
-     return t.scope->cache.store_length && t.global->cache_backend == "none";
+     return t.scope->cache.store_length
+            && t.global->cache_backend == cache_store::none;
    }},
   {level::scope, "CACHE__TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
-     return t.scope->cache.ttl_s && t.global->cache_backend == "none";
+     return t.scope->cache.ttl_s
+            && t.global->cache_backend == cache_store::none;
    }},
   {level::scope, "CACHE__MAX_ENTRIES", "PGW_CACHE_BACKEND is not memory",
    [](const target& t) {
      return t.scope->cache.max_entries != default_scope.cache.max_entries
-            && t.global->cache_backend != "memory";
+            && t.global->cache_backend != cache_store::memory;
    }},
   {level::scope, "CACHE__MAX_BYTES", "PGW_CACHE_BACKEND is not memory",
    [](const target& t) {
      return t.scope->cache.max_bytes != default_scope.cache.max_bytes
-            && t.global->cache_backend != "memory";
+            && t.global->cache_backend != cache_store::memory;
    }},
   {level::global, "PGW_TRANSPORT_THREADS", "PGW_TRANSPORT is httplib",
    [](const target& t) {
      return t.global->transport_threads != default_global.transport_threads
-            && t.global->transport == "httplib";
+            && t.global->transport == transport_kind::httplib;
    }},
   {level::global, "PGW_CACHE_TTL_S", "PGW_CACHE_BACKEND is none",
    [](const target& t) {
      return t.global->cache_ttl_s != default_global.cache_ttl_s
-            && t.global->cache_backend == "none";
+            && t.global->cache_backend == cache_store::none;
    }},
   {level::global, "PGW_CACHE_NAMESPACE",
    "no Redis cache, limiter or breaker uses it",
    [](const target& t) {
      return t.global->cache_namespace != default_global.cache_namespace
-            && t.global->cache_backend != "redis"
-            && t.global->limiter_backend != "redis"
-            && t.global->breaker_backend != "redis";
+            && t.global->cache_backend != cache_store::redis
+            && t.global->limiter_backend != state_backend::redis
+            && t.global->breaker_backend != state_backend::redis;
    }},
   {level::global, "REDIS_URL",
    "none of PGW_LIMITER_BACKEND, PGW_BREAKER_BACKEND, PGW_CACHE_BACKEND is "
    "redis",
    [](const target& t) {
      return t.global->redis_url != default_global.redis_url
-            && t.global->limiter_backend != "redis"
-            && t.global->breaker_backend != "redis"
-            && t.global->cache_backend != "redis";
+            && t.global->limiter_backend != state_backend::redis
+            && t.global->breaker_backend != state_backend::redis
+            && t.global->cache_backend != cache_store::redis;
    }},
 };
 

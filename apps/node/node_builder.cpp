@@ -20,7 +20,7 @@ namespace {
 
 /// The upstream transport PGW_TRANSPORT names (validated: beast or httplib).
 transport_ptr make_transport(const global_config& g) {
-  if (g.transport == "httplib")
+  if (g.transport == transport_kind::httplib)
     return make_httplib_transport();
   return make_beast_transport(static_cast<size_t>(g.transport_threads));
 }
@@ -28,8 +28,8 @@ transport_ptr make_transport(const global_config& g) {
 /// Redis governance, when the settings ask for it: one client and one pool
 /// of I/O threads shared by every source's limiter and breaker.
 caf::error wire_redis_governance(const global_config& g, gateway_options& opts) {
-  bool limiter = g.limiter_backend == "redis";
-  bool breaker = g.breaker_backend == "redis";
+  bool limiter = g.limiter_backend == state_backend::redis;
+  bool breaker = g.breaker_backend == state_backend::redis;
   if (!limiter && !breaker)
     return {};
   auto client = make_redis_client(g.redis_url, 4);
@@ -65,7 +65,7 @@ caf::error wire_redis_governance(const global_config& g, gateway_options& opts) 
 caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
                                        const settings& cfg) {
   const auto& g = cfg.global;
-  if (g.cache_backend != "memory" && g.cache_backend != "redis")
+  if (g.cache_backend == cache_store::none)
     return cache_actor{};
   // Wall time of stored answers: the actor clock plus its offset to the
   // system clock, read once here (actors read no wall clock).
@@ -74,12 +74,13 @@ caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
     using seconds = std::chrono::duration<double>;
     return seconds(sys.clock().now().time_since_epoch()).count() + offset_s;
   };
-  if (g.cache_backend == "memory") {
+  if (g.cache_backend == cache_store::memory) {
     cache_backend_factory memory = [cfg](const std::string& scope) {
       return std::shared_ptr<cache_backend>(
         make_memory_cache(cache_limits_of(cfg, scope)));
     };
-    return sys.spawn(scoped_cache, std::move(memory), "memory", nullptr,
+    return sys.spawn(scoped_cache, std::move(memory),
+                     to_string(cache_store::memory), nullptr,
                      std::move(wall));
   }
   auto client = make_redis_client(g.redis_url, 4);
@@ -90,7 +91,8 @@ caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
     return std::shared_ptr<cache_backend>(make_redis_cache(
       c, cfg.global.cache_namespace + ":cache", cache_limits_of(cfg, scope)));
   };
-  return sys.spawn(scoped_cache, std::move(redis), "redis",
+  return sys.spawn(scoped_cache, std::move(redis),
+                   to_string(cache_store::redis),
                    std::make_shared<io_pool>(), std::move(wall));
 }
 

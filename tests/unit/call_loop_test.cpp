@@ -372,7 +372,7 @@ TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during a backoff wait") {
 TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during an admission wait") {
   auto sc = test_scope({"a"});
   sc.sources[0].rpm = 1;
-  sc.on_quota_full = "wait";
+  sc.on_quota_full = refusal_policy::wait;
   auto gw = spawn_gateway(sc);
   REQUIRE(call(gw, hello())->response);
   auto req = hello();

@@ -73,10 +73,10 @@ TEST_CASE("a minimal source loads with every default") {
   CHECK(src.overlay == "{}");
   CHECK(src.headers.empty());
   CHECK(src.kind == "chat");
-  CHECK(sc->selector == "health_aware");
+  CHECK(sc->selector == selector_policy::health_aware);
   CHECK(sc->stream);
   CHECK(sc->max_attempts == 3);
-  CHECK(s->global.limiter_backend == "memory");
+  CHECK(s->global.limiter_backend == state_backend::memory);
   CHECK_FALSE(s->global.telemetry_db);
 }
 
@@ -123,7 +123,7 @@ TEST_CASE("every source field and scope key is read into its typed field") {
   CHECK(src.headers[0].first == "X-B"); // object order is kept
   CHECK(src.headers[0].second == "2");
   auto sc = s->find("LLM");
-  CHECK(sc->selector == "priority");
+  CHECK(sc->selector == selector_policy::priority);
   CHECK_FALSE(sc->stream);
   CHECK(sc->max_attempts == 5);
   CHECK(sc->backoff_base_s == 1);
@@ -131,7 +131,7 @@ TEST_CASE("every source field and scope key is read into its typed field") {
   CHECK(sc->stall_window_s == 100);
   CHECK(*sc->call_deadline_s == 90);
   CHECK(*sc->breaker.max_cooldown_s == 600);
-  CHECK(sc->on_quota_full == "fail");
+  CHECK(sc->on_quota_full == refusal_policy::fail);
   CHECK(*s->global.telemetry_db == "off");
 }
 

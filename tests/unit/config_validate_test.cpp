@@ -370,11 +370,11 @@ TEST_CASE("PGW_TRANSPORT is beast or httplib, PGW_TRANSPORT_THREADS 0..1024") {
   auto s = load_settings(base({{"PGW_TRANSPORT", "httplib"},
                                {"PGW_TRANSPORT_THREADS", "3"}}));
   REQUIRE(s);
-  CHECK(s->global.transport == "httplib");
+  CHECK(s->global.transport == transport_kind::httplib);
   CHECK(s->global.transport_threads == 3);
   auto d = load_settings(base({}));
   REQUIRE(d);
-  CHECK(d->global.transport == "beast");
+  CHECK(d->global.transport == transport_kind::beast);
   CHECK(d->global.transport_threads == 0);
   // Threads only matter to beast.
   auto w = warnings_of(base({{"PGW_TRANSPORT", "httplib"},

@@ -126,7 +126,7 @@ TEST_CASE_FIXTURE(actor_fixture, "429s of one burst double the cooldown once") {
 TEST_CASE_FIXTURE(actor_fixture, "every source cooling down: ON_QUOTA_FULL=fail fails at once") {
   fake->script("a", {fake_step::rate_limited(caf::none)});
   auto sc = test_scope({"a"});
-  sc.on_quota_full = "fail";
+  sc.on_quota_full = refusal_policy::fail;
   auto gw = spawn_gateway(sc);
   auto out = call(gw, hello());
   REQUIRE(out->answers == 1);

@@ -115,7 +115,7 @@ TEST_CASE_FIXTURE(actor_fixture, "every circuit open and ON_CIRCUIT_OPEN=fail: c
   auto sc = test_scope({"a"});
   sc.breaker.threshold = 1;
   sc.breaker.cooldown_s = 30;
-  sc.on_circuit_open = "fail";
+  sc.on_circuit_open = refusal_policy::fail;
   auto gw = spawn_gateway(sc);
   auto out = call(gw, hello());
   REQUIRE(out->answers == 1);
@@ -135,7 +135,7 @@ TEST_CASE_FIXTURE(actor_fixture, "ON_CIRCUIT_OPEN=wait: the call waits for the p
   auto sc = test_scope({"a"});
   sc.breaker.threshold = 1;
   sc.breaker.cooldown_s = 5;
-  sc.on_circuit_open = "wait";
+  sc.on_circuit_open = refusal_policy::wait;
   auto gw = spawn_gateway(sc);
   auto out = call(gw, hello());
   REQUIRE(out->response);
@@ -154,7 +154,7 @@ TEST_CASE_FIXTURE(actor_fixture, "a failed probe re-opens with a doubled cooldow
   auto sc = test_scope({"a"});
   sc.breaker.threshold = 1;
   sc.breaker.cooldown_s = 5;
-  sc.on_circuit_open = "wait";
+  sc.on_circuit_open = refusal_policy::wait;
   sc.max_attempts = 2;
   auto gw = spawn_gateway(sc);
   auto out = call(gw, hello());
@@ -174,7 +174,7 @@ TEST_CASE_FIXTURE(actor_fixture, "a cancelled probe gives its lease back at once
   auto sc = test_scope({"a"});
   sc.breaker.threshold = 1;
   sc.breaker.cooldown_s = 5;
-  sc.on_circuit_open = "wait";
+  sc.on_circuit_open = refusal_policy::wait;
   auto gw = spawn_gateway(sc);
   auto req = hello();
   req.deadline_s = 8; // fires while the probe hangs
@@ -223,7 +223,7 @@ TEST_CASE_FIXTURE(actor_fixture, "source_dead forces the circuit open for MAX_CO
 TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=wait: the call waits for the window") {
   auto sc = test_scope({"a"});
   sc.sources[0].rpm = 1;
-  sc.on_quota_full = "wait";
+  sc.on_quota_full = refusal_policy::wait;
   auto gw = spawn_gateway(sc);
   REQUIRE(call(gw, hello())->response);
   REQUIRE(call(gw, hello())->response);
@@ -240,7 +240,7 @@ TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=wait: the call wait
 TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=fail: quota_exhausted with retry_after_s") {
   auto sc = test_scope({"a"});
   sc.sources[0].rpm = 1;
-  sc.on_quota_full = "fail";
+  sc.on_quota_full = refusal_policy::fail;
   auto gw = spawn_gateway(sc);
   REQUIRE(call(gw, hello())->response);
   auto out = call(gw, hello());

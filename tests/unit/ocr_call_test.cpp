@@ -207,7 +207,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
   gateway_options opts;
   opts.telemetry = spawn_telemetry(sys, sink);
   auto sc = ocr_scope("ocr_vision", {"a", "b"});
-  sc.selector = "priority";
+  sc.selector = selector_policy::priority;
   sc.sources[1].priority = 1;
   sc.backoff_base_s = 0.01;
   auto gw = spawn_gateway(sc, 42, opts);
