@@ -163,8 +163,8 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
                                          st.args.leg);
   }
   return {
-    [self](atom::cancel, const std::string& label) {
-      self->state.stop_label = label == "hedge_cancelled"
+    [self](atom::stop, outcome label) {
+      self->state.stop_label = label == outcome::hedge_cancelled
                                  ? outcome::hedge_cancelled
                                  : outcome::cancelled;
     },

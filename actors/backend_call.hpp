@@ -76,7 +76,7 @@ void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
     task->run = [done = std::move(done), res = std::move(res),
                  keep = std::move(me)]() mutable { done(std::move(res)); };
     receiver->enqueue(nullptr, caf::make_message_id(),
-                      caf::make_message(atom::done_v, std::move(task)),
+                      caf::make_message(atom::internal_v, std::move(task)),
                       nullptr);
   });
 }

@@ -82,7 +82,7 @@ breaker(breaker_actor::stateful_pointer<breaker_state> self,
       return answer<breaker_status>(
         self, [backend, now] { return backend->status(now); });
     },
-    [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
+    [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }
 

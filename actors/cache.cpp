@@ -65,7 +65,7 @@ void run(self_ptr self, const cache_backend& backend, Work work, Done done) {
       done(std::move(res));
     };
     if (auto strong = caf::actor_cast<caf::actor>(me))
-      caf::anon_send(strong, atom::done_v, std::move(task));
+      caf::anon_send(strong, atom::internal_v, std::move(task));
   });
 }
 
@@ -236,7 +236,7 @@ template <class Task>
 void after(self_ptr self, caf::timespan delay, Task task) {
   auto t = std::make_shared<local_task>();
   t->run = std::move(task);
-  self->delayed_send(self, delay, atom::done_v, std::move(t));
+  self->delayed_send(self, delay, atom::internal_v, std::move(t));
 }
 
 /// Renews the lease `token` of `key` every third of its lifetime while the
@@ -632,7 +632,7 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
           && f->second.waiters.empty())
         st.flights.erase(f);
     },
-    [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
+    [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }
 

@@ -161,12 +161,12 @@ void maybe_deliver(self_ptr self) {
 
 /// Stops a running leg (its exit handler settles and closes the
 /// connection) and counts it as a loser labelled `label`.
-void stop_leg(self_ptr self, call_leg& leg, const std::string& label) {
-  leg.label = label;
+void stop_leg(self_ptr self, call_leg& leg, outcome label) {
+  leg.label = to_string(label);
   account_loser(self, leg);
   // The label goes first: same sender, same receiver, so the attempt
   // reads it before its exit handler runs.
-  self->send(leg.actor, atom::cancel_v, label);
+  self->send(leg.actor, atom::stop_v, label);
   self->send_exit(leg.actor, caf::exit_reason::user_shutdown);
 }
 
@@ -178,7 +178,7 @@ void finish(self_ptr self) {
   // Losers of a won call are hedge_cancelled; a call that failed (deadline,
   // caller, stall) cancels its legs. Legs stopped at a live call's commit
   // are labelled and counted already.
-  std::string label = st.response ? "hedge_cancelled" : "cancelled";
+  auto label = st.response ? outcome::hedge_cancelled : outcome::cancelled;
   if (!st.response)
     for (auto& leg : st.legs)
       if (leg.done && leg.label.empty())
@@ -197,7 +197,7 @@ void commit(self_ptr self, call_leg& winner) {
   st.committed = winner.id;
   for (auto& leg : st.legs)
     if (leg.id != winner.id && !leg.down && !leg.done && leg.label.empty())
-      stop_leg(self, leg, "hedge_cancelled");
+      stop_leg(self, leg, outcome::hedge_cancelled);
 }
 
 /// Sends the sink one delta; the first one names the committed source.
@@ -242,9 +242,9 @@ void send_terminal(self_ptr self) {
   if (st.response) {
     if (st.committed == 0)
       forward_whole_answer(self, *st.response);
-    caf::anon_send(st.args.sink, atom::done_v, *st.response);
+    caf::anon_send(st.args.sink, atom::stream_end_v, *st.response);
   } else {
-    caf::anon_send(st.args.sink, atom::done_v, st.failure);
+    caf::anon_send(st.args.sink, atom::stream_end_v, st.failure);
   }
 }
 

@@ -190,8 +190,10 @@ live_call client::chat_stream(chat_request req,
         if (!*decided && on_delta)
           on_delta(d);
       },
-      [decide](atom::done, chat_response& resp) { decide(std::move(resp)); },
-      [decide](atom::done, caf::error& err) { decide(std::move(err)); },
+      [decide](atom::stream_end, chat_response& resp) {
+        decide(std::move(resp));
+      },
+      [decide](atom::stream_end, caf::error& err) { decide(std::move(err)); },
     };
   });
   return live_call{std::move(helper), std::move(fut)};

@@ -275,7 +275,8 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
   auto& st = self->state;
   if (auto err = check_chat(self, req)) {
     if (sink)
-      caf::anon_send(sink, atom::done_v, err); // a typed actor cannot send()
+      // anon_send: a typed actor cannot send() this.
+      caf::anon_send(sink, atom::stream_end_v, err);
     return err;
   }
   call_args args;

@@ -29,10 +29,10 @@ using gateway_actor = caf::typed_actor<
   /// A live chat call (issue 13): as above, and the sink actor receives
   /// `(atom::delta, stream_delta)` messages in order — only from the leg
   /// that produced the first token first — then exactly one terminal
-  /// `(atom::done, chat_response)` or `(atom::done, caf::error)`. A failure
-  /// after the first delta is `stream_interrupted`, never a splice of two
-  /// sources. Structured-output calls deliver the validated answer as one
-  /// delta at the end.
+  /// `(atom::stream_end, chat_response)` or `(atom::stream_end, caf::error)`.
+  /// A failure after the first delta is `stream_interrupted`, never a
+  /// splice of two sources. Structured-output calls deliver the validated
+  /// answer as one delta at the end.
   caf::replies_to<atom::chat, chat_request, caf::actor>::with<chat_response>,
   /// A logical embedding call: exactly one response or error per request.
   caf::replies_to<atom::embed, embed_request>::with<embed_response>,
@@ -127,7 +127,7 @@ using limiter_actor = caf::typed_actor<
                                                              acquire_result>,
   caf::replies_to<atom::status>::with<limiter_status>,
   /// Internal: a backend call finished on an I/O thread.
-  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
+  caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per source: the breaker state machine (SPEC §6).
 using breaker_actor = caf::typed_actor<
@@ -139,7 +139,7 @@ using breaker_actor = caf::typed_actor<
   caf::reacts_to<atom::release, uint64_t>,
   caf::replies_to<atom::status>::with<breaker_status>,
   /// Internal: a backend call finished on an I/O thread.
-  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
+  caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per process: batched writes of attempt, call and terminal failure
 /// rows (SPEC §10); never slows or fails a call.
@@ -152,8 +152,8 @@ using telemetry_actor = caf::typed_actor<
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<
   /// Sent by the supervisor right before it stops the attempt: why
-  /// ("hedge_cancelled" or "cancelled").
-  caf::reacts_to<atom::cancel, std::string>,
+  /// (`hedge_cancelled` or `cancelled`).
+  caf::reacts_to<atom::stop, outcome>,
   caf::reacts_to<atom::first_token, uint64_t>,
   /// A live call: a delta from the transport, passed to the supervisor.
   caf::reacts_to<atom::delta, uint64_t, stream_delta>,
@@ -179,6 +179,6 @@ using cache_actor = caf::typed_actor<
   /// Internal: a waiter's wait ended (waiter id).
   caf::reacts_to<atom::timer, uint64_t>,
   /// Internal: a backend call finished on an I/O thread.
-  caf::reacts_to<atom::done, std::shared_ptr<local_task>>>;
+  caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 } // namespace pgw

@@ -46,7 +46,8 @@ void change(limiter_self self, std::string what, Work work, bool first) {
         warn_rarely(self, what + " failed, retrying: " + describe(err));
         auto task = std::make_shared<local_task>();
         task->run = [self, what, work] { change(self, what, work, false); };
-        self->delayed_send(self, retry_delay, atom::done_v, std::move(task));
+        self->delayed_send(self, retry_delay, atom::internal_v,
+                           std::move(task));
       });
 }
 
@@ -157,7 +158,7 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
       return answer<limiter_status>(
         self, [backend, now] { return backend->status(now); });
     },
-    [](atom::done, std::shared_ptr<local_task>& task) { task->run(); },
+    [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }
 

@@ -101,4 +101,12 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   // Call timers (issue 10): the kind travels as a value, not as tag bits.
   CAF_ADD_TYPE_ID(pgw, (pgw::timer_kind))
 
+  // One meaning per atom (issue 10): `cancel` is the caller's, `stop` the
+  // supervisor's to an attempt, `done` an attempt's or a transport request's
+  // end, `stream_end` a live call's terminal to its sink, `internal` an
+  // actor's message to itself (never part of its protocol to others).
+  CAF_ADD_ATOM(pgw, pgw::atom, stop, "stop")
+  CAF_ADD_ATOM(pgw, pgw::atom, stream_end, "stream_end")
+  CAF_ADD_ATOM(pgw, pgw::atom, internal, "internal")
+
 CAF_END_TYPE_ID_BLOCK(pgw)

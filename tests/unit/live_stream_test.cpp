@@ -52,11 +52,11 @@ std::shared_ptr<live_outcome> start_live(actor_fixture& fx, gateway_actor gw,
           ++out->deltas_after_terminal;
         out->deltas.push_back(std::move(d));
       },
-      [out](atom::done, chat_response& r) {
+      [out](atom::stream_end, chat_response& r) {
         ++out->terminals;
         out->response = std::move(r);
       },
-      [out](atom::done, caf::error& e) {
+      [out](atom::stream_end, caf::error& e) {
         ++out->terminals;
         out->error = std::move(e);
       },
