@@ -21,9 +21,18 @@
 
 namespace pgw {
 
+/// The status protocol every long-lived actor (gateway, limiter, breaker,
+/// telemetry, cache) speaks, as VAST's `status_client_actor`: `status`
+/// answers a snapshot of the actor's own counters and state. Each actor's
+/// interface extends this fragment with its own snapshot type; a caller
+/// that only reads status holds a `status_client_actor<Status>`.
+template <class Status>
+using status_client_actor
+  = caf::typed_actor<caf::replies_to<atom::status>::with<Status>>;
+
 /// One per scope: takes chat calls, spawns a supervisor per call, admits
 /// attempts to sources, keeps the selector state and the 429 cooldown memo.
-using gateway_actor = caf::typed_actor<
+using gateway_actor = status_client_actor<gateway_status>::extend<
   /// A logical chat call: exactly one response or error per request.
   caf::replies_to<atom::chat, chat_request>::with<chat_response>,
   /// A live chat call (issue 13): as above, and the sink actor receives
@@ -47,8 +56,6 @@ using gateway_actor = caf::typed_actor<
   caf::reacts_to<atom::abandon, admit_result>,
   /// Cancels the call with this id (no-op when unknown or finished).
   caf::reacts_to<atom::cancel, std::string>,
-  /// Live counters and per-source state.
-  caf::replies_to<atom::status>::with<gateway_status>,
   /// Arms a timer of the calling call (chat, embedding or OCR) to fire
   /// after the delay; the call gets `(atom::timer, kind, id)`. Timers of a
   /// call that ended are dropped. The one timer path of every call actor:
@@ -104,7 +111,7 @@ using ocr_call_actor = caf::typed_actor<
   caf::reacts_to<atom::cancel>>;
 
 /// One per source: RPM/TPM/concurrency state and permits (SPEC §5).
-using limiter_actor = caf::typed_actor<
+using limiter_actor = status_client_actor<limiter_status>::extend<
   /// A permit for `est` tokens, or a refusal with a reason and retry time.
   caf::replies_to<atom::acquire, int64_t>::with<acquire_result>,
   /// Replaces the permit's reservation by the actual amount, once.
@@ -125,29 +132,26 @@ using limiter_actor = caf::typed_actor<
   /// the breaker refused; a probe that got no permit gave its lease back.
   caf::replies_to<atom::acquire, int64_t, atom::enter>::with<breaker_entry,
                                                              acquire_result>,
-  caf::replies_to<atom::status>::with<limiter_status>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per source: the breaker state machine (SPEC §6).
-using breaker_actor = caf::typed_actor<
+using breaker_actor = status_client_actor<breaker_status>::extend<
   /// May a caller run an attempt now (and is it the probe)?
   caf::replies_to<atom::enter>::with<breaker_entry>,
   /// An attempt's outcome, stamped with the epoch it entered at.
   caf::reacts_to<atom::record, uint64_t, outcome>,
   /// A probe that was cancelled or lost admission gives its lease back.
   caf::reacts_to<atom::release, uint64_t>,
-  caf::replies_to<atom::status>::with<breaker_status>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per process: batched writes of attempt, call and terminal failure
 /// rows (SPEC §10); never slows or fails a call.
-using telemetry_actor = caf::typed_actor<
+using telemetry_actor = status_client_actor<telemetry_status>::extend<
   caf::reacts_to<atom::record, attempt_row>,
   caf::reacts_to<atom::record, call_row>,
-  caf::reacts_to<atom::record, terminal_failure_row>,
-  caf::replies_to<atom::status>::with<telemetry_status>>;
+  caf::reacts_to<atom::record, terminal_failure_row>>;
 
 /// One per attempt: one upstream request through the transport.
 using attempt_actor = caf::typed_actor<
@@ -162,7 +166,7 @@ using attempt_actor = caf::typed_actor<
 /// One per process: the response cache (issue 14). Owns the backend and
 /// the single-flight table: identical cacheable calls in flight at once
 /// make one upstream call.
-using cache_actor = caf::typed_actor<
+using cache_actor = status_client_actor<cache_status>::extend<
   /// Before admission: a hit, or lead (call upstream; identical calls wait
   /// for this one), or pass. A call that waits gets its leader's answer as
   /// a hit, becomes the leader when its leader fails or leaves, or gets
@@ -175,7 +179,6 @@ using cache_actor = caf::typed_actor<
                  std::string, chat_response>,
   /// The leader's call failed: the next waiter leads (key, lease).
   caf::reacts_to<atom::abandon, std::string, uint64_t>,
-  caf::replies_to<atom::status>::with<cache_status>,
   /// Internal: a waiter's wait ended (waiter id).
   caf::reacts_to<atom::timer, uint64_t>,
   /// Internal: a backend call finished on an I/O thread.

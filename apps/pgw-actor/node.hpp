@@ -13,8 +13,7 @@
 namespace pgw::cli {
 
 /// What a node publishes: the gateway's status, nothing else.
-using node_status_actor
-  = caf::typed_actor<caf::replies_to<atom::status>::with<gateway_status>>;
+using node_status_actor = status_client_actor<gateway_status>;
 
 /// "HOST:PORT" → host and port; PORT may be 0 (the kernel picks).
 caf::expected<std::pair<std::string, uint16_t>>

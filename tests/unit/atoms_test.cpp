@@ -1,5 +1,6 @@
-// Protocol atoms (issue 10): one meaning per atom, the attempt's stop label
-// typed, internal handlers marked. Compile-time facts, checked here so a
+// Protocol atoms and typed interfaces (issue 10): one meaning per atom, the
+// attempt's stop label typed, internal handlers marked, one status protocol
+// shared by every long-lived actor. Compile-time facts, checked here so a
 // regression names itself.
 
 #include "actors/interfaces.hpp"
@@ -20,6 +21,13 @@ template <class Interface, class Signature>
 constexpr bool speaks() {
   return caf::detail::tl_contains<typename Interface::signatures,
                                   Signature>::value;
+}
+
+template <class Interface, class Status>
+constexpr bool extends_status() {
+  return caf::detail::tl_subset_of<
+    typename status_client_actor<Status>::signatures,
+    typename Interface::signatures>::value;
 }
 
 } // namespace
@@ -52,4 +60,16 @@ TEST_CASE("backend calls finishing on I/O threads are internal messages") {
   CHECK_FALSE(speaks<limiter_actor, caf::reacts_to<atom::done, task>>());
   CHECK_FALSE(speaks<breaker_actor, caf::reacts_to<atom::done, task>>());
   CHECK_FALSE(speaks<cache_actor, caf::reacts_to<atom::done, task>>());
+}
+
+TEST_CASE("every long-lived actor's interface extends the status protocol") {
+  CHECK(extends_status<gateway_actor, gateway_status>());
+  CHECK(extends_status<limiter_actor, limiter_status>());
+  CHECK(extends_status<breaker_actor, breaker_status>());
+  CHECK(extends_status<telemetry_actor, telemetry_status>());
+  CHECK(extends_status<cache_actor, cache_status>());
+  // A status-only handle is what a limiter handle converts to.
+  limiter_actor lim;
+  status_client_actor<limiter_status> status_only = lim;
+  CHECK(!status_only);
 }
