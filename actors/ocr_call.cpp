@@ -142,6 +142,8 @@ void admit(self_ptr self) {
   admit_request req;
   req.exclude = st.retry.excluded;
   req.failures = st.retry.failures;
+  // The admission reply's first lines match the supervisor's (duplicates
+  // pairs them): every call actor gives back a permit that arrives late.
   self->request(st.args.gateway, caf::infinite, atom::admit_v, std::move(req))
     .then(
       [self](admit_result& r) {

@@ -27,17 +27,15 @@ std::string_view strip_fence(std::string_view s) {
   return close == std::string_view::npos ? body : body.substr(0, close);
 }
 
-/// The outermost balanced object or array starting at the first `{` or `[`,
-/// or `s` when none closes.
-std::string_view outermost_value(std::string_view s) {
-  auto start = s.find_first_of("{[");
-  if (start == std::string_view::npos)
-    return s;
-  int depth = 0;
+/// Where a left-to-right scan of JSON text is: inside a string literal or
+/// not (escapes honoured).
+struct string_tracker {
   bool in_string = false;
   bool escaped = false;
-  for (size_t i = start; i < s.size(); ++i) {
-    char c = s[i];
+
+  /// Feeds the next character; true when it belongs to a string literal
+  /// (its quotes included).
+  bool in_literal(char c) {
     if (in_string) {
       if (escaped)
         escaped = false;
@@ -45,11 +43,26 @@ std::string_view outermost_value(std::string_view s) {
         escaped = true;
       else if (c == '"')
         in_string = false;
-      continue;
+      return true;
     }
-    if (c == '"')
-      in_string = true;
-    else if (c == '{' || c == '[')
+    in_string = c == '"';
+    return in_string;
+  }
+};
+
+/// The outermost balanced object or array starting at the first `{` or `[`,
+/// or `s` when none closes.
+std::string_view outermost_value(std::string_view s) {
+  auto start = s.find_first_of("{[");
+  if (start == std::string_view::npos)
+    return s;
+  int depth = 0;
+  string_tracker text;
+  for (size_t i = start; i < s.size(); ++i) {
+    char c = s[i];
+    if (text.in_literal(c))
+      continue;
+    if (c == '{' || c == '[')
       ++depth;
     else if ((c == '}' || c == ']') && --depth == 0)
       return s.substr(start, i - start + 1);
@@ -61,23 +74,10 @@ std::string_view outermost_value(std::string_view s) {
 std::string drop_trailing_commas(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  bool in_string = false;
-  bool escaped = false;
+  string_tracker text;
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
-    if (in_string) {
-      if (escaped)
-        escaped = false;
-      else if (c == '\\')
-        escaped = true;
-      else if (c == '"')
-        in_string = false;
-      out += c;
-      continue;
-    }
-    if (c == '"')
-      in_string = true;
-    if (c == ',') {
+    if (!text.in_literal(c) && c == ',') {
       auto next = s.find_first_not_of(" \t\r\n", i + 1);
       if (next != std::string_view::npos && (s[next] == '}' || s[next] == ']'))
         continue;

@@ -84,14 +84,24 @@ caf::error bad_value(const std::string& key, const std::string& shown,
 
 // -- strict value parsing --------------------------------------------------------
 
-caf::error parse_int(const std::string& key, const std::string& text,
-                     int64_t& out) {
-  int64_t value = 0;
+/// `std::from_chars` over the whole of `text`: `errc{}`, `invalid_argument`
+/// (empty, not a T, or trailing characters) or `result_out_of_range`.
+template <class T>
+std::errc read_whole(const std::string& text, T& value) {
   auto first = text.data();
   auto last = first + text.size();
   auto [ptr, ec] = std::from_chars(first, last, value);
   if (text.empty() || ptr != last
       || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+    return std::errc::invalid_argument;
+  return ec;
+}
+
+caf::error parse_int(const std::string& key, const std::string& text,
+                     int64_t& out) {
+  int64_t value = 0;
+  auto ec = read_whole(text, value);
+  if (ec == std::errc::invalid_argument)
     return bad_value(key, text,
                      "not an integer (expected a whole number such as 10)");
   if (ec == std::errc::result_out_of_range)
@@ -100,23 +110,11 @@ caf::error parse_int(const std::string& key, const std::string& text,
   return {};
 }
 
-caf::error parse_int(const std::string& key, const std::string& text,
-                     std::optional<int64_t>& out) {
-  int64_t value = 0;
-  if (auto err = parse_int(key, text, value))
-    return err;
-  out = value;
-  return {};
-}
-
 caf::error parse_number(const std::string& key, const std::string& text,
                         double& out) {
   double value = 0;
-  auto first = text.data();
-  auto last = first + text.size();
-  auto [ptr, ec] = std::from_chars(first, last, value);
-  if (text.empty() || ptr != last
-      || (ec != std::errc{} && ec != std::errc::result_out_of_range))
+  auto ec = read_whole(text, value);
+  if (ec == std::errc::invalid_argument)
     return bad_value(key, text,
                      "not a number (expected a decimal number such as 1.5)");
   if (ec == std::errc::result_out_of_range) {
@@ -131,15 +129,6 @@ caf::error parse_number(const std::string& key, const std::string& text,
     return bad_value(key, text,
                      "not a finite number (expected a decimal number such as "
                      "1.5)");
-  out = value;
-  return {};
-}
-
-caf::error parse_number(const std::string& key, const std::string& text,
-                        std::optional<double>& out) {
-  double value = 0;
-  if (auto err = parse_number(key, text, value))
-    return err;
   out = value;
   return {};
 }
@@ -196,17 +185,7 @@ caf::error parse_into(const std::string& key, const std::string& text,
 }
 
 caf::error parse_into(const std::string& key, const std::string& text,
-                      std::optional<int64_t>& out) {
-  return parse_int(key, text, out);
-}
-
-caf::error parse_into(const std::string& key, const std::string& text,
                       double& out) {
-  return parse_number(key, text, out);
-}
-
-caf::error parse_into(const std::string& key, const std::string& text,
-                      std::optional<double>& out) {
   return parse_number(key, text, out);
 }
 
@@ -222,9 +201,14 @@ caf::error parse_into(const std::string&, const std::string& text,
   return {};
 }
 
-caf::error parse_into(const std::string&, const std::string& text,
-                      std::optional<std::string>& out) {
-  out = text;
+/// An optional field: set when its key is given, parsed as the value is.
+template <class T>
+caf::error parse_into(const std::string& key, const std::string& text,
+                      std::optional<T>& out) {
+  T value{};
+  if (auto err = parse_into(key, text, value))
+    return err;
+  out = std::move(value);
   return {};
 }
 

@@ -2,6 +2,8 @@
 
 namespace pgw {
 
+// One switch per enum (duplicates pairs them by shape): a value added to an
+// enum and missing here is a compile warning.
 const char* to_string(selector_policy x) {
   switch (x) {
     case selector_policy::health_aware:

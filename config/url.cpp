@@ -100,6 +100,33 @@ std::string parse_url(std::string_view text, url_parts& out) {
   return {};
 }
 
+std::string split_redis_url(std::string_view text, redis_url_parts& out,
+                            bool need_port) {
+  url_parts parts;
+  auto problem = parse_url(text, parts);
+  if (parts.scheme != "redis")
+    return "must start with redis://";
+  if (!problem.empty())
+    return problem;
+  if (parts.has_userinfo && (!parts.user.empty() || parts.password.empty()))
+    return "credentials must be :password@ (no user name)";
+  if (need_port && !parts.port)
+    return "has no port";
+  if (!parts.path.empty()) {
+    auto db = parts.path.substr(1);
+    auto digits = std::all_of(db.begin(), db.end(), [](char ch) {
+      return ch >= '0' && ch <= '9';
+    });
+    if (parts.path[0] != '/' || db.empty() || !digits || db.size() > 9)
+      return "has an invalid database number (a non-negative integer)";
+    out.db = std::stoll(db);
+  }
+  out.host = parts.host;
+  out.port = parts.port;
+  out.password = parts.password;
+  return {};
+}
+
 std::string normalise_url(const std::string& url) {
   url_parts parts;
   if (!parse_url(url, parts).empty())

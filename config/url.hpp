@@ -33,6 +33,20 @@ struct url_parts {
 /// string when `out` was filled. Never echoes the userinfo.
 std::string parse_url(std::string_view text, url_parts& out);
 
+/// REDIS_URL, `redis://[:password@]host[:port][/db]`, taken apart.
+struct redis_url_parts {
+  std::string host;
+  std::optional<uint16_t> port;
+  std::string password; ///< empty: none given
+  int64_t db = 0;
+};
+
+/// The one REDIS_URL grammar: validation (`need_port`: the key must name a
+/// port) and the Redis client (which defaults it) both parse with this.
+/// Returns the problem in words or an empty string when `out` was filled.
+std::string split_redis_url(std::string_view text, redis_url_parts& out,
+                            bool need_port);
+
 /// `url` with scheme and host in lower case (unchanged when it does not
 /// parse: validation reports it).
 std::string normalise_url(const std::string& url);

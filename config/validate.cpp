@@ -106,12 +106,6 @@ bool has_control_char(const std::string& text) {
   });
 }
 
-bool is_digits(const std::string& text) {
-  return !text.empty() && std::all_of(text.begin(), text.end(), [](char ch) {
-    return ch >= '0' && ch <= '9';
-  });
-}
-
 /// BASE_URL: `http(s)://host[:port][/path]` (config/url.hpp parses it).
 /// Returns the problem or an empty string.
 std::string check_base_url(const std::string& url) {
@@ -137,22 +131,8 @@ std::string check_base_url(const std::string& url) {
 
 /// REDIS_URL: `redis://[:password@]host:port[/db]`.
 std::string check_redis_url(const std::string& url) {
-  url_parts parts;
-  auto problem = parse_url(url, parts);
-  if (parts.scheme != "redis")
-    return "must start with redis://";
-  if (!problem.empty())
-    return problem;
-  if (parts.has_userinfo && (!parts.user.empty() || parts.password.empty()))
-    return "credentials must be :password@ (no user name)";
-  if (!parts.port)
-    return "has no port";
-  if (!parts.path.empty()) {
-    auto db = parts.path.substr(1);
-    if (parts.path[0] != '/' || !is_digits(db) || db.size() > 9)
-      return "has an invalid database number (a non-negative integer)";
-  }
-  return {};
+  redis_url_parts parts;
+  return split_redis_url(url, parts, true);
 }
 
 /// RFC 9110 token characters.

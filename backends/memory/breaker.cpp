@@ -142,6 +142,8 @@ caf::error memory_breaker::record(uint64_t epoch, breaker_feed feed,
     }
     return {};
   }
+  // Closed: the same feeds as the probe's switch above (duplicates pairs
+  // their force_open / none cases), with the closed state's rules.
   switch (feed) {
     case breaker_feed::success:
       failure_count_ = 0;

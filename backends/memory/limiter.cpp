@@ -190,6 +190,8 @@ caf::expected<bool> memory_limiter::release(const std::string& permit_id,
   return true;
 }
 
+// Counters copied one by one into the status, like memory_breaker::status
+// and the Redis limiter's (duplicates pairs them): one struct, one copy each.
 caf::expected<limiter_status> memory_limiter::status(double now_s) {
   advance_to(now_s);
   auto st = limiter_status_of(limits_);

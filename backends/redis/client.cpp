@@ -34,35 +34,18 @@ std::string redis_endpoint::describe() const {
 
 namespace {
 
-bool all_digits(const std::string& s) {
-  return !s.empty() && std::all_of(s.begin(), s.end(), [](char ch) {
-    return ch >= '0' && ch <= '9';
-  });
-}
-
-/// The problem with `url`, or "" when `out` was filled. The URL itself is
-/// taken apart by the project's one parser (config/url.hpp).
+/// The problem with `url`, or "" when `out` was filled. The grammar is
+/// REDIS_URL's, parsed by the project's one parser (config/url.hpp); the
+/// port defaults to 6379 here.
 std::string parse_url(const std::string& url, redis_endpoint& out) {
-  url_parts parts;
-  auto problem = pgw::parse_url(url, parts);
-  if (parts.scheme != "redis")
-    return "must start with redis://";
+  redis_url_parts parts;
+  auto problem = split_redis_url(url, parts, false);
   if (!problem.empty())
     return problem;
-  if (parts.has_userinfo) {
-    if (!parts.user.empty() || parts.password.empty())
-      return "credentials must be :password@ (no user name)";
-    out.password = parts.password;
-  }
   out.host = parts.host;
-  if (parts.port)
-    out.port = *parts.port;
-  if (!parts.path.empty()) {
-    auto db = parts.path.substr(1);
-    if (parts.path[0] != '/' || !all_digits(db) || db.size() > 9)
-      return "has an invalid database number (a non-negative integer)";
-    out.db = std::stoll(db);
-  }
+  out.port = parts.port.value_or(out.port);
+  out.password = parts.password;
+  out.db = parts.db;
   return {};
 }
 

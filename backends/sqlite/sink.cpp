@@ -134,6 +134,8 @@ void bind_row(sqlite::statement& s, const call_row& r) {
   s.bind(18, r.cost_saved_usd);
 }
 
+// One bind_row per table (duplicates pairs them by shape): the columns
+// differ, and each row type is bound in one place.
 void bind_row(sqlite::statement& s, const terminal_failure_row& r) {
   s.bind(1, r.call_id);
   s.bind(2, r.scope);
