@@ -7,9 +7,9 @@
 
 #include "bench.hpp"
 #include "cli.hpp"
-#include "scenario_redis.hpp"
 
 #include "actors/client.hpp"
+#include "apps/harness/redis_server.hpp"
 #include "apps/node/node_builder.hpp"
 #include "backends/redis/client.hpp"
 #include "transport/io_pool.hpp"
@@ -105,13 +105,14 @@ int bench_cache(const std::vector<std::string>& args) {
     }
     ++i;
   }
-  local_redis own;
+  std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
-    if (!own.start()) {
+    own = harness::redis_server::try_start("bench cache");
+    if (!own) {
       std::fprintf(stderr, "bench cache: cannot start redis-server\n");
       return exit_other;
     }
-    url = own.url();
+    url = own->url();
   }
   auto redis = make_redis_client(url, 1);
   if (!redis) {
