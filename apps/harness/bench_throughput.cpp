@@ -6,8 +6,8 @@
 // redis-server of our own on a free port unless --redis URL). The load
 // generator, the simulator and the gateway share this machine's cores.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/redis_server.hpp"

@@ -4,8 +4,8 @@
 // script, issue 17), next to a plain Redis PING round trip, all in one run. Without
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "apps/harness/redis_server.hpp"
 #include "backends/redis/client.hpp"

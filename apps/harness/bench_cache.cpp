@@ -5,8 +5,8 @@
 // lookup + upstream + store) and a Redis PING, all in one run. Without
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/redis_server.hpp"

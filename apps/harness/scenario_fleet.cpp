@@ -5,7 +5,7 @@
 // processes. Limits are per real minute, so a fleet scenario that reaches
 // its RPM takes a little over a minute.
 
-#include "scenario_checks.hpp"
+#include "apps/harness/scenario_checks.hpp"
 
 #include "config/json_text.hpp"
 

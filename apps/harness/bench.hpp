@@ -196,6 +196,9 @@ struct zero_bench {
 
 std::optional<zero_bench> make_zero_bench();
 
+/// `pgw-actor bench overhead`.
+int bench_overhead(const std::vector<std::string>& args);
+
 /// `pgw-actor bench hedge`.
 
 int bench_hedge(const std::vector<std::string>& args);

@@ -13,8 +13,8 @@
 // pending request per call) is measured first against a stand-in gateway
 // that holds the calls unanswered, and subtracted to give the gateway's.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/process.hpp"

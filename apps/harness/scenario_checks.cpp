@@ -2,7 +2,7 @@
 // against the soak's figures, the gateway's status and the simulator's
 // request log. The list of keys is in config/scenarios/README.md.
 
-#include "scenario_checks.hpp"
+#include "apps/harness/scenario_checks.hpp"
 
 #include <fmt/format.h>
 

@@ -8,8 +8,8 @@
 // both ways; the added latency is the per-call difference), then from C
 // callers for S seconds each (throughput), all in one run.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "apps/harness/process.hpp"
 
