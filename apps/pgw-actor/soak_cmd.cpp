@@ -1,7 +1,7 @@
-// `pgw-actor soak`: drives N calls through one gateway with C callers, shows
-// progress, and ends with a report whose invariants fail the run when broken.
-// `--scenario NAME` runs a scenario file instead (scenario.cpp): simulator,
-// configuration, load and expectations in one file.
+// `pgw-actor soak`: the options, then the soak runner (apps/harness/soak.*)
+// or, with `--scenario NAME`, the scenario runner
+// (apps/harness/scenario_runner.*): simulator, configuration, load and
+// expectations in one file.
 
 #include "apps/pgw-actor/cli.hpp"
 
