@@ -5,7 +5,7 @@
 
 #include "cli.hpp"
 
-#include "backends/sqlite/report.hpp"
+#include "apps/pgw-actor/report/report.hpp"
 
 #include <chrono>
 #include <cstdio>

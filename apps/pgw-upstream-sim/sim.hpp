@@ -60,7 +60,7 @@ public:
   /// request counters, restarts outage windows and the random draws.
   void reset();
 
-  struct impl; ///< implementation detail (sim.cpp)
+  struct impl; ///< implementation detail (sim_internal.hpp)
 
 private:
   std::unique_ptr<impl> impl_;

@@ -3,8 +3,8 @@
 // the text tables, --since, percentiles, and the SVG CDF.
 
 #include "backends/sqlite/db.hpp"
-#include "backends/sqlite/report.hpp"
-#include "backends/sqlite/svg.hpp"
+#include "apps/pgw-actor/report/report.hpp"
+#include "apps/pgw-actor/report/svg.hpp"
 #include "backends/telemetry.hpp"
 #include "messages/errors.hpp"
 

@@ -6,11 +6,11 @@
 // redis-server of our own on a free port unless --redis URL). The load
 // generator, the simulator and the gateway share this machine's cores.
 
-#include "bench.hpp"
-#include "cli.hpp"
-#include "scenario_redis.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
+#include "apps/harness/redis_server.hpp"
 #include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "backends/redis/client.hpp"
@@ -89,14 +89,15 @@ int bench_throughput(const std::vector<std::string>& args) {
       return exit_usage;
     }
   }
-  local_redis own;
+  std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
-    if (!own.start()) {
+    own = harness::redis_server::try_start("bench throughput");
+    if (!own) {
       std::fprintf(stderr, "bench throughput: cannot start redis-server "
                            "(install it, or pass --redis URL)\n");
       return exit_other;
     }
-    url = own.url();
+    url = own->url();
   }
   auto redis = make_redis_client(url, 1);
   if (!redis) {

@@ -1,11 +1,10 @@
 #pragma once
 
-/// The soak runner shared by `pgw-actor soak` and `pgw-actor soak --scenario
-/// NAME`, and the scenario command itself (config/scenarios/NAME.json: the
-/// simulator's behaviours, the scope configuration, the load and the pass
-/// criteria in one file; see config/scenarios/README.md).
+/// The soak runner shared by `pgw-actor soak` and the scenario runner
+/// (`pgw-actor soak --scenario NAME`): N calls through one gateway with C
+/// callers, progress lines, then a report whose invariants fail the run.
 
-#include "cli.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "messages/embed.hpp"
 #include "messages/gateway.hpp"
@@ -16,7 +15,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 namespace pgw::cli {
@@ -86,24 +84,5 @@ using answer_hook
 /// given, receives the figures.
 int run_soak(const settings& cfg, const soak_params& params,
              soak_result* out = nullptr, const answer_hook& hook = {});
-
-/// Command-line overrides of a scenario's load.
-struct scenario_overrides {
-  std::optional<int64_t> calls;
-  std::optional<int> concurrency;
-  std::optional<std::string> json_path;
-  std::optional<std::string> publish;
-  std::optional<std::string> redis_url; ///< fleet: use this Redis
-  std::vector<std::pair<std::string, std::string>> set; ///< --set K=V
-};
-
-/// `pgw-actor soak --scenario NAME`.
-int scenario_main(const std::string& name, const scenario_overrides& ov);
-
-/// Where `name` resolves (a path, ./config/scenarios/NAME.json, then the
-/// source tree of this executable); empty when nowhere. `tried` receives
-/// every path looked at.
-std::string resolve_scenario(const std::string& name,
-                             std::vector<std::string>* tried = nullptr);
 
 } // namespace pgw::cli

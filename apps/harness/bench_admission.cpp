@@ -4,9 +4,10 @@
 // script, issue 17), next to a plain Redis PING round trip, all in one run. Without
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
+#include "apps/harness/redis_server.hpp"
 #include "backends/redis/client.hpp"
 #include "backends/redis/governance.hpp"
 #include "backends/redis/limiter.hpp"
@@ -35,46 +36,6 @@ constexpr const char* admission_usage = R"(usage: pgw-actor bench admission [opt
   --redis URL      an existing Redis (default: start redis-server on a free
                    loopback port for the run)
 )";
-
-/// A redis-server of our own for the run, stopped by PID.
-struct local_redis {
-  pid_t pid = -1;
-  int port = 0;
-
-  bool start() {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    socklen_t len = sizeof(addr);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), len) != 0
-        || ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      ::close(fd);
-      return false;
-    }
-    port = ntohs(addr.sin_port);
-    ::close(fd);
-    pid = ::fork();
-    if (pid == 0) {
-      auto p = std::to_string(port);
-      int null = ::open("/dev/null", O_RDWR);
-      ::dup2(null, STDOUT_FILENO);
-      ::dup2(null, STDERR_FILENO);
-      ::execlp("redis-server", "redis-server", "--bind", "127.0.0.1",
-               "--port", p.c_str(), "--save", "", "--appendonly", "no",
-               static_cast<char*>(nullptr));
-      ::_exit(127);
-    }
-    return pid > 0;
-  }
-
-  ~local_redis() {
-    if (pid > 0) {
-      ::kill(pid, SIGTERM);
-      ::waitpid(pid, nullptr, 0);
-    }
-  }
-};
 
 struct figures {
   sample_set sequential;
@@ -175,13 +136,14 @@ int bench_admission(const std::vector<std::string>& args) {
       return exit_usage;
     }
   }
-  local_redis own;
+  std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
-    if (!own.start()) {
+    own = harness::redis_server::try_start("bench admission");
+    if (!own) {
       std::fprintf(stderr, "bench admission: cannot start redis-server\n");
       return exit_other;
     }
-    url = fmt::format("redis://127.0.0.1:{}/0", own.port);
+    url = own->url();
   }
   auto client = make_redis_client(url, static_cast<size_t>(threads));
   if (!client) {

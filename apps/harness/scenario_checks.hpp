@@ -4,7 +4,7 @@
 /// request log, and the expectations checked after a run
 /// (scenario_checks.cpp), plus the fleet runner (scenario_fleet.cpp).
 
-#include "scenario.hpp"
+#include "apps/harness/scenario_runner.hpp"
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"

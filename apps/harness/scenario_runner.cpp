@@ -6,10 +6,10 @@
 // and the simulator's request log, and the run fails (exit 1) naming each
 // expectation that does not hold. Format: config/scenarios/README.md.
 
-#include "scenario.hpp"
+#include "apps/harness/scenario_runner.hpp"
 
 #include "config/json_text.hpp"
-#include "scenario_checks.hpp"
+#include "apps/harness/scenario_checks.hpp"
 
 #include "apps/pgw-upstream-sim/scenario.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"

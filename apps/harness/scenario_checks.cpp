@@ -2,7 +2,7 @@
 // against the soak's figures, the gateway's status and the simulator's
 // request log. The list of keys is in config/scenarios/README.md.
 
-#include "scenario_checks.hpp"
+#include "apps/harness/scenario_checks.hpp"
 
 #include <fmt/format.h>
 
@@ -312,289 +312,385 @@ void check_expectation_keys(const json::object& expect, bool fleet) {
   }
 }
 
-std::vector<check> evaluate(const check_context& ctx) {
-  std::vector<check> out;
-  auto& e = ctx.file.expect;
-  auto& soak = ctx.soak;
-  auto add = [&](std::string name, bool ok, std::string detail) {
+namespace {
+
+/// One run of the checks: what they share (computed once) and the verdicts
+/// so far.
+struct check_run {
+  const check_context& ctx;
+  std::vector<check>& out;
+  double rate = 0;       ///< calls that succeeded
+  double reask_rate = 0; ///< re-asks per call
+  int64_t total = 0;     ///< upstream attempts
+  std::map<std::string, int64_t> by_source; ///< attempts by source
+  std::vector<limit_figures> limits;
+
+  void add(std::string name, bool ok, std::string detail) {
     out.push_back({std::move(name), ok, std::move(detail)});
-  };
-  auto rate = soak.calls ? static_cast<double>(soak.ok) / soak.calls : 0.0;
-  if (auto* x = e.if_contains("success_rate_min")) {
-    auto want = x->to_number<double>();
-    add("success_rate_min", rate >= want,
-        fmt::format("success {} (want >= {})", pct(rate), pct(want)));
   }
-  for (auto [key, value] : {std::pair{"p50_ms_max", soak.p50},
-                            std::pair{"p95_ms_max", soak.p95},
-                            std::pair{"p99_ms_max", soak.p99}})
-    if (auto* x = e.if_contains(key)) {
-      auto want = x->to_number<double>();
-      add(key, value <= want,
-          fmt::format("{} {:.1f} ms (want <= {:.1f} ms)",
-                      std::string(key).substr(0, 3), value, want));
-    }
-  int64_t total = 0;
-  auto by_source = attempts_by_source(soak.status, total);
-  for (auto* key : {"max_share", "min_share"}) {
-    auto* x = e.if_contains(key);
-    if (!x)
+};
+
+/// Checks expectation `key` (present in the file, value `x`).
+using check_fn = void (*)(check_run& r, const std::string& key,
+                          const json::value& x);
+
+void success_rate_min(check_run& r, const std::string&, const json::value& x) {
+  auto want = x.to_number<double>();
+  r.add("success_rate_min", r.rate >= want,
+        fmt::format("success {} (want >= {})", pct(r.rate), pct(want)));
+}
+
+void latency_max(check_run& r, const std::string& key, const json::value& x) {
+  auto& soak = r.ctx.soak;
+  auto value = key == "p50_ms_max" ? soak.p50
+               : key == "p95_ms_max" ? soak.p95
+                                     : soak.p99;
+  auto want = x.to_number<double>();
+  r.add(key, value <= want,
+        fmt::format("{} {:.1f} ms (want <= {:.1f} ms)", key.substr(0, 3),
+                    value, want));
+}
+
+void share(check_run& r, const std::string& key, const json::value& x) {
+  bool max = key == "max_share";
+  for (auto& kv : x.as_object()) {
+    std::string src(kv.key());
+    auto want = kv.value().to_number<double>();
+    auto it = r.by_source.find(src);
+    if (it == r.by_source.end()) {
+      r.add(key + "." + src, false, "no source " + src);
       continue;
-    bool max = std::string(key) == "max_share";
-    for (auto& kv : x->as_object()) {
-      std::string src(kv.key());
-      auto want = kv.value().to_number<double>();
-      auto it = by_source.find(src);
-      if (it == by_source.end()) {
-        add(std::string(key) + "." + src, false, "no source " + src);
-        continue;
-      }
-      auto share = total ? static_cast<double>(it->second) / total : 0.0;
-      add(std::string(key) + "." + src, max ? share < want : share >= want,
+    }
+    auto got = r.total ? static_cast<double>(it->second) / r.total : 0.0;
+    r.add(key + "." + src, max ? got < want : got >= want,
           fmt::format("{} got {} of {} attempts = {} (want {} {})", src,
-                      it->second, total, pct(share), max ? "<" : ">=",
+                      it->second, r.total, pct(got), max ? "<" : ">=",
                       pct(want)));
-    }
   }
-  if (auto* x = e.if_contains("rate_limited_min")) {
-    auto want = x->to_number<int64_t>();
-    add("rate_limited_min", soak.rate_limited >= want,
-        fmt::format("{} upstream 429s seen (want >= {})", soak.rate_limited,
+}
+
+void rate_limited_min(check_run& r, const std::string&, const json::value& x) {
+  auto want = x.to_number<int64_t>();
+  auto got = r.ctx.soak.rate_limited;
+  r.add("rate_limited_min", got >= want,
+        fmt::format("{} upstream 429s seen (want >= {})", got, want));
+}
+
+void hedges(check_run& r, const std::string& key, const json::value& x) {
+  auto want = x.to_number<int64_t>();
+  auto got = r.ctx.soak.hedges;
+  bool min = key == "hedges_min";
+  r.add(key, min ? got >= want : got <= want,
+        fmt::format("{} hedge legs fired (want {} {})", got, min ? ">=" : "<=",
                     want));
+}
+
+/// One `breakers.SOURCE.KEY` expectation of the breaker `b` of `src`.
+void breaker_figure(check_run& r, const std::string& src,
+                    const breaker_status& b, const std::string& k,
+                    const json::value& v) {
+  auto name = "breakers." + src + "." + k;
+  if (k == "state") {
+    auto want = std::string(v.as_string());
+    r.add(name, b.state == want,
+          fmt::format("{}'s breaker is {} (want {})", src, b.state, want));
+    return;
   }
-  if (auto* x = e.if_contains("hedges_min")) {
-    auto want = x->to_number<int64_t>();
-    add("hedges_min", soak.hedges >= want,
-        fmt::format("{} hedge legs fired (want >= {})", soak.hedges, want));
-  }
-  if (auto* x = e.if_contains("hedges_max")) {
-    auto want = x->to_number<int64_t>();
-    add("hedges_max", soak.hedges <= want,
-        fmt::format("{} hedge legs fired (want <= {})", soak.hedges, want));
-  }
-  if (auto* x = e.if_contains("breakers")) {
-    for (auto& kv : x->as_object()) {
-      std::string src(kv.key());
-      auto* s = find_source(soak.status, src);
-      if (!s) {
-        add("breakers." + src, false, "no source " + src);
-        continue;
-      }
-      auto& b = s->breaker;
-      auto succeeded = static_cast<int64_t>(b.probes)
-                       - static_cast<int64_t>(b.probe_failures);
-      for (auto& c : kv.value().as_object()) {
-        std::string k(c.key());
-        auto name = "breakers." + src + "." + k;
-        if (k == "state") {
-          auto want = std::string(c.value().as_string());
-          add(name, b.state == want,
-              fmt::format("{}'s breaker is {} (want {})", src, b.state, want));
-          continue;
-        }
-        auto want = c.value().to_number<int64_t>();
-        if (k == "opens_min")
-          add(name, static_cast<int64_t>(b.opens) >= want,
-              fmt::format("{}'s breaker opened {} times (want >= {})", src,
-                          b.opens, want));
-        else if (k == "opens_max")
-          add(name, static_cast<int64_t>(b.opens) <= want,
-              fmt::format("{}'s breaker opened {} times (want <= {})", src,
-                          b.opens, want));
-        else if (k == "probes_min")
-          add(name, static_cast<int64_t>(b.probes) >= want,
-              fmt::format("{}'s breaker sent {} probes (want >= {})", src,
-                          b.probes, want));
-        else if (k == "probes_max")
-          add(name, static_cast<int64_t>(b.probes) <= want,
-              fmt::format("{}'s breaker sent {} probes (want <= {})", src,
-                          b.probes, want));
-        else if (k == "probe_failures_min")
-          add(name, static_cast<int64_t>(b.probe_failures) >= want,
-              fmt::format("{} of {}'s probes failed (want >= {})",
-                          b.probe_failures, src, want));
-        else if (k == "probes_succeeded")
-          add(name, succeeded == want,
-              fmt::format("{} of {}'s {} probes did not fail (want {}): "
-                          "{} closed it",
-                          succeeded, src, b.probes, want,
-                          succeeded == 1 ? "one probe" : "not exactly one "
-                                                         "probe"));
-      }
+  auto want = v.to_number<int64_t>();
+  auto opens = static_cast<int64_t>(b.opens);
+  auto probes = static_cast<int64_t>(b.probes);
+  auto failures = static_cast<int64_t>(b.probe_failures);
+  auto succeeded = probes - failures;
+  if (k == "opens_min")
+    r.add(name, opens >= want,
+          fmt::format("{}'s breaker opened {} times (want >= {})", src,
+                      b.opens, want));
+  else if (k == "opens_max")
+    r.add(name, opens <= want,
+          fmt::format("{}'s breaker opened {} times (want <= {})", src,
+                      b.opens, want));
+  else if (k == "probes_min")
+    r.add(name, probes >= want,
+          fmt::format("{}'s breaker sent {} probes (want >= {})", src,
+                      b.probes, want));
+  else if (k == "probes_max")
+    r.add(name, probes <= want,
+          fmt::format("{}'s breaker sent {} probes (want <= {})", src,
+                      b.probes, want));
+  else if (k == "probe_failures_min")
+    r.add(name, failures >= want,
+          fmt::format("{} of {}'s probes failed (want >= {})",
+                      b.probe_failures, src, want));
+  else if (k == "probes_succeeded")
+    r.add(name, succeeded == want,
+          fmt::format("{} of {}'s {} probes did not fail (want {}): "
+                      "{} closed it",
+                      succeeded, src, b.probes, want,
+                      succeeded == 1 ? "one probe" : "not exactly one "
+                                                     "probe"));
+}
+
+void breakers(check_run& r, const std::string&, const json::value& x) {
+  for (auto& kv : x.as_object()) {
+    std::string src(kv.key());
+    auto* s = find_source(r.ctx.soak.status, src);
+    if (!s) {
+      r.add("breakers." + src, false, "no source " + src);
+      continue;
     }
+    for (auto& c : kv.value().as_object())
+      breaker_figure(r, src, s->breaker, std::string(c.key()), c.value());
   }
-  if (auto* x = e.if_contains("success_rate_until")) {
-    auto until = x->at("until_s").to_number<double>();
-    auto want = x->at("min").to_number<double>();
-    int64_t n = 0, ok = 0;
-    for (auto& r : soak.records)
-      if (r.start_s < until) {
-        ++n;
-        ok += r.ok ? 1 : 0;
-      }
-    auto got = n ? static_cast<double>(ok) / n : 0.0;
-    add("success_rate_until", n > 0 && got >= want,
+}
+
+void success_rate_until(check_run& r, const std::string&,
+                        const json::value& x) {
+  auto until = x.at("until_s").to_number<double>();
+  auto want = x.at("min").to_number<double>();
+  int64_t n = 0, ok = 0;
+  for (auto& rec : r.ctx.soak.records)
+    if (rec.start_s < until) {
+      ++n;
+      ok += rec.ok ? 1 : 0;
+    }
+  auto got = n ? static_cast<double>(ok) / n : 0.0;
+  r.add("success_rate_until", n > 0 && got >= want,
         fmt::format("{} of {} calls started in the first {} s succeeded = {} "
                     "(want >= {})",
                     ok, n, until, pct(got), pct(want)));
-  }
-  if (auto* x = e.if_contains("share_after")) {
-    auto src = std::string(x->at("source").as_string());
-    auto after = x->at("after_s").to_number<double>();
-    auto want = x->at("min").to_number<double>();
-    int64_t n = 0, on = 0;
-    for (auto& r : soak.records)
-      if (r.start_s >= after && r.ok) {
-        ++n;
-        on += r.source == src ? 1 : 0;
-      }
-    auto got = n ? static_cast<double>(on) / n : 0.0;
-    add("share_after", n > 0 && got >= want,
+}
+
+void share_after(check_run& r, const std::string&, const json::value& x) {
+  auto src = std::string(x.at("source").as_string());
+  auto after = x.at("after_s").to_number<double>();
+  auto want = x.at("min").to_number<double>();
+  int64_t n = 0, on = 0;
+  for (auto& rec : r.ctx.soak.records)
+    if (rec.start_s >= after && rec.ok) {
+      ++n;
+      on += rec.source == src ? 1 : 0;
+    }
+  auto got = n ? static_cast<double>(on) / n : 0.0;
+  r.add("share_after", n > 0 && got >= want,
         fmt::format("{} answered {} of the {} calls started after {} s = {} "
                     "(want >= {})",
                     src, on, n, after, pct(got), pct(want)));
-  }
-  // Structured output (load.schema).
-  auto reask_rate = soak.calls ? static_cast<double>(ctx.reasks) / soak.calls
-                               : 0.0;
-  if (auto* x = e.if_contains("schema_valid_min")) {
-    auto want = x->to_number<double>();
-    auto got = soak.calls ? static_cast<double>(ctx.schema_valid) / soak.calls
-                          : 0.0;
-    add("schema_valid_min", !ctx.file.schema.empty() && got >= want,
+}
+
+// Structured output (load.schema).
+
+void schema_valid_min(check_run& r, const std::string&, const json::value& x) {
+  auto& ctx = r.ctx;
+  auto calls = ctx.soak.calls;
+  auto want = x.to_number<double>();
+  auto got = calls ? static_cast<double>(ctx.schema_valid) / calls : 0.0;
+  r.add("schema_valid_min", !ctx.file.schema.empty() && got >= want,
         fmt::format("{} of {} calls returned JSON valid against load.schema "
                     "= {} (want >= {})",
-                    ctx.schema_valid, soak.calls, pct(got), pct(want)));
-  }
-  for (auto key : {"reask_rate_min", "reask_rate_max"})
-    if (auto* x = e.if_contains(key)) {
-      auto want = x->to_number<double>();
-      bool min = std::string(key) == "reask_rate_min";
-      add(key, min ? reask_rate >= want : reask_rate <= want,
-          fmt::format("{} re-asks over {} calls = {:.3f} per call (want {} "
-                      "{})",
-                      ctx.reasks, soak.calls, reask_rate, min ? ">=" : "<=",
-                      want));
-    }
-  if (auto* x = e.if_contains("complete_answers"); x && x->as_bool()) {
-    auto detail = fmt::format("{} ok answers compared with the simulator's "
-                              "text for their model: {} truncated or wrong",
-                              ctx.answers_checked, ctx.answers_truncated);
-    for (auto& ex : ctx.truncated_examples)
-      detail += "\n            " + ex;
-    add("complete_answers",
-        ctx.answers_truncated == 0 && ctx.answers_checked == soak.ok, detail);
-  }
-  if (auto* x = e.if_contains("embeddings_in_order"); x && x->as_bool())
-    add("embeddings_in_order",
+                    ctx.schema_valid, calls, pct(got), pct(want)));
+}
+
+void reask_rate(check_run& r, const std::string& key, const json::value& x) {
+  auto want = x.to_number<double>();
+  bool min = key == "reask_rate_min";
+  r.add(key, min ? r.reask_rate >= want : r.reask_rate <= want,
+        fmt::format("{} re-asks over {} calls = {:.3f} per call (want {} "
+                    "{})",
+                    r.ctx.reasks, r.ctx.soak.calls, r.reask_rate,
+                    min ? ">=" : "<=", want));
+}
+
+void complete_answers(check_run& r, const std::string&, const json::value& x) {
+  if (!x.as_bool())
+    return;
+  auto& ctx = r.ctx;
+  auto detail = fmt::format("{} ok answers compared with the simulator's "
+                            "text for their model: {} truncated or wrong",
+                            ctx.answers_checked, ctx.answers_truncated);
+  for (auto& ex : ctx.truncated_examples)
+    detail += "\n            " + ex;
+  r.add("complete_answers",
+        ctx.answers_truncated == 0 && ctx.answers_checked == ctx.soak.ok,
+        detail);
+}
+
+void embeddings_in_order(check_run& r, const std::string&,
+                         const json::value& x) {
+  if (!x.as_bool())
+    return;
+  auto& ctx = r.ctx;
+  r.add("embeddings_in_order",
         ctx.vectors_wrong == 0 && ctx.vectors_checked > 0
-          && soak.ok == soak.calls,
+          && ctx.soak.ok == ctx.soak.calls,
         fmt::format("{} vectors of {} ok calls compared with the "
                     "simulator's vector of their input: {} wrong",
-                    ctx.vectors_checked, soak.ok, ctx.vectors_wrong));
-  auto limits = limits_from_log(ctx.scope, ctx.log);
-  if (auto* x = e.if_contains("limits_respected"); x && x->as_bool()) {
-    for (auto& f : limits) {
-      if (!f.rpm && !f.tpm && !f.max_concurrency)
-        continue;
-      auto name = "limits_respected." + f.source;
-      if (f.sharing > 1) {
-        add(name, false,
+                    ctx.vectors_checked, ctx.soak.ok, ctx.vectors_wrong));
+}
+
+void limits_respected(check_run& r, const std::string&, const json::value& x) {
+  if (!x.as_bool())
+    return;
+  for (auto& f : r.limits) {
+    if (!f.rpm && !f.tpm && !f.max_concurrency)
+      continue;
+    auto name = "limits_respected." + f.source;
+    if (f.sharing > 1) {
+      r.add(name, false,
             fmt::format("{} shares model {} with another source: the "
                         "simulator's log cannot tell them apart",
                         f.source, f.model));
-        continue;
-      }
-      bool ok = true;
-      std::string detail = f.source + ":";
-      if (f.rpm) {
-        ok = ok && f.window_requests <= *f.rpm;
-        detail += fmt::format(" {} requests in the busiest minute (RPM {})",
-                              f.window_requests, *f.rpm);
-      }
-      if (f.tpm) {
-        ok = ok && f.window_tokens <= *f.tpm;
-        detail += fmt::format(", {} tokens (TPM {})", f.window_tokens, *f.tpm);
-      }
-      if (f.max_concurrency) {
-        ok = ok && f.peak_concurrency <= *f.max_concurrency;
-        detail += fmt::format(", {} at once (MAX_CONCURRENCY {})",
-                              f.peak_concurrency, *f.max_concurrency);
-      }
-      add(name, ok, detail);
+      continue;
+    }
+    bool ok = true;
+    std::string detail = f.source + ":";
+    if (f.rpm) {
+      ok = ok && f.window_requests <= *f.rpm;
+      detail += fmt::format(" {} requests in the busiest minute (RPM {})",
+                            f.window_requests, *f.rpm);
+    }
+    if (f.tpm) {
+      ok = ok && f.window_tokens <= *f.tpm;
+      detail += fmt::format(", {} tokens (TPM {})", f.window_tokens, *f.tpm);
+    }
+    if (f.max_concurrency) {
+      ok = ok && f.peak_concurrency <= *f.max_concurrency;
+      detail += fmt::format(", {} at once (MAX_CONCURRENCY {})",
+                            f.peak_concurrency, *f.max_concurrency);
+    }
+    r.add(name, ok, detail);
+  }
+}
+
+/// One `limits_reached.SOURCE` entry (`which`: rpm, tpm or concurrency).
+void limit_reached(check_run& r, const std::string& src,
+                   const limit_figures& f, const std::string& which) {
+  auto name = "limits_reached." + src + "." + which;
+  if (which == "rpm")
+    r.add(name, f.rpm && f.window_requests == *f.rpm,
+          fmt::format("{}: {} requests in the busiest minute (RPM {})", src,
+                      f.window_requests,
+                      f.rpm ? std::to_string(*f.rpm) : "unset"));
+  else if (which == "tpm")
+    // Reached: one more reservation of EST_TOKENS would not have fit.
+    r.add(name, f.tpm && f.window_tokens + f.est_tokens > *f.tpm,
+          fmt::format("{}: {} tokens in the busiest minute, one more "
+                      "estimate of {} would exceed TPM {}",
+                      src, f.window_tokens, f.est_tokens,
+                      f.tpm ? std::to_string(*f.tpm) : "unset"));
+  else
+    r.add(name, f.max_concurrency && f.peak_concurrency == *f.max_concurrency,
+          fmt::format("{}: {} requests at once (MAX_CONCURRENCY {})", src,
+                      f.peak_concurrency,
+                      f.max_concurrency ? std::to_string(*f.max_concurrency)
+                                        : "unset"));
+}
+
+void limits_reached(check_run& r, const std::string&, const json::value& x) {
+  for (auto& kv : x.as_object()) {
+    std::string src(kv.key());
+    auto it = std::find_if(r.limits.begin(), r.limits.end(),
+                           [&](auto& f) { return f.source == src; });
+    for (auto& lim : kv.value().as_array()) {
+      auto which = std::string(lim.as_string());
+      if (it == r.limits.end())
+        r.add("limits_reached." + src + "." + which, false, "no source " + src);
+      else
+        limit_reached(r, src, *it, which);
     }
   }
-  if (auto* x = e.if_contains("limits_reached")) {
-    for (auto& kv : x->as_object()) {
-      std::string src(kv.key());
-      auto it = std::find_if(limits.begin(), limits.end(),
-                             [&](auto& f) { return f.source == src; });
-      for (auto& lim : kv.value().as_array()) {
-        auto which = std::string(lim.as_string());
-        auto name = "limits_reached." + src + "." + which;
-        if (it == limits.end()) {
-          add(name, false, "no source " + src);
-          continue;
-        }
-        auto& f = *it;
-        if (which == "rpm")
-          add(name, f.rpm && f.window_requests == *f.rpm,
-              fmt::format("{}: {} requests in the busiest minute (RPM {})",
-                          src, f.window_requests,
-                          f.rpm ? std::to_string(*f.rpm) : "unset"));
-        else if (which == "tpm")
-          // Reached: one more reservation of EST_TOKENS would not have fit.
-          add(name, f.tpm && f.window_tokens + f.est_tokens > *f.tpm,
-              fmt::format("{}: {} tokens in the busiest minute, one more "
-                          "estimate of {} would exceed TPM {}",
-                          src, f.window_tokens, f.est_tokens,
-                          f.tpm ? std::to_string(*f.tpm) : "unset"));
-        else
-          add(name,
-              f.max_concurrency && f.peak_concurrency == *f.max_concurrency,
-              fmt::format("{}: {} requests at once (MAX_CONCURRENCY {})", src,
-                          f.peak_concurrency,
-                          f.max_concurrency ? std::to_string(*f.max_concurrency)
-                                            : "unset"));
-      }
-    }
-  }
-  if (auto* x = e.if_contains("retry_after_honoured"); x && x->as_bool()) {
-    auto r = retry_after_check(ctx.file, ctx.log);
-    add("retry_after_honoured", r.answers > 0 && r.violations == 0,
+}
+
+void retry_after_honoured(check_run& r, const std::string&,
+                          const json::value& x) {
+  if (!x.as_bool())
+    return;
+  auto f = retry_after_check(r.ctx.file, r.ctx.log);
+  r.add("retry_after_honoured", f.answers > 0 && f.violations == 0,
         fmt::format("{} upstream 429s with Retry-After; {} requests reached "
                     "the same source inside its Retry-After{}{}",
-                    r.answers, r.violations,
-                    r.example.empty() ? "" : ": ", r.example));
-  }
-  if (auto* x = e.if_contains("sim_actions_min")) {
-    auto actions = actions_of(ctx.log);
-    for (auto& kv : x->as_object()) {
-      std::string a(kv.key());
-      // Written for the file's own load: scaled to the calls made (--calls).
-      auto scale = static_cast<double>(ctx.file.calls)
-                   / static_cast<double>(std::max<int64_t>(ctx.file.file_calls, 1));
-      auto want = static_cast<int64_t>(
-        std::ceil(kv.value().to_number<double>() * scale));
-      auto got = actions.count(a) ? actions[a] : 0;
-      add("sim_actions_min." + a, got >= want,
+                    f.answers, f.violations, f.example.empty() ? "" : ": ",
+                    f.example));
+}
+
+void sim_actions_min(check_run& r, const std::string&, const json::value& x) {
+  auto& file = r.ctx.file;
+  auto actions = actions_of(r.ctx.log);
+  for (auto& kv : x.as_object()) {
+    std::string a(kv.key());
+    // Written for the file's own load: scaled to the calls made (--calls).
+    auto scale = static_cast<double>(file.calls)
+                 / static_cast<double>(std::max<int64_t>(file.file_calls, 1));
+    auto want = static_cast<int64_t>(
+      std::ceil(kv.value().to_number<double>() * scale));
+    auto got = actions.count(a) ? actions[a] : 0;
+    r.add("sim_actions_min." + a, got >= want,
           fmt::format("the simulator answered {} requests with {} (want >= "
                       "{}{})",
                       got, a, want,
-                      scale != 1.0 ? fmt::format(", scaled to {} calls",
-                                                 ctx.file.calls)
-                                   : std::string{}));
-    }
+                      scale != 1.0
+                        ? fmt::format(", scaled to {} calls", file.calls)
+                        : std::string{}));
   }
-  if (auto* x = e.if_contains("upstream_requests_per_call_max")) {
-    auto want = x->to_number<double>();
-    auto got = soak.calls ? static_cast<double>(ctx.log.size()) / soak.calls
-                          : 0.0;
-    add("upstream_requests_per_call_max", got <= want,
+}
+
+void upstream_requests_per_call_max(check_run& r, const std::string&,
+                                    const json::value& x) {
+  auto& ctx = r.ctx;
+  auto want = x.to_number<double>();
+  auto got = ctx.soak.calls
+               ? static_cast<double>(ctx.log.size()) / ctx.soak.calls
+               : 0.0;
+  r.add("upstream_requests_per_call_max", got <= want,
         fmt::format("{} upstream requests for {} calls = {:.3f} per call "
                     "(want <= {})",
-                    ctx.log.size(), soak.calls, got, want));
-  }
+                    ctx.log.size(), ctx.soak.calls, got, want));
+}
+
+/// Every expectation with its check, in the order the verdicts are listed
+/// (config/scenarios/README.md describes each).
+const std::pair<const char*, check_fn> check_table[] = {
+  {"success_rate_min", success_rate_min},
+  {"p50_ms_max", latency_max},
+  {"p95_ms_max", latency_max},
+  {"p99_ms_max", latency_max},
+  {"max_share", share},
+  {"min_share", share},
+  {"rate_limited_min", rate_limited_min},
+  {"hedges_min", hedges},
+  {"hedges_max", hedges},
+  {"breakers", breakers},
+  {"success_rate_until", success_rate_until},
+  {"share_after", share_after},
+  {"schema_valid_min", schema_valid_min},
+  {"reask_rate_min", reask_rate},
+  {"reask_rate_max", reask_rate},
+  {"complete_answers", complete_answers},
+  {"embeddings_in_order", embeddings_in_order},
+  {"limits_respected", limits_respected},
+  {"limits_reached", limits_reached},
+  {"retry_after_honoured", retry_after_honoured},
+  {"sim_actions_min", sim_actions_min},
+  {"upstream_requests_per_call_max", upstream_requests_per_call_max},
+};
+
+} // namespace
+
+std::vector<check> evaluate(const check_context& ctx) {
+  std::vector<check> out;
+  auto& soak = ctx.soak;
+  int64_t total = 0;
+  auto by_source = attempts_by_source(soak.status, total);
+  check_run run{ctx,
+                out,
+                soak.calls ? static_cast<double>(soak.ok) / soak.calls : 0.0,
+                soak.calls ? static_cast<double>(ctx.reasks) / soak.calls
+                           : 0.0,
+                total,
+                std::move(by_source),
+                limits_from_log(ctx.scope, ctx.log)};
+  for (auto& [key, fn] : check_table)
+    if (auto* x = ctx.file.expect.if_contains(key))
+      fn(run, key, *x);
   return out;
 }
 

@@ -5,11 +5,11 @@
 // processes. Limits are per real minute, so a fleet scenario that reaches
 // its RPM takes a little over a minute.
 
-#include "scenario_checks.hpp"
+#include "apps/harness/scenario_checks.hpp"
 
 #include "config/json_text.hpp"
-#include "scenario_redis.hpp"
 
+#include "apps/harness/redis_server.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 
 #include <boost/json.hpp>
@@ -63,18 +63,19 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
       return exit_usage;
     }
   }
-  local_redis own;
+  std::unique_ptr<harness::redis_server> own;
   std::string redis_url;
   if (ov.redis_url) {
     redis_url = *ov.redis_url;
   } else {
-    if (!own.start()) {
+    own = harness::redis_server::try_start("pgw-actor soak");
+    if (!own) {
       std::fprintf(stderr, "pgw-actor soak: fleet scenario %s: cannot start "
                            "redis-server (install it, or pass --redis URL)\n",
                    f.name.c_str());
       return exit_other;
     }
-    redis_url = own.url();
+    redis_url = own->url();
   }
   auto upstream = start_scenario_sim(f);
   if (!upstream)

@@ -4,8 +4,8 @@
 // HEDGE__AFTER_S — and the latency percentiles, their ratio and the extra
 // upstream requests hedging cost are printed side by side.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"

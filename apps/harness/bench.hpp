@@ -167,21 +167,6 @@ rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
   return out;
 }
 
-/// A program started as a child that prints "listening HOST:PORT" as its
-/// first stdout line (`pgw-upstream-sim`, `pgw-actor serve`); stopped
-/// (SIGTERM, then SIGKILL) and reaped by its PID.
-struct listening_child {
-  pid_t pid = -1;
-  int port = 0;
-
-  /// Starts `argv` with environment `env` (the inherited one when empty);
-  /// false when it did not print its port within 10 s.
-  bool start(const std::vector<std::string>& argv,
-             const std::vector<std::string>& env = {});
-
-  ~listening_child();
-};
-
 /// CPU time (user + system) and context switches of this whole process so
 /// far (getrusage(RUSAGE_SELF)).
 struct process_usage {
@@ -210,6 +195,9 @@ struct zero_bench {
 };
 
 std::optional<zero_bench> make_zero_bench();
+
+/// `pgw-actor bench overhead`.
+int bench_overhead(const std::vector<std::string>& args);
 
 /// `pgw-actor bench hedge`.
 

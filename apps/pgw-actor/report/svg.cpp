@@ -1,4 +1,4 @@
-#include "backends/sqlite/svg.hpp"
+#include "apps/pgw-actor/report/svg.hpp"
 
 #include <fmt/format.h>
 

@@ -5,11 +5,11 @@
 // lookup + upstream + store) and a Redis PING, all in one run. Without
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
-#include "bench.hpp"
-#include "cli.hpp"
-#include "scenario_redis.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
+#include "apps/harness/redis_server.hpp"
 #include "apps/node/node_builder.hpp"
 #include "backends/redis/client.hpp"
 #include "config/support/io_pool.hpp"
@@ -105,13 +105,14 @@ int bench_cache(const std::vector<std::string>& args) {
     }
     ++i;
   }
-  local_redis own;
+  std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
-    if (!own.start()) {
+    own = harness::redis_server::try_start("bench cache");
+    if (!own) {
       std::fprintf(stderr, "bench cache: cannot start redis-server\n");
       return exit_other;
     }
-    url = own.url();
+    url = own->url();
   }
   auto redis = make_redis_client(url, 1);
   if (!redis) {

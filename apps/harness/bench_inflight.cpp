@@ -13,10 +13,11 @@
 // pending request per call) is measured first against a stand-in gateway
 // that holds the calls unanswered, and subtracted to give the gateway's.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
 
 #include "actors/client.hpp"
+#include "apps/harness/process.hpp"
 #include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 
@@ -214,59 +215,6 @@ std::string mb(int64_t kb) {
 
 } // namespace
 
-bool listening_child::start(const std::vector<std::string>& argv,
-                            const std::vector<std::string>& env) {
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0)
-    return false;
-  std::vector<char*> args, envp;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (auto& e : env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  auto parent = ::getpid();
-  pid = ::fork();
-  if (pid < 0)
-    return false;
-  if (pid == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent)
-      ::_exit(126);
-    ::dup2(out[1], STDOUT_FILENO);
-    if (env.empty())
-      ::execv(args[0], args.data());
-    else
-      ::execve(args[0], args.data(), envp.data());
-    ::_exit(127);
-  }
-  ::close(out[1]);
-  // "listening 127.0.0.1:PORT"
-  std::string line;
-  char c;
-  pollfd pfd{out[0], POLLIN, 0};
-  while (line.find('\n') == std::string::npos
-         && ::poll(&pfd, 1, 10000) > 0 && ::read(out[0], &c, 1) == 1)
-    line += c;
-  ::close(out[0]);
-  auto colon = line.rfind(':');
-  if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
-    return false;
-  port = std::atoi(line.c_str() + colon + 1);
-  return port > 0;
-}
-
-listening_child::~listening_child() {
-  if (pid > 0) {
-    ::kill(pid, SIGTERM);
-    for (int i = 0; i < 300 && ::waitpid(pid, nullptr, WNOHANG) != pid; ++i)
-      ::usleep(10000);
-    ::kill(pid, SIGKILL);
-    ::waitpid(pid, nullptr, 0);
-  }
-}
-
 int bench_inflight(const std::vector<std::string>& args) {
   int calls = 10000;
   double hold = 10;
@@ -347,21 +295,27 @@ int bench_inflight(const std::vector<std::string>& args) {
     R"({{"models": {{"held": {{"tokens": 8, "ttft_ms": {}, "token_ms": 1}}}}}})",
     ttft_ms);
   std::unique_ptr<sim::server> in_process;
-  listening_child child;
+  std::unique_ptr<harness::sim_process> child;
   std::string scenario_path;
   int port = 0;
   if (mode == "process") {
     scenario_path = fmt::format("/tmp/pgw-inflight-{}.json", ::getpid());
     std::ofstream{scenario_path} << scenario;
-    bool started = child.start({sim_binary.string(), "--listen", "127.0.0.1:0",
-                                "--scenario", scenario_path});
+    try {
+      child = std::make_unique<harness::sim_process>(
+        sim_binary.string(),
+        std::vector<std::string>{"--scenario", scenario_path},
+        std::chrono::seconds(10));
+      child->process().close_output(); // nobody reads its output
+    } catch (const std::exception&) {
+    }
     std::remove(scenario_path.c_str());
-    if (!started) {
+    if (!child) {
       std::fprintf(stderr, "bench inflight: %s did not start\n",
                    sim_binary.c_str());
       return exit_other;
     }
-    port = child.port;
+    port = child->port();
   } else {
     sim::options opts;
     opts.scenario_json = scenario;
@@ -403,7 +357,7 @@ int bench_inflight(const std::vector<std::string>& args) {
   ::malloc_trim(0);
   auto heap_before = heap_in_use_kb();
   auto rss_before = proc_status(0, "VmRSS");
-  auto sim_rss_before = mode == "process" ? proc_status(child.pid, "VmRSS")
+  auto sim_rss_before = mode == "process" ? proc_status(child->pid(), "VmRSS")
                                           : -1;
   auto threads_before = proc_status(0, "Threads");
   auto kernel_before = kernel_now();
@@ -428,7 +382,7 @@ int bench_inflight(const std::vector<std::string>& args) {
     while (!done) {
       auto st = cl.status();
       auto rss = proc_status(0, "VmRSS");
-      auto sim_rss = mode == "process" ? proc_status(child.pid, "VmRSS") : -1;
+      auto sim_rss = mode == "process" ? proc_status(child->pid(), "VmRSS") : -1;
       max_rss = std::max(max_rss, rss);
       max_sim_rss = std::max(max_sim_rss, sim_rss);
       if (st) {

@@ -8,8 +8,10 @@
 // both ways; the added latency is the per-call difference), then from C
 // callers for S seconds each (throughput), all in one run.
 
-#include "bench.hpp"
-#include "cli.hpp"
+#include "apps/harness/bench.hpp"
+#include "apps/pgw-actor/cli.hpp"
+
+#include "apps/harness/process.hpp"
 
 #include <fmt/format.h>
 #include <httplib.h>
@@ -117,17 +119,22 @@ int bench_serve(const std::vector<std::string>& args) {
                            "LSAN_OPTIONS", "TSAN_OPTIONS"})
     if (const char* value = std::getenv(name))
       env.push_back(std::string(name) + "=" + value);
-  listening_child serve;
-  bool started = serve.start({self_exe.string(), "serve", "--listen",
-                              "127.0.0.1:0", "--env-file", env_file},
-                             env);
+  std::unique_ptr<harness::listening_process> serve;
+  try {
+    serve = std::make_unique<harness::listening_process>(
+      std::vector<std::string>{self_exe.string(), "serve", "--listen",
+                               "127.0.0.1:0", "--env-file", env_file},
+      env, harness::env_mode::replace, std::chrono::seconds(10));
+    serve->process().close_output(); // nobody reads its output
+  } catch (const std::exception&) {
+  }
   std::remove(env_file.c_str());
-  if (!started) {
+  if (!serve) {
     std::fprintf(stderr, "bench serve: `%s serve` did not start\n",
                  self_exe.c_str());
     return exit_other;
   }
-  auto serve_origin = fmt::format("http://127.0.0.1:{}", serve.port);
+  auto serve_origin = fmt::format("http://127.0.0.1:{}", serve->port());
   const std::string serve_body =
     R"({"model": "BENCH", "messages": [{"role": "user", "content": "How far is the moon?"}]})";
 
@@ -153,7 +160,7 @@ int bench_serve(const std::vector<std::string>& args) {
               "throughput mode with %d callers; serve in a child process "
               "(pid %d), the simulator and the callers in this one; %u "
               "hardware threads shared by all\n\n",
-              calls, seconds, concurrency, static_cast<int>(serve.pid),
+              calls, seconds, concurrency, static_cast<int>(serve->pid()),
               std::thread::hardware_concurrency());
   std::fflush(stdout);
 
@@ -174,10 +181,10 @@ int bench_serve(const std::vector<std::string>& args) {
   auto direct_rate = run_for(seconds, concurrency, direct_caller);
   run_for(0.5, concurrency, serve_caller);
   auto cpu_self0 = usage_now().cpu_us;
-  auto cpu_serve0 = process_cpu_us(serve.pid);
+  auto cpu_serve0 = process_cpu_us(serve->pid());
   auto serve_rate = run_for(seconds, concurrency, serve_caller);
   auto cpu_self1 = usage_now().cpu_us;
-  auto cpu_serve1 = process_cpu_us(serve.pid);
+  auto cpu_serve1 = process_cpu_us(serve->pid());
   auto ratio = direct_rate.rate() > 0 ? serve_rate.rate() / direct_rate.rate()
                                       : 0.0;
   std::printf("throughput (%d callers, %g s each)\n", concurrency, seconds);

@@ -1,0 +1,479 @@
+// The soak runner: drives N calls through one gateway with C callers, shows
+// progress, and ends with a report whose invariants fail the run when broken.
+// `pgw-actor soak` and the scenario runner (scenario_runner.cpp) both use it.
+
+#include "apps/harness/soak.hpp"
+
+
+#include "config/json_text.hpp"
+
+#include "actors/client.hpp"
+#include "apps/node/node_builder.hpp"
+#include "apps/pgw-actor/node.hpp"
+
+#include <caf/actor_system.hpp>
+#include <caf/send.hpp>
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <thread>
+#include <unistd.h>
+
+namespace pgw::cli {
+
+namespace {
+
+namespace json = boost::json;
+using clock_type = std::chrono::steady_clock;
+
+
+/// What the callers saw.
+struct tally {
+  std::mutex mtx;
+  std::condition_variable answered; ///< signalled on every answer
+  std::vector<double> latency_ms;
+  std::map<std::string, int64_t> errors; ///< by error code
+  int64_t ok = 0;
+  int64_t answers = 0;
+  int64_t hedges = 0;
+  int64_t hedges_won = 0;
+  double cost_usd = 0;
+  int64_t priced = 0;
+};
+
+double percentile(std::vector<double>& v, double q) {
+  if (v.empty())
+    return 0;
+  std::sort(v.begin(), v.end());
+  auto i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
+  return v[i];
+}
+
+/// Reads the gateway status until every permit is settled and released and
+/// nothing is in flight (attempts settle just after their call answers), or
+/// two seconds pass.
+/// The status once nothing is in flight and every permit is settled and
+/// released, or after 5 s (settlements retried after a Redis outage need the
+/// client's reconnect backoff, up to 2 s, plus the retry delay).
+caf::expected<gateway_status> quiet_status(client& cl) {
+  auto until = clock_type::now() + std::chrono::seconds(5);
+  for (;;) {
+    auto st = cl.status();
+    if (!st)
+      return st;
+    bool quiet = st->calls_active == 0;
+    for (auto& s : st->sources)
+      quiet = quiet && s.limiter.unavailable.empty()
+              && s.breaker.unavailable.empty() && s.in_flight == 0
+              && s.limiter.in_flight == 0
+              && s.limiter.acquired == s.limiter.settled
+              && s.limiter.acquired == s.limiter.released;
+    if (quiet || clock_type::now() > until)
+      return st;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+}
+
+/// The OCR image of soak call `n`: a PNG signature and the call number.
+std::string soak_image(int64_t n) {
+  return std::string("\x89PNG\r\n\x1a\n", 8) + fmt::format("soak {}", n);
+}
+
+/// One call of the load by `params.operation`; an embeddings or OCR answer
+/// comes back as a chat answer (source, stats, text) for the tally.
+caf::expected<chat_response> soak_one_call(client& cl,
+                                           const soak_params& params,
+                                           int64_t n, int c) {
+  if (params.operation == "embeddings") {
+    embed_request req;
+    for (int64_t i = 0; i < params.inputs; ++i)
+      req.inputs.push_back(fmt::format("soak call {} input {}", n, i));
+    req.deadline_s = params.deadline_s;
+    auto inputs = params.embed_hook ? req.inputs : std::vector<std::string>{};
+    auto res = cl.embed_async(std::move(req)).get();
+    if (!res)
+      return std::move(res.error());
+    if (params.embed_hook)
+      params.embed_hook(n, inputs, *res);
+    chat_response out;
+    out.source = res->stats.source;
+    out.model = res->model;
+    out.stats = res->stats;
+    return out;
+  }
+  if (params.operation == "ocr_text" || params.operation == "ocr_layout") {
+    ocr_request req;
+    req.image = soak_image(n);
+    req.layout = params.operation == "ocr_layout";
+    req.deadline_s = params.deadline_s;
+    auto res = cl.ocr_async(std::move(req)).get();
+    if (!res)
+      return std::move(res.error());
+    chat_response out;
+    out.content = std::move(res->text);
+    out.source = res->source;
+    out.model = res->model;
+    out.stats = res->stats;
+    return out;
+  }
+  chat_request req;
+  req.messages.push_back(
+    {"user", fmt::format("soak call {} from caller {}", n, c), {}});
+  req.stream = params.stream;
+  req.deadline_s = params.deadline_s;
+  req.schema = params.schema;
+  return cl.chat(std::move(req));
+}
+
+/// Records one answer (call `n`, started at `start`, `ms` long) in its
+/// record and the tally.
+void record_answer(tally& t, soak_call& rec,
+                   const caf::expected<chat_response>& res,
+                   clock_type::time_point t0, clock_type::time_point start,
+                   double ms) {
+  rec.start_s = std::chrono::duration<double>(start - t0).count();
+  rec.ms = ms;
+  rec.ok = static_cast<bool>(res);
+  std::lock_guard<std::mutex> guard{t.mtx};
+  ++t.answers;
+  t.answered.notify_all();
+  t.latency_ms.push_back(ms);
+  if (res) {
+    ++t.ok;
+    rec.source = res->source;
+    rec.attempts = res->stats.attempts;
+    rec.hedges = res->stats.hedges;
+    rec.hedge_won = res->stats.hedge_won;
+    rec.cost_usd = res->stats.cost_usd;
+    t.hedges += res->stats.hedges;
+    t.hedges_won += res->stats.hedge_won ? 1 : 0;
+    if (res->stats.cost_usd) {
+      t.cost_usd += *res->stats.cost_usd;
+      ++t.priced;
+    }
+  } else {
+    auto code = code_of(res.error());
+    rec.error = code ? to_string(*code) : "internal";
+    ++t.errors[rec.error];
+  }
+}
+
+/// Shows progress until every call answered: one updating line on a
+/// terminal, a plain line per interval else.
+void show_progress(tally& t, const soak_params& params,
+                   clock_type::time_point t0, bool tty) {
+  const auto calls = params.calls;
+  auto interval = std::chrono::duration<double>(
+    params.progress_s ? *params.progress_s : tty ? 0.2 : 1.0);
+  for (;;) {
+    int64_t done, ok;
+    {
+      // Wakes at the interval, or at once when the last call answers.
+      std::unique_lock<std::mutex> guard{t.mtx};
+      t.answered.wait_for(guard, interval,
+                          [&] { return t.answers >= calls; });
+      done = t.answers;
+      ok = t.ok;
+    }
+    auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
+    auto line = fmt::format("calls {}/{}  ok {:.2f}%  {:.0f} calls/s", done,
+                            calls, done ? 100.0 * ok / done : 100.0,
+                            secs > 0 ? done / secs : 0.0);
+    if (tty)
+      std::printf("\r%s   ", line.c_str());
+    else
+      std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
+    if (done >= calls)
+      return;
+  }
+}
+
+/// Runs the load: `params.concurrency` callers make `params.calls` calls
+/// through `cl`, recorded in `records` and `t`. Returns the wall time (s).
+double drive_load(client& cl, const soak_params& params,
+                  const answer_hook& hook, tally& t,
+                  std::vector<soak_call>& records) {
+  const auto calls = params.calls;
+  std::atomic<int64_t> next{0};
+  auto t0 = clock_type::now();
+  std::vector<std::thread> callers;
+  for (int c = 0; c < params.concurrency; ++c) {
+    callers.emplace_back([&, c] {
+      for (;;) {
+        auto n = next.fetch_add(1);
+        if (n >= calls)
+          return;
+        auto start = clock_type::now();
+        auto res = soak_one_call(cl, params, n, c);
+        auto end = clock_type::now();
+        auto ms = std::chrono::duration<double, std::milli>(end - start)
+                    .count();
+        if (hook)
+          hook(n, res);
+        record_answer(t, records[static_cast<size_t>(n)], res, t0, start, ms);
+      }
+    });
+  }
+  bool tty = ::isatty(STDOUT_FILENO) != 0;
+  show_progress(t, params, t0, tty);
+  for (auto& th : callers)
+    th.join();
+  auto wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
+  if (tty)
+    std::printf("\n");
+  return wall_s;
+}
+
+/// The gateway status after the load, read as figures and invariants.
+struct soak_figures {
+  std::map<std::string, bool> invariants;
+  int64_t attempts = 0;     ///< upstream attempts of every source
+  int64_t rate_limited = 0; ///< of which 429s
+  double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
+};
+
+soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
+  soak_figures f;
+  bool in_flight_zero = st.calls_active == 0;
+  bool permits_balanced = true;
+  for (auto& s : st.sources) {
+    in_flight_zero = in_flight_zero && s.in_flight == 0
+                     && s.limiter.in_flight == 0;
+    // Figures a backend could not give cannot show the balance.
+    if (!s.limiter.unavailable.empty())
+      std::fprintf(stderr, "pgw-actor soak: limiter of %s unreadable: %s\n",
+                   s.name.c_str(), s.limiter.unavailable.c_str());
+    permits_balanced = permits_balanced && s.limiter.unavailable.empty()
+                       && s.limiter.acquired == s.limiter.settled
+                       && s.limiter.acquired == s.limiter.released;
+    for (auto& [name, n] : s.outcomes) {
+      f.attempts += n;
+      if (name == "rate_limited")
+        f.rate_limited += n;
+    }
+  }
+  f.invariants["in_flight_zero"] = in_flight_zero;
+  f.invariants["permits_settled_and_released"] = permits_balanced;
+  f.invariants["one_answer_per_call"]
+    = t.answers == calls && st.calls_started == calls
+      && st.calls_ok + st.calls_failed == calls;
+  f.p50 = percentile(t.latency_ms, 0.5);
+  f.p95 = percentile(t.latency_ms, 0.95);
+  f.p98 = percentile(t.latency_ms, 0.98);
+  f.p99 = percentile(t.latency_ms, 0.99);
+  f.p999 = percentile(t.latency_ms, 0.999);
+  return f;
+}
+
+/// Prints the report; true when every invariant holds.
+bool print_report(const soak_params& params, const tally& t,
+                  const gateway_status& st, const soak_figures& f,
+                  double wall_s) {
+  const auto calls = params.calls;
+  auto rate = calls ? static_cast<double>(t.ok) / calls : 0.0;
+  std::printf("\npgw soak report%s: scope %s, %lld calls, concurrency %d, "
+              "%.1f s, %.0f calls/s\n",
+              params.title.empty() ? "" : (" (" + params.title + ")").c_str(),
+              params.scope.c_str(), static_cast<long long>(calls),
+              params.concurrency, wall_s, calls / wall_s);
+  std::printf("  success   %lld / %lld = %.3f %%\n",
+              static_cast<long long>(t.ok), static_cast<long long>(calls),
+              100.0 * rate);
+  for (auto& [code, n] : t.errors)
+    std::printf("  failed    %-22s %lld\n", code.c_str(),
+                static_cast<long long>(n));
+  std::printf("  latency   p50 %.1f ms  p95 %.1f ms  p99 %.1f ms  p99.9 "
+              "%.1f ms\n",
+              f.p50, f.p95, f.p99, f.p999);
+  std::printf("  attempts  %lld (%.3f per call), 429s seen %lld\n",
+              static_cast<long long>(f.attempts),
+              calls ? static_cast<double>(f.attempts) / calls : 0.0,
+              static_cast<long long>(f.rate_limited));
+  std::printf("  hedges    %lld fired, %lld won\n",
+              static_cast<long long>(t.hedges),
+              static_cast<long long>(t.hedges_won));
+  if (t.priced > 0)
+    std::printf("  cost      $%.6f for %lld priced answers (the winners; "
+                "what losing legs cost is in telemetry)\n",
+                t.cost_usd, static_cast<long long>(t.priced));
+  else
+    std::printf("  cost      n/a (no price for these models)\n");
+  std::printf("  per source (share of attempts; outcomes; breaker):\n");
+  for (auto& s : st.sources) {
+    int64_t n = 0;
+    std::string outcomes;
+    for (auto& [name, k] : s.outcomes) {
+      n += k;
+      outcomes += fmt::format("{}={} ", name, k);
+    }
+    auto& b = s.breaker;
+    std::printf("    %-12s %5.1f %%  %s| breaker %s, epoch %llu, opens %llu, "
+                "probes %llu (%llu failed), streak %lld\n",
+                s.name.c_str(), f.attempts ? 100.0 * n / f.attempts : 0.0,
+                outcomes.c_str(), b.state.c_str(),
+                static_cast<unsigned long long>(b.epoch),
+                static_cast<unsigned long long>(b.opens),
+                static_cast<unsigned long long>(b.probes),
+                static_cast<unsigned long long>(b.probe_failures),
+                static_cast<long long>(b.reopen_streak));
+  }
+  if (!st.telemetry.path.empty())
+    std::printf("  telemetry %s: %llu rows written so far, %llu dropped%s\n",
+                st.telemetry.path.c_str(),
+                static_cast<unsigned long long>(st.telemetry.written),
+                static_cast<unsigned long long>(st.telemetry.dropped),
+                st.telemetry.healthy ? "" : " (database unwritable)");
+  bool all_ok = true;
+  std::printf("  invariants:\n");
+  for (auto& [name, holds] : f.invariants) {
+    all_ok = all_ok && holds;
+    std::printf("    %-30s %s\n", name.c_str(), holds ? "ok" : "BROKEN");
+  }
+  return all_ok;
+}
+
+/// What --json-report writes.
+json::object report_json(const soak_params& params, const tally& t,
+                         const gateway_status& st, const soak_figures& f,
+                         double wall_s) {
+  const auto calls = params.calls;
+  json::object by_source;
+  for (auto& s : st.sources) {
+    json::object o;
+    for (auto& [name, k] : s.outcomes)
+      o[name] = k;
+    by_source[s.name] = std::move(o);
+  }
+  json::object invariants;
+  for (auto& [name, holds] : f.invariants)
+    invariants[name] = holds;
+  json::object breakers;
+  for (auto& s : st.sources)
+    breakers[s.name] = json::object{
+      {"state", s.breaker.state},
+      {"epoch", s.breaker.epoch},
+      {"opens", s.breaker.opens},
+      {"probes", s.breaker.probes},
+      {"probe_failures", s.breaker.probe_failures},
+      {"reopen_streak", s.breaker.reopen_streak},
+    };
+  json::object errors;
+  for (auto& [code, n] : t.errors)
+    errors[code] = n;
+  json::object doc{
+    {"calls", calls},
+    {"ok", t.ok},
+    {"success_rate", calls ? static_cast<double>(t.ok) / calls : 0.0},
+    {"attempts", f.attempts},
+    {"rate_limited", f.rate_limited},
+    {"hedges", t.hedges},
+    {"hedges_won", t.hedges_won},
+    {"cost_usd", t.priced > 0 ? json::value(t.cost_usd) : json::value(nullptr)},
+    {"errors", std::move(errors)},
+    {"attempts_by_source", std::move(by_source)},
+    {"breakers", std::move(breakers)},
+    {"latency_ms", json::object{{"p50", round_us(f.p50)},
+                                {"p95", round_us(f.p95)},
+                                {"p98", round_us(f.p98)},
+                                {"p99", round_us(f.p99)},
+                                {"p999", round_us(f.p999)}}},
+    {"wall_s", wall_s},
+    {"invariants", std::move(invariants)},
+  };
+  if (!st.telemetry.path.empty())
+    doc["telemetry"] = json::object{
+      {"path", st.telemetry.path},
+      {"queued", st.telemetry.queued},
+      {"written", st.telemetry.written},
+      {"dropped", st.telemetry.dropped},
+      {"errors", st.telemetry.errors},
+      {"healthy", st.telemetry.healthy},
+    };
+  return doc;
+}
+
+/// The gateway of the soak's scope (telemetry in ./pgw-telemetry.sqlite
+/// unless PGW_TELEMETRY_DB says otherwise, SPEC §3), its status published
+/// when asked; nullopt after saying why.
+std::optional<gateway_actor> soak_gateway(caf::actor_system& sys,
+                                          const settings& cfg,
+                                          const soak_params& params) {
+  node_options gw_opts;
+  gw_opts.default_telemetry_db = default_telemetry_db;
+  auto gw = spawn_gateway(sys, cfg, params.scope, gw_opts);
+  if (!gw) {
+    std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
+    return std::nullopt;
+  }
+  if (params.publish) {
+    auto& publish = *params.publish;
+    auto port = publish_status(sys, *gw, publish);
+    if (!port) {
+      std::fprintf(stderr, "pgw-actor soak: cannot publish on %s: %s\n",
+                   publish.c_str(), sys.render(port.error()).c_str());
+      caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+      return std::nullopt;
+    }
+    std::printf("status published on %s:%u\n",
+                publish.substr(0, publish.rfind(':')).c_str(), *port);
+    std::fflush(stdout);
+  }
+  return *gw;
+}
+
+} // namespace
+
+int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
+             const answer_hook& hook) {
+  system_config sys_cfg{params.publish.has_value()};
+  caf::actor_system sys{sys_cfg};
+  auto gw = soak_gateway(sys, cfg, params);
+  if (!gw)
+    return exit_usage;
+  client cl{sys, *gw};
+  tally t;
+  std::vector<soak_call> records(static_cast<size_t>(params.calls));
+  auto wall_s = drive_load(cl, params, hook, t, records);
+  auto st = quiet_status(cl);
+  caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+  if (!st) {
+    std::fprintf(stderr, "pgw-actor soak: status failed: %s\n",
+                 describe(st.error()).c_str());
+    return exit_other;
+  }
+  auto f = figures_of(*st, t, params.calls);
+  bool all_ok = print_report(params, t, *st, f, wall_s);
+  if (out) {
+    out->calls = params.calls;
+    out->ok = t.ok;
+    out->wall_s = wall_s;
+    out->records = std::move(records);
+    out->status = *st;
+    out->invariants = f.invariants;
+    out->attempts = f.attempts;
+    out->rate_limited = f.rate_limited;
+    out->hedges = t.hedges;
+    out->hedges_won = t.hedges_won;
+    out->cost_usd = t.cost_usd;
+    out->priced = t.priced;
+    out->p50 = f.p50;
+    out->p95 = f.p95;
+    out->p98 = f.p98;
+    out->p99 = f.p99;
+    out->p999 = f.p999;
+    out->report = report_json(params, t, *st, f, wall_s);
+  }
+  return all_ok ? exit_ok : exit_other;
+}
+
+} // namespace pgw::cli

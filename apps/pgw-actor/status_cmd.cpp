@@ -1,0 +1,65 @@
+// `pgw-actor status --connect HOST:PORT [--json]`: asks a node that runs
+// with `--publish` for its live status (node.hpp) and prints it.
+
+#include "node.hpp"
+
+#include "cli.hpp"
+
+#include <caf/io/middleman.hpp>
+#include <caf/scoped_actor.hpp>
+
+#include <cstdio>
+#include <string>
+#include <vector>
+
+namespace pgw::cli {
+
+int status_main(const std::vector<std::string>& args) {
+  std::string target;
+  bool json_out = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--connect" && i + 1 < args.size())
+      target = args[++i];
+    else if (args[i] == "--json")
+      json_out = true;
+    else
+      target.clear(), i = args.size();
+  }
+  if (target.empty()) {
+    std::fprintf(stderr, "usage: pgw-actor status --connect HOST:PORT "
+                         "[--json]\n");
+    return exit_usage;
+  }
+  auto hp = parse_host_port(target);
+  if (!hp) {
+    std::fprintf(stderr, "pgw-actor status: %s\n",
+                 describe(hp.error()).c_str());
+    return exit_usage;
+  }
+  system_config cfg{true};
+  caf::actor_system sys{cfg};
+  auto node = sys.middleman().remote_actor<node_status_actor>(hp->first,
+                                                              hp->second);
+  if (!node) {
+    std::fprintf(stderr, "pgw-actor status: cannot reach %s: %s\n",
+                 target.c_str(), sys.render(node.error()).c_str());
+    return exit_other;
+  }
+  caf::scoped_actor self{sys};
+  int rc = exit_ok;
+  self->request(*node, std::chrono::seconds(10), atom::status_v)
+    .receive(
+      [&](gateway_status& st) {
+        auto text = json_out ? render_status_json(st) + "\n"
+                             : render_status(st);
+        std::fputs(text.c_str(), stdout);
+      },
+      [&](caf::error& err) {
+        std::fprintf(stderr, "pgw-actor status: %s\n",
+                     sys.render(err).c_str());
+        rc = exit_other;
+      });
+  return rc;
+}
+
+} // namespace pgw::cli
