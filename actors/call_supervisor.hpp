@@ -2,6 +2,7 @@
 
 /// The `call_supervisor` actor: one per logical call (SPEC §2, §7).
 
+#include "actors/call_plan.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/structured_ladder.hpp"
 #include "actors/telemetry.hpp"
@@ -14,7 +15,7 @@
 
 #include <map>
 #include <memory>
-#include <random>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -55,35 +56,26 @@ struct call_args {
   caf::actor sink;
 };
 
-/// One attempt of the call.
-struct call_leg {
-  uint64_t id = 0;
+/// The actor side of one leg (the rest is the plan's `plan_leg`).
+struct call_leg_handle {
   attempt_actor actor;
-  std::string source;
-  bool hedge = false;
-  bool done = false;        ///< its outcome arrived
-  bool down = false;        ///< the actor is gone
-  bool first_token = false; ///< streamed its first token
-  uint64_t round = 0;       ///< the round it belongs to
-  int64_t est = 0;          ///< its permit's estimate
-  std::string model;        ///< the source's MODEL
-  caf::actor_clock::time_point started{}; ///< when the supervisor spawned it
-  /// Why the supervisor stopped it: "hedge_cancelled" (lost to another
-  /// leg) or "cancelled" (deadline, caller, stall); empty when it ended.
-  std::string label;
-  attempt_result result;
   /// Structured output: the rung it was asked with.
   schema_strategy rung = schema_strategy::auto_select;
 };
 
+/// The supervisor performs what its `call_plan` decides: it spawns and
+/// stops attempts, asks admission, arms timers, forwards deltas, writes
+/// rows, consults the cache and delivers.
 struct call_supervisor_state {
   static inline const char* name = "call_supervisor";
 
   call_args args;
+  /// The call's decisions (legs, rounds, hedging, refusals, commit).
+  std::optional<call_plan> plan;
+  /// Each leg's attempt, by leg id.
+  std::map<uint64_t, call_leg_handle> leg_actors;
   caf::typed_response_promise<chat_response> promise;
   bool started = false;
-  /// Set once the call's result is decided; legs are being wound down.
-  bool finishing = false;
   bool delivered = false;
   /// The answer once decided (on the heap: 470 bytes most of a call's
   /// life does not need; issue 17).
@@ -95,57 +87,12 @@ struct call_supervisor_state {
   bool cache_hit = false;
 
   caf::actor_clock::time_point started_at;
-  caf::actor_clock::time_point last_progress;
-  uint64_t retry_gen = 0;
-  bool admitting = false;
-
-  int64_t budget_used = 0;
-  int64_t rounds_failed = 0;
-  int32_t attempts = 0;
-  std::map<std::string, int32_t> failures;
-  std::vector<std::string> excluded;
-  std::map<std::string, std::string> last_reason;
-  /// The last failure per source with its status and upstream message.
-  std::map<std::string, source_error> last_error;
-  /// Sources demoted to the tail after one time-costly failure (SPEC §12).
-  std::vector<std::string> demoted;
-  /// Sources that ended `source_dead` in this call: not asked again in it.
-  std::vector<std::string> dead;
-  /// The last source_rejected answer, for the error when no source is left.
-  std::unique_ptr<attempt_result> last_rejection;
-
-  std::vector<call_leg> legs;
-  uint64_t next_leg = 0;
-
-  // -- hedging (SPEC §9) --
-  uint64_t round = 0;             ///< generation of the current round
-  bool round_first_token = false; ///< a leg of this round streamed a token
-  /// Extra legs started in this round (at most HEDGE__MAX_EXTRA).
-  int64_t round_extra = 0;
-  bool hedge_admitting = false;
-  int32_t hedges = 0;             ///< hedge legs actually sent
-
-  /// Cost of attempts that did not win (SPEC §10), accumulated.
-  double losers_cost_usd = 0;
-  /// Backoff jitter, seeded with `args.seed` at the first backoff: the
-  /// engine is 2.5 kB, and most calls never back off (issue 17: RSS per
-  /// call in flight).
-  std::unique_ptr<std::mt19937_64> rng;
 
   // -- structured output (SPEC §12) --
   schema_ptr schema; ///< compiled at start; null for a free-text call
   /// The messages of the next round: the caller's, plus after a mismatch
   /// the bad answer and the validator's errors.
   std::vector<chat_message> conversation;
-  int32_t reasks = 0;
-  std::vector<schema_issue> last_issues;
-
-  // -- live streaming (issue 13) --
-  /// The leg whose first token came first (0: not committed yet); only
-  /// its deltas reach the sink.
-  uint64_t committed = 0;
-  /// Answer bytes the sink received.
-  int64_t streamed_bytes = 0;
 };
 
 /// Runs the retry loop of one call and answers the `start` request exactly
