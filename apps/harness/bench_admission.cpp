@@ -5,7 +5,7 @@
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "apps/harness/redis_server.hpp"
 #include "backends/redis/client.hpp"

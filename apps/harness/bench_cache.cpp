@@ -6,7 +6,7 @@
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/redis_server.hpp"

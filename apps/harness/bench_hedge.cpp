@@ -5,7 +5,7 @@
 // upstream requests hedging cost are printed side by side.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"

@@ -14,7 +14,7 @@
 // that holds the calls unanswered, and subtracted to give the gateway's.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/process.hpp"

@@ -7,7 +7,7 @@
 // pinned to one vCPU; all in one run.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"

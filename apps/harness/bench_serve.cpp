@@ -9,7 +9,7 @@
 // callers for S seconds each (throughput), all in one run.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "apps/harness/process.hpp"
 

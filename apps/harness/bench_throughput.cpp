@@ -7,7 +7,7 @@
 // generator, the simulator and the gateway share this machine's cores.
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
 #include "apps/harness/redis_server.hpp"

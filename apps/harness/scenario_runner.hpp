@@ -7,7 +7,7 @@
 /// (apps/pgw-upstream-sim/scenario.*), which it feeds.
 
 #include "apps/harness/soak.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "messages/embed.hpp"
 #include "messages/gateway.hpp"

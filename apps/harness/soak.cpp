@@ -9,7 +9,7 @@
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
-#include "apps/pgw-actor/node.hpp"
+#include "apps/cli/status_publish.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>

@@ -4,7 +4,7 @@
 /// (`pgw-actor soak --scenario NAME`): N calls through one gateway with C
 /// callers, progress lines, then a report whose invariants fail the run.
 
-#include "apps/pgw-actor/cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "messages/embed.hpp"
 #include "messages/gateway.hpp"

@@ -2,7 +2,7 @@
 // (apps/harness/bench_*.cpp).
 
 #include "apps/harness/bench.hpp"
-#include "apps/pgw-actor/cli.hpp"
+#include "commands.hpp"
 
 #include <cstdio>
 

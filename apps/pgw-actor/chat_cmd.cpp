@@ -1,6 +1,6 @@
 // `pgw-actor chat`: one logical call, answer on stdout, SPEC §11 exit codes.
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"

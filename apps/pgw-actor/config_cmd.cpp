@@ -1,6 +1,6 @@
 // `pgw-actor config check|show`.
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include <cstdio>
 

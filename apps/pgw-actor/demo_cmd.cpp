@@ -5,12 +5,12 @@
 // source isolated by its breaker and let back in through a probe. Needs no
 // configuration and reads none.
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
-#include "node.hpp"
+#include "apps/cli/status_publish.hpp"
 
 #include <csignal>
 #include <thread>

@@ -1,6 +1,6 @@
 // pgw-actor: the terminal front end of the pgw runtime (SPEC §11).
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include <caf/config.hpp>
 #include <httplib.h>

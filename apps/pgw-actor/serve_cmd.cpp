@@ -2,7 +2,7 @@
 // gateways of every configured scope.
 
 #include "config/json_text.hpp"
-#include "cli.hpp"
+#include "commands.hpp"
 #include "serve_app.hpp"
 
 #include "apps/node/node_builder.hpp"

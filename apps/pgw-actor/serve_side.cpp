@@ -1,6 +1,6 @@
 // `pgw-actor serve`: the embeddings and OCR routes (issue 16).
 
-#include "cli.hpp"
+#include "commands.hpp"
 #include "serve_app.hpp"
 #include "serve_openai.hpp"
 

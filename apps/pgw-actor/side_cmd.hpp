@@ -3,7 +3,7 @@
 /// What `pgw-actor embed` and `pgw-actor ocr` share: their common options
 /// and the run of one call.
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include "actors/client.hpp"
 

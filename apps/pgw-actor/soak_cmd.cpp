@@ -3,7 +3,7 @@
 // (apps/harness/scenario_runner.*): simulator, configuration, load and
 // expectations in one file.
 
-#include "apps/pgw-actor/cli.hpp"
+#include "commands.hpp"
 
 #include "apps/harness/scenario_runner.hpp"
 #include "apps/harness/soak.hpp"

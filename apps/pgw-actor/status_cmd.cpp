@@ -1,9 +1,9 @@
 // `pgw-actor status --connect HOST:PORT [--json]`: asks a node that runs
 // with `--publish` for its live status (node.hpp) and prints it.
 
-#include "node.hpp"
+#include "apps/cli/status_publish.hpp"
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>

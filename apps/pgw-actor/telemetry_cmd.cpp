@@ -3,7 +3,7 @@
 // The numbers come from backends/sqlite/report; this file only parses
 // arguments and writes files.
 
-#include "cli.hpp"
+#include "commands.hpp"
 
 #include "apps/pgw-actor/report/report.hpp"
 

@@ -1,10 +1,10 @@
 // Publishing a node's status and reading a remote node's status.
 
-#include "node.hpp"
+#include "apps/cli/status_publish.hpp"
 
 #include "config/json_text.hpp"
 
-#include "cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>

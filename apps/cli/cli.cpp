@@ -1,4 +1,4 @@
-#include "cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include "actors/quiet_clock.hpp"
 

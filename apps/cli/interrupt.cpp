@@ -1,6 +1,6 @@
 // SIGINT / SIGTERM as a flag, for subcommands that cancel their call.
 
-#include "cli.hpp"
+#include "apps/cli/cli.hpp"
 
 #include <atomic>
 #include <csignal>

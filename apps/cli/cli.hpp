@@ -1,6 +1,8 @@
 #pragma once
 
-/// Shared pieces of the `pgw-actor` subcommands.
+/// Shared pieces of the `pgw-actor` subcommands and the harness behind
+/// `bench` and `soak` (exit codes, settings loading, error rendering,
+/// interrupts).
 
 #include "actors/interfaces.hpp"
 #include "config/loader.hpp"
@@ -97,18 +99,5 @@ T await_cancellable(std::future<T>& pending,
 
 /// Parses a finite number; nullopt on garbage.
 std::optional<double> parse_number(const std::string& text);
-
-// -- subcommands ----------------------------------------------------------------
-
-int chat_main(const std::vector<std::string>& args);
-int embed_main(const std::vector<std::string>& args);
-int ocr_main(const std::vector<std::string>& args);
-int config_main(const std::vector<std::string>& args);
-int demo_main(const std::vector<std::string>& args);
-int bench_main(const std::vector<std::string>& args);
-int soak_main(const std::vector<std::string>& args);
-int telemetry_main(const std::vector<std::string>& args);
-int status_main(const std::vector<std::string>& args);
-int serve_main(const std::vector<std::string>& args);
 
 } // namespace pgw::cli
