@@ -77,11 +77,15 @@ TEST_CASE("chaos: Redis killed and restarted mid-run: fail closed, recover, ever
   };
   auto report_path = dir.file("report.json");
   bg_process soak{soak_argv(12000, 16, report_path), env};
-  REQUIRE(wait_progress(soak, 300, 30s));
+  int64_t done_at_kill = 0;
+  REQUIRE(wait_progress(soak, 300, 30s, &done_at_kill));
   redis.kill();
   // Calls fail closed at once while Redis is away: restart it once some
-  // have (the soak's progress shows them), with most of the run to come.
-  REQUIRE(wait_progress(soak, 1500, 30s));
+  // have (the soak's progress shows them), with most of the run to come and
+  // before the Redis client's reconnect backoff has grown far (it doubles
+  // from 50 ms to 2 s while Redis stays away; failing calls are fast, so a
+  // late restart lets the rest of the run fail before the reconnect).
+  REQUIRE(wait_progress(soak, done_at_kill + 300, 30s));
   redis.restart();
   auto rc = soak.wait_for(120s);
   INFO(soak.err());
@@ -100,7 +104,12 @@ TEST_CASE("chaos: Redis killed and restarted mid-run: fail closed, recover, ever
   CHECK(ok_calls(report) >= 300);
   CHECK(ok_calls(report) + report_errors(report, "governance_unavailable")
         == 12000);
-  CHECK(ok_calls(report) >= 6000); // the rest of the run, after the restart
+  // Calls succeeded after the restart: more than could have before the kill
+  // (the progress line's count plus one 20 ms progress interval of calls,
+  // far below 500). How many failed while Redis was away depends on how fast
+  // the machine restarts it, so the floor is not a share of the run.
+  INFO("done at the kill: " << done_at_kill);
+  CHECK(ok_calls(report) >= done_at_kill + 500);
 }
 
 TEST_CASE("chaos: the simulator killed mid-stream and restarted: calls fail over or fail cleanly, none past its deadline") {
