@@ -148,10 +148,7 @@ void bind_row(sqlite::statement& s, const terminal_failure_row& r) {
   s.bind_text_or_null(9, r.per_source_json);
 }
 
-std::string message_of(const caf::error& err) {
-  auto detail = detail_of(err);
-  return detail != nullptr ? detail->message : describe(err);
-}
+using sqlite::message_of;
 
 /// The open database and its reused statements. Lives on the writer thread.
 struct writer_db {

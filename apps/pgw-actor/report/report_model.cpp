@@ -30,10 +30,7 @@ caf::error db_error(const std::string& text) {
   return make_error(error_code::invalid_config, text);
 }
 
-std::string message_of(const caf::error& err) {
-  auto detail = detail_of(err);
-  return detail != nullptr ? detail->message : describe(err);
-}
+using sqlite::message_of;
 
 // -- rows as the report reads them ---------------------------------------------
 
