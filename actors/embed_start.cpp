@@ -8,10 +8,11 @@ namespace pgw::detail {
 caf::result<embed_response> start_embed(gateway_self self,
                                         embed_request req) {
   auto& st = self->state;
-  if (st.scope->sources.front().kind != "embedding")
+  if (auto kind = st.scope->sources.front().kind;
+      kind != source_kind::embedding)
     return make_error(error_code::invalid_request,
                       "scope " + st.scope->name
-                        + " serves KIND=" + st.scope->sources.front().kind
+                        + " serves KIND=" + to_string(kind)
                         + ", not embeddings");
   for (size_t i = 0; i < req.inputs.size(); ++i)
     if (req.inputs[i].empty())

@@ -251,9 +251,10 @@ caf::error check_chat(self_ptr self, chat_request& req) {
   auto& st = self->state;
   if (auto err = check_request(req))
     return err;
-  if (auto& kind = st.scope->sources.front().kind; kind != "chat")
+  if (auto kind = st.scope->sources.front().kind; kind != source_kind::chat)
     return make_error(error_code::invalid_request,
-                      "scope " + st.scope->name + " serves KIND=" + kind
+                      "scope " + st.scope->name + " serves KIND="
+                        + to_string(kind)
                         + ", not chat");
   if (!req.source.empty() && st.call_sources->count(req.source) == 0)
     return make_error(error_code::invalid_request,

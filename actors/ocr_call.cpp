@@ -99,7 +99,7 @@ void start_attempt(self_ptr self, admit_result& r) {
   auto& req = *st.args.request;
   upstream_call call;
   call.source = src->config;
-  if (cfg.kind == "ocr_monkey") {
+  if (cfg.kind == source_kind::ocr_monkey) {
     auto boundary = fmt::format("pgw-{:016x}", st.rng());
     call.kind = req.layout ? upstream_kind::ocr_parse : upstream_kind::ocr_text;
     call.content_type = "multipart/form-data; boundary=" + boundary;
@@ -173,7 +173,7 @@ void decode(self_ptr self, const source_config& src, attempt_result& res) {
   auto& st = self->state;
   bool layout = st.args.request->layout;
   std::string blocks = "[]";
-  if (src.kind == "ocr_monkey") {
+  if (src.kind == source_kind::ocr_monkey) {
     auto body = std::move(res.content);
     res.content.clear();
     if (layout)

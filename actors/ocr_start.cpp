@@ -9,10 +9,11 @@ namespace pgw::detail {
 
 caf::result<ocr_response> start_ocr(gateway_self self, ocr_request req) {
   auto& st = self->state;
-  auto& kind = st.scope->sources.front().kind;
-  if (kind != "ocr_vision" && kind != "ocr_monkey")
+  auto kind = st.scope->sources.front().kind;
+  if (!is_ocr(kind))
     return make_error(error_code::invalid_request,
-                      "scope " + st.scope->name + " serves KIND=" + kind
+                      "scope " + st.scope->name + " serves KIND="
+                        + to_string(kind)
                         + ", not OCR");
   if (auto err = check_pin(self, req.source))
     return err;

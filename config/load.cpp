@@ -279,7 +279,7 @@ const std::map<std::string, setter<source_config>>& source_setters() {
      [](sc& src, const std::string& key, const std::string& v) {
        return parse_headers(key, v, src.headers);
      }},
-    {"KIND", field(&sc::kind)},
+    {"KIND", choice(&sc::kind, "what the source serves")},
     {"CA_FILE", field(&sc::ca_file)},
     {"MAX_BATCH_INPUTS", field(&sc::max_batch_inputs)},
     {"MAX_BATCH_TOKENS", field(&sc::max_batch_tokens)},
@@ -536,7 +536,7 @@ caf::expected<settings> load_settings(const env_map& env) {
     for (auto& entry : by_name) { // std::map: ordered by name
       auto& src = entry.second.config;
       // MonkeyOCR-style servers process one request at a time.
-      if (src.kind == "ocr_monkey" && !src.max_concurrency)
+      if (src.kind == source_kind::ocr_monkey && !src.max_concurrency)
         src.max_concurrency = 1;
       sources.push_back(std::move(src));
     }

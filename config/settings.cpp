@@ -58,6 +58,20 @@ const char* to_string(transport_kind x) {
   return "?";
 }
 
+const char* to_string(source_kind x) {
+  switch (x) {
+    case source_kind::chat:
+      return "chat";
+    case source_kind::embedding:
+      return "embedding";
+    case source_kind::ocr_vision:
+      return "ocr_vision";
+    case source_kind::ocr_monkey:
+      return "ocr_monkey";
+  }
+  return "?";
+}
+
 const source_config* scope_config::find(const std::string& source_name) const {
   for (auto& src : sources)
     if (src.name == source_name)

@@ -33,12 +33,21 @@ enum class cache_store { none, memory, redis };
 /// PGW_TRANSPORT: the upstream HTTP client.
 enum class transport_kind { beast, httplib };
 
+/// A source's KIND: the kind of call it serves (one per scope).
+enum class source_kind { chat, embedding, ocr_vision, ocr_monkey };
+
+/// True for the two OCR kinds.
+inline bool is_ocr(source_kind k) {
+  return k == source_kind::ocr_vision || k == source_kind::ocr_monkey;
+}
+
 /// The name each value has in the configuration (and in `config show`).
 const char* to_string(selector_policy x);
 const char* to_string(refusal_policy x);
 const char* to_string(state_backend x);
 const char* to_string(cache_store x);
 const char* to_string(transport_kind x);
+const char* to_string(source_kind x);
 
 /// Every value of a settings enum, in the order error messages list them.
 template <class E>
@@ -73,6 +82,13 @@ template <>
 struct setting_values<transport_kind> {
   static constexpr transport_kind all[] = {transport_kind::beast,
                                            transport_kind::httplib};
+};
+
+template <>
+struct setting_values<source_kind> {
+  static constexpr source_kind all[] = {source_kind::chat, source_kind::embedding,
+                                        source_kind::ocr_vision,
+                                        source_kind::ocr_monkey};
 };
 
 /// The value whose name (`to_string`) is exactly `text`; nullopt otherwise.
@@ -138,7 +154,7 @@ struct source_config {
   std::string overlay = "{}";
   /// Extra request headers, parsed from the `HEADERS` JSON object.
   std::vector<std::pair<std::string, std::string>> headers;
-  std::string kind = "chat";
+  source_kind kind = source_kind::chat;
   /// PEM file of CA certificates trusted for this source's https (instead of
   /// the system store, SSL_CERT_FILE / SSL_CERT_DIR); empty = the system's.
   std::string ca_file;

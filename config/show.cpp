@@ -109,7 +109,7 @@ source_lines(const std::string& scope, const source_config& src) {
     {key("PRIORITY"), text(src.priority)},
     {key("OVERLAY"), to_text(overlay_value(src))},
     {key("HEADERS"), to_text(masked_headers(src))},
-    {key("KIND"), src.kind},
+    {key("KIND"), to_string(src.kind)},
     {key("CA_FILE"), src.ca_file.empty() ? unset : src.ca_file},
     {key("MAX_RESPONSE_BYTES"), text(src.max_response_bytes)},
     {key("MAX_BATCH_INPUTS"), text(src.max_batch_inputs)},
@@ -268,7 +268,7 @@ std::string show_settings_json(const settings& s) {
         {"priority", src.priority},
         {"overlay", overlay_value(src)},
         {"headers", masked_headers(src)},
-        {"kind", src.kind},
+        {"kind", to_string(src.kind)},
         {"ca_file", src.ca_file.empty() ? json::value{}
                                         : json::value(src.ca_file)},
         {"origin", origin_json(src)},

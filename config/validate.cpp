@@ -86,19 +86,6 @@ caf::error at_least(const std::string& key, int64_t x, int64_t min,
                    fmt::format("must be an integer >= {}", min), rule);
 }
 
-caf::error one_of(const std::string& key, const std::string& value,
-                  const std::vector<std::string>& choices, const char* rule) {
-  if (std::find(choices.begin(), choices.end(), value) != choices.end())
-    return {};
-  std::string list;
-  for (auto& choice : choices) {
-    if (!list.empty())
-      list += ", ";
-    list += choice;
-  }
-  return violation(key, value, "must be one of " + list, rule);
-}
-
 bool has_control_char(const std::string& text) {
   return std::any_of(text.begin(), text.end(), [](char ch) {
     auto c = static_cast<unsigned char>(ch);
@@ -276,10 +263,6 @@ caf::error check_source(const std::string& scope, const source_config& src) {
                                    name),
                        "header values are one line of text");
   }
-  if (auto err = one_of(key("KIND"), src.kind,
-                        {"chat", "embedding", "ocr_vision", "ocr_monkey"},
-                        "what the source serves"))
-    return err;
   if (auto err = at_least(key("MAX_BATCH_INPUTS"), src.max_batch_inputs, 1,
                           "embedding inputs per upstream request"))
     return err;
@@ -469,12 +452,12 @@ caf::error check_embedding_scope(const std::string& name,
   auto& first = sc.sources.front();
   for (auto& src : sc.sources)
     if (src.kind != first.kind)
-      return violation(source_key(name, src, "KIND"), src.kind,
+      return violation(source_key(name, src, "KIND"), to_string(src.kind),
                        fmt::format("differs from {}={}",
                                    source_key(name, first, "KIND"),
-                                   first.kind),
+                                   to_string(first.kind)),
                        "the sources of a scope serve the same kind of call");
-  if (first.kind != "embedding")
+  if (first.kind != source_kind::embedding)
     return {};
   for (auto& src : sc.sources)
     if (src.model != first.model) {

@@ -53,7 +53,7 @@ std::optional<std::string> parse_object(const std::string& body,
 /// (404 unknown scope or source, 400 a scope of another kind) and returns
 /// null.
 const served_scope* scope_for(context& ctx, const json::object& body,
-                              std::initializer_list<const char*> kinds,
+                              std::initializer_list<source_kind> kinds,
                               const char* what, httplib::Response& res,
                               std::string& model, std::string& source) {
   auto* m = body.if_contains("model");
@@ -67,13 +67,13 @@ const served_scope* scope_for(context& ctx, const json::object& body,
     send_model_not_found(res, model);
     return nullptr;
   }
-  const auto& kind = scope->config->sources.front().kind;
+  auto kind = scope->config->sources.front().kind;
   bool fits = false;
   for (auto k : kinds)
     fits = fits || kind == k;
   if (!fits) {
     send_bad_request(res, "scope " + scope->config->name + " serves KIND="
-                            + kind + ", not " + what);
+                            + to_string(kind) + ", not " + what);
     return nullptr;
   }
   res.set_header("x-pgw-scope", scope->config->name);
@@ -226,7 +226,7 @@ void handle_embeddings(context& ctx, const httplib::Request& req,
   if (auto problem = embed_inputs(body, call.inputs))
     return send_bad_request(res, *problem);
   std::string model;
-  auto scope = scope_for(ctx, body, {"embedding"}, "embeddings", res, model,
+  auto scope = scope_for(ctx, body, {source_kind::embedding}, "embeddings", res, model,
                          call.source);
   if (scope == nullptr)
     return;
@@ -259,7 +259,7 @@ void handle_ocr(context& ctx, const httplib::Request& req,
     call.layout = l->as_bool();
   }
   std::string model;
-  auto scope = scope_for(ctx, body, {"ocr_vision", "ocr_monkey"}, "OCR", res,
+  auto scope = scope_for(ctx, body, {source_kind::ocr_vision, source_kind::ocr_monkey}, "OCR", res,
                          model, call.source);
   if (scope == nullptr)
     return;

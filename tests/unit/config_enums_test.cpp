@@ -62,3 +62,12 @@ TEST_CASE("transport_kind: beast, httplib") {
   CHECK(*parse_setting<transport_kind>("httplib") == transport_kind::httplib);
   check_names<transport_kind>({"beast", "httplib"}, {"curl", "Beast"});
 }
+
+TEST_CASE("source_kind: chat, embedding, ocr_vision, ocr_monkey") {
+  CHECK(*parse_setting<source_kind>("ocr_monkey") == source_kind::ocr_monkey);
+  check_names<source_kind>({"chat", "embedding", "ocr_vision", "ocr_monkey"},
+                           {"ocr", "embeddings", "Chat"});
+  CHECK(is_ocr(source_kind::ocr_vision));
+  CHECK(is_ocr(source_kind::ocr_monkey));
+  CHECK_FALSE(is_ocr(source_kind::embedding));
+}

@@ -72,7 +72,7 @@ TEST_CASE("a minimal source loads with every default") {
   CHECK(src.stream_idle_timeout_s == 30);
   CHECK(src.overlay == "{}");
   CHECK(src.headers.empty());
-  CHECK(src.kind == "chat");
+  CHECK(src.kind == source_kind::chat);
   CHECK(sc->selector == selector_policy::health_aware);
   CHECK(sc->stream);
   CHECK(sc->max_attempts == 3);

@@ -59,7 +59,7 @@ scope_config embed_scope(const std::vector<std::string>& names,
   sc.batch_concurrency = concurrency;
   for (auto& src : sc.sources) {
     src.scope = "EMBED";
-    src.kind = "embedding";
+    src.kind = source_kind::embedding;
     src.max_batch_inputs = per_batch;
     src.model = "emb";
   }

@@ -11,7 +11,7 @@ source_config embed_source() {
   source_config src;
   src.name = "a";
   src.model = "emb-1";
-  src.kind = "embedding";
+  src.kind = source_kind::embedding;
   return src;
 }
 

@@ -14,7 +14,7 @@ namespace {
 const std::string png = std::string("\x89PNG\r\n\x1a\n", 8) + "pixels";
 
 /// An OCR scope of `kind`; TPM set so a settlement other than 0 shows.
-scope_config ocr_scope(const std::string& kind,
+scope_config ocr_scope(source_kind kind,
                        const std::vector<std::string>& names) {
   auto sc = test_scope(names);
   sc.name = "OCR";
@@ -64,7 +64,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
                   "ocr_vision: the image goes as a data: URL, the answer is "
                   "the text, the permit settles 0 (S6)") {
   fake->script("a", {fake_step::ok("Hello from the image", 900, 40)});
-  auto gw = spawn_gateway(ocr_scope("ocr_vision", {"a"}));
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_vision, {"a"}));
   auto out = ocr(gw, png);
   REQUIRE(out->response);
   CHECK(out->response->text == "Hello from the image");
@@ -91,7 +91,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
                       "```json\n{\"markdown\": \"# Title\", \"blocks\": "
                       "[{\"type\": \"title\", \"text\": \"Title\", \"bbox\": "
                       "[1, 2, 3, 4]}]}\n```")});
-  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  auto sc = ocr_scope(source_kind::ocr_vision, {"a", "b"});
   sc.sources[1].ocr_prompt_layout = "custom layout prompt";
   auto gw = spawn_gateway(sc);
   auto out = ocr(gw, png, true);
@@ -115,7 +115,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
   fake->script("a", {raw(R"({"success":false,"message":"model busy"})")});
   fake->script("b", {raw(R"({"success":true,"task_type":"text",)"
                          R"("content":"Recognised"})")});
-  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a", "b"}));
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a", "b"}));
   auto out = ocr(gw, png);
   REQUIRE(out->response);
   CHECK(out->response->text == "Recognised");
@@ -134,7 +134,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
                   "ocr_monkey: success:false blaming the input ends the call "
                   "request_rejected") {
   fake->script("a", {raw(R"({"success":false,"message":"Unsupported file"})")});
-  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a", "b"}));
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a", "b"}));
   auto out = ocr(gw, png);
   REQUIRE(out->error);
   CHECK(code_of(out->error) == error_code::request_rejected);
@@ -147,7 +147,7 @@ TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
   fake->script("a", {raw(R"({"success":true,"content_list":[)"
                          R"({"type":"title","text":"T","bbox":[0,0,9,9]},)"
                          R"({"type":"text","text":"Body"}]})")});
-  auto gw = spawn_gateway(ocr_scope("ocr_monkey", {"a"}));
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a"}));
   auto out = ocr(gw, png, true);
   REQUIRE(out->response);
   CHECK(out->response->text == "T\n\nBody");
@@ -158,7 +158,7 @@ TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
 TEST_CASE_FIXTURE(ocr_fixture,
                   "ocr: wrong image type and oversize images fail before "
                   "admission") {
-  auto sc = ocr_scope("ocr_monkey", {"a"});
+  auto sc = ocr_scope(source_kind::ocr_monkey, {"a"});
   sc.sources[0].max_image_bytes = 10;
   auto gw = spawn_gateway(sc);
   auto gif = ocr(gw, "GIF89a....");
@@ -176,7 +176,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
 TEST_CASE_FIXTURE(ocr_fixture,
                   "ocr: cancellation and the deadline settle 0 (S6)") {
   fake->script("a", {fake_step::never()});
-  auto sc = ocr_scope("ocr_vision", {"a"});
+  auto sc = ocr_scope(source_kind::ocr_vision, {"a"});
   sc.call_deadline_s = 5;
   auto gw = spawn_gateway(sc);
   ocr_request req;
@@ -206,7 +206,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
   auto sink = std::make_shared<memory_sink>();
   gateway_options opts;
   opts.telemetry = spawn_telemetry(sys, sink);
-  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  auto sc = ocr_scope(source_kind::ocr_vision, {"a", "b"});
   sc.selector = selector_policy::priority;
   sc.sources[1].priority = 1;
   sc.backoff_base_s = 0.01;
@@ -239,7 +239,7 @@ TEST_CASE_FIXTURE(ocr_fixture,
   fake->script("a", {fake_step::ok("from a", 0, 0)});
   fake->script("b", {fake_step::transient("http_503"),
                      fake_step::ok("from b", 0, 0)});
-  auto sc = ocr_scope("ocr_vision", {"a", "b"});
+  auto sc = ocr_scope(source_kind::ocr_vision, {"a", "b"});
   sc.backoff_base_s = 0.01;
   auto gw = spawn_gateway(sc);
   ocr_request req;

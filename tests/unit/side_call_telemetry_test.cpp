@@ -62,8 +62,7 @@ fake_step two_dim_vectors() {
 
 /// A scope of one source `name` of `kind`.
 scope_config one_source_scope(const std::string& scope,
-                              const std::string& name,
-                              const std::string& kind) {
+                              const std::string& name, source_kind kind) {
   auto sc = test_scope({name});
   sc.name = scope;
   for (auto& src : sc.sources) {
@@ -97,9 +96,9 @@ TEST_CASE_FIXTURE(side_call_fixture,
                      fake_step::http(400, outcome::request_rejected)});
   fake->script("o", {fake_step::ok("page text", 0, 0),
                      fake_step::http(400, outcome::request_rejected)});
-  auto emb = spawn_gateway(one_source_scope("EMBED", "e", "embedding"), 42,
+  auto emb = spawn_gateway(one_source_scope("EMBED", "e", source_kind::embedding), 42,
                            opts);
-  auto ocr = spawn_gateway(one_source_scope("OCR", "o", "ocr_vision"), 42,
+  auto ocr = spawn_gateway(one_source_scope("OCR", "o", source_kind::ocr_vision), 42,
                            opts);
   auto embed_call = [&](const std::string& id) {
     embed_request req;
