@@ -1,8 +1,8 @@
 #include "transport/httplib_transport.hpp"
 
 #include "config/limits.hpp"
-#include "transport/classify.hpp"
 #include "config/support/io_pool.hpp"
+#include "transport/httplib_errors.hpp"
 #include "transport/socket_bytes.hpp"
 #include "transport/upstream_exchange.hpp"
 
@@ -519,39 +519,11 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     return; // the attempt is gone; it settles on its own (SPEC §8)
   res.latency_ms = ms_between(st->started, ended);
 
-  bool connected = err != httplib::Error::Connection
-                   && err != httplib::Error::ConnectionTimeout
-                   && err != httplib::Error::SSLConnection;
   auto failure = [&](attempt_result& r) {
-    switch (err) {
-      case httplib::Error::Connection:
-        r.upstream_reached = false;
-        if (local_resources_exhausted()) {
-          fail_local_exhaustion(r, warn);
-          break;
-        }
-        r.reason = "connect_error";
-        break;
-      case httplib::Error::ConnectionTimeout:
-        r.reason = "connect_timeout";
-        r.upstream_reached = false;
-        break;
-      case httplib::Error::SSLConnection:
-      case httplib::Error::SSLLoadingCerts:
-      case httplib::Error::SSLServerVerification:
-        // Which failure it was: handshake, unknown CA, host name, expiry.
-        if (auto* tls = dynamic_cast<httplib::SSLClient*>(cli.get()))
-          classify_tls_failure(err == httplib::Error::SSLServerVerification,
-                               tls->get_openssl_verify_result(), r);
-        else
-          classify_tls_failure(false, 0, r);
-        break;
-      default:
-        fail_before_status(r, err == httplib::Error::Write);
-        break;
-    }
+    classify_httplib_error(err, *cli, warn, r);
   };
-  bool reusable = reader.complete(res, fired, sent, connected, warn, failure);
+  bool reusable = reader.complete(res, fired, sent, httplib_connected(err),
+                                  warn, failure);
   if (reusable)
     give_back(src, std::move(cli));
   caf::anon_send(st->sink, atom::done_v, st->tag, std::move(res));
