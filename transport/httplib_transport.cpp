@@ -56,8 +56,9 @@ fd_slot& slot_of(pooled_client& cli) {
   return dynamic_cast<fd_slot&>(cli);
 }
 
-uint64_t bytes_received(int fd) {
-  return tcp_bytes_received(fd);
+/// What the client has read of its socket (not what waits in the kernel).
+uint64_t bytes_read(int fd) {
+  return tcp_bytes_consumed(fd);
 }
 
 } // namespace
@@ -222,9 +223,12 @@ struct httplib_transport::impl {
 
   /// The header guard (SPEC §12): cpp-httplib 0.11 reads status line and
   /// headers without bound, so every 20 ms each call still in its header
-  /// phase has its socket's received bytes (TCP_INFO) checked; beyond
-  /// 64 KiB (plus room for a TLS handshake) the call is stopped and fails
-  /// `malformed_response`. Memory stays bounded by what arrives in 20 ms.
+  /// phase has the bytes the client has read of its socket checked (TCP_INFO
+  /// received less SIOCINQ unread: a body the kernel already holds while a
+  /// slow thread parses a small head does not count); beyond 64 KiB (plus
+  /// room for a TLS handshake and the client's read buffer) the call is
+  /// stopped and fails `malformed_response`. Memory stays bounded by what
+  /// the client reads in 20 ms.
   void guard_loop() {
     constexpr auto period = std::chrono::milliseconds{20};
     constexpr uint64_t allowance = max_header_bytes + 16 * 1024;
@@ -249,7 +253,7 @@ struct httplib_transport::impl {
         }
         if (!cli || !st->in_head.load())
           continue;
-        auto got = bytes_received(slot_of(*cli).fd.load());
+        auto got = bytes_read(slot_of(*cli).fd.load());
         if (got > st->head_base.load() + allowance)
           st->stop(timeout_kind::head);
       }
@@ -421,7 +425,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     // a cancel that came before the connect shuts it down here (no race).
     std::weak_ptr<call_state> weak = st;
     auto& slot = slot_of(*c);
-    st->head_base.store(bytes_received(slot.fd.load()));
+    st->head_base.store(bytes_read(slot.fd.load()));
     auto raw_slot = &slot; // its client owns this function: outlives it
     c->set_socket_options([this, weak, raw_slot](int sock) {
       int one = 1;

@@ -1,7 +1,9 @@
 #include "transport/socket_bytes.hpp"
 
+#include <linux/sockios.h>
 #include <linux/tcp.h>
 #include <netinet/in.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
 
 namespace pgw {
@@ -12,6 +14,15 @@ uint64_t tcp_bytes_received(int fd) {
   if (fd < 0 || ::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &len) != 0)
     return 0;
   return info.tcpi_bytes_received;
+}
+
+uint64_t tcp_bytes_consumed(int fd) {
+  auto received = tcp_bytes_received(fd);
+  int unread = 0;
+  if (received == 0 || ::ioctl(fd, SIOCINQ, &unread) != 0 || unread < 0)
+    return 0;
+  auto queued = static_cast<uint64_t>(unread);
+  return received > queued ? received - queued : 0;
 }
 
 } // namespace pgw

@@ -9,4 +9,9 @@ namespace pgw {
 /// <netinet/tcp.h> (which cpp-httplib includes) lacks the field.
 uint64_t tcp_bytes_received(int fd);
 
+/// Bytes of socket `fd` the program has read so far: those received less
+/// those still queued unread in the kernel (SIOCINQ); 0 when unknown. Read
+/// in that order, a byte arriving in between only lowers the figure.
+uint64_t tcp_bytes_consumed(int fd);
+
 } // namespace pgw
