@@ -55,9 +55,9 @@ void call_plan::start(time_point now, const std::string& pin) {
   started_at_ = now;
   // A call pinned to one source never runs on another.
   if (!pin.empty())
-    for (auto& entry : args_.models)
-      if (entry.first != pin)
-        excluded_.push_back(entry.first);
+    for (auto& src : args_.scope->sources)
+      if (src.name != pin)
+        excluded_.push_back(src.name);
   last_progress_ = now;
 }
 
@@ -108,8 +108,8 @@ call_decisions call_plan::admitted(const admit_result& r, bool hedge,
       return take();
     }
   }
-  auto model = args_.models.find(r.source);
-  if (model == args_.models.end()) {
+  auto src = args_.scope->find(r.source);
+  if (src == nullptr) {
     // The gateway admitted a source this call does not know: give it back.
     give_back();
     fail_msg(error_code::internal, "gateway admitted unknown source");
@@ -134,7 +134,7 @@ call_decisions call_plan::admitted(const admit_result& r, bool hedge,
   leg.hedge = hedge;
   leg.round = round_;
   leg.est = r.granted_permit.est;
-  leg.model = model->second;
+  leg.model = src->model;
   leg.started = now;
   call_decision d;
   d.what = act::start_leg;
@@ -606,7 +606,7 @@ void call_plan::round_failed(time_point now) {
   // A 429 round moves on at once: its source cools down in the gateway's
   // memo, so admission picks another source or waits for the earliest one
   // (SPEC §12). So does a call with no source left to try.
-  if (all_rate_limited || excluded_.size() >= args_.models.size()) {
+  if (all_rate_limited || excluded_.size() >= args_.scope->sources.size()) {
     retry_after(0, now);
     return;
   }

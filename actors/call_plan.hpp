@@ -77,9 +77,8 @@ using call_decisions = std::vector<call_decision>;
 /// What the plan knows of its call; built by the supervisor.
 struct call_plan_args {
   std::string call_id;
+  /// The scope: its rules and its sources (each with its MODEL).
   scope_ptr scope;
-  /// The scope's sources, name → MODEL.
-  std::map<std::string, std::string> models;
   /// Live streaming: deltas go to a sink as they come (commit at first token).
   bool live = false;
   /// Structured output: a schema was compiled (re-ask on a mismatch).

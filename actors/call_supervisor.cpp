@@ -372,8 +372,6 @@ call_plan_args plan_args(self_ptr self) {
   call_plan_args pa;
   pa.call_id = st.args.call_id;
   pa.scope = st.args.scope;
-  for (auto& [name, src] : *st.args.sources)
-    pa.models.emplace(name, src.config->model);
   pa.live = is_live(st);
   pa.structured = !st.args.request->schema.empty();
   pa.deadline_s = st.args.deadline_s;

@@ -102,8 +102,13 @@ call_plan make(const setup& s) {
   call_plan_args a;
   a.call_id = "c1";
   a.scope = scope;
-  for (auto& name : s.sources)
-    a.models[name] = "m-" + name;
+  for (auto& name : s.sources) {
+    source_config src;
+    src.scope = "LLM";
+    src.name = name;
+    src.model = "m-" + name;
+    scope->sources.push_back(std::move(src));
+  }
   a.live = s.live;
   a.structured = s.structured;
   a.deadline_s = s.deadline_s;
