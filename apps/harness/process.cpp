@@ -14,9 +14,12 @@
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 #include <utility>
+
+extern char** environ;
 
 namespace pgw::harness {
 
@@ -38,48 +41,123 @@ int free_loopback_port() {
   return ntohs(addr.sin_port);
 }
 
+// -- spawn_child ------------------------------------------------------------
+
+namespace {
+
+std::string name_of(const std::string& kv) {
+  return kv.substr(0, kv.find('='));
+}
+
+/// The child's environment, as `opts` says; built in the parent.
+std::vector<std::string> child_env(const spawn_options& opts) {
+  std::vector<std::string> out;
+  switch (opts.mode) {
+    case env_mode::clean: {
+      out.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
+      auto home = std::getenv("HOME");
+      out.push_back(std::string{"HOME="} + (home ? home : "/tmp"));
+      for (auto& name : opts.keep)
+        if (auto v = std::getenv(name.c_str()))
+          out.push_back(name + "=" + v);
+      break;
+    }
+    case env_mode::replace:
+      if (!opts.env.empty())
+        break;
+      [[fallthrough]];
+    case env_mode::add:
+      for (char** e = environ; *e != nullptr; ++e)
+        out.emplace_back(*e);
+      break;
+  }
+  // Later entries replace earlier ones of the same name (as putenv did).
+  for (auto& kv : opts.env) {
+    auto name = name_of(kv);
+    out.erase(std::remove_if(out.begin(), out.end(),
+                             [&name](const std::string& x) {
+                               return name_of(x) == name;
+                             }),
+              out.end());
+    out.push_back(kv);
+  }
+  return out;
+}
+
+std::vector<char*> pointers(std::vector<std::string>& xs) {
+  std::vector<char*> out;
+  for (auto& x : xs)
+    out.push_back(x.data());
+  out.push_back(nullptr);
+  return out;
+}
+
+} // namespace
+
+pid_t spawn_child(const std::vector<std::string>& argv,
+                  const spawn_options& opts) {
+  auto args_text = argv;
+  auto env_text = child_env(opts);
+  auto args = pointers(args_text);
+  auto envp = pointers(env_text);
+  auto parent = ::getpid();
+  auto pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error("fork failed");
+  if (pid > 0)
+    return pid;
+  // Dies with us (also when a sanitizer stops us and no destructor runs):
+  // an orphan would keep ctest's output pipe open, and ctest would wait for
+  // it until the test's timeout.
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent)
+    ::_exit(126);
+  int targets[] = {STDIN_FILENO, STDOUT_FILENO, STDERR_FILENO};
+  int fds[] = {opts.stdin_fd, opts.stdout_fd, opts.stderr_fd};
+  for (int i = 0; i < 3; ++i)
+    if (fds[i] >= 0)
+      ::dup2(fds[i], targets[i]);
+  if (opts.ignore_sigxfsz)
+    ::signal(SIGXFSZ, SIG_IGN);
+  if (opts.max_file_size) {
+    rlimit lim{*opts.max_file_size, *opts.max_file_size};
+    ::setrlimit(RLIMIT_FSIZE, &lim);
+  }
+  ::execve(args[0], args.data(), envp.data());
+  const char msg[] = "exec failed: ";
+  auto rc = ::write(STDERR_FILENO, msg, sizeof(msg) - 1);
+  rc = ::write(STDERR_FILENO, args[0], std::strlen(args[0]));
+  rc = ::write(STDERR_FILENO, "\n", 1);
+  (void) rc;
+  ::_exit(127);
+}
+
+null_fd::null_fd() : fd_(::open("/dev/null", O_RDWR | O_CLOEXEC)) {
+  if (fd_ < 0)
+    throw std::runtime_error("cannot open /dev/null");
+}
+
+null_fd::~null_fd() {
+  ::close(fd_);
+}
+
 // -- child_process ----------------------------------------------------------
 
 child_process::child_process(std::vector<std::string> argv,
                              std::vector<std::string> env, env_mode mode) {
-  // Everything the child needs is built before fork: the caller's threads
-  // run meanwhile.
-  std::vector<char*> args, envp;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  for (auto& e : env)
-    envp.push_back(const_cast<char*>(e.c_str()));
-  envp.push_back(nullptr);
-  bool replace = mode == env_mode::replace && !env.empty();
   int out[2];
   if (::pipe2(out, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe failed");
-  auto parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ < 0) {
+  spawn_options opts;
+  opts.env = std::move(env);
+  opts.mode = mode;
+  opts.stdout_fd = out[1];
+  try {
+    pid_ = spawn_child(argv, opts);
+  } catch (...) {
     ::close(out[0]);
     ::close(out[1]);
-    throw std::runtime_error("fork failed");
-  }
-  if (pid_ == 0) {
-    // Dies with us (also when a sanitizer stops us and no destructor
-    // runs): an orphan would keep ctest's output pipe open, and ctest
-    // would wait for it until the test's timeout.
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent)
-      ::_exit(126);
-    ::dup2(out[1], STDOUT_FILENO);
-    if (replace) {
-      ::execve(args[0], args.data(), envp.data());
-    } else {
-      for (auto& kv : env)
-        ::putenv(const_cast<char*>(kv.c_str()));
-      ::execv(args[0], args.data());
-    }
-    std::fprintf(stderr, "exec %s failed: %s\n", args[0],
-                 std::strerror(errno));
-    ::_exit(127);
+    throw;
   }
   ::close(out[1]);
   out_fd_ = out[0];
@@ -218,35 +296,19 @@ sim_process::sim_process(const std::string& binary,
 run_result run_program(std::vector<std::string> argv,
                        std::vector<std::string> env, const std::string& input,
                        bool clean_env) {
+  // O_CLOEXEC: the child keeps only the ends it gets as 0, 1 and 2, so it
+  // sees the end of its input when we close ours.
   int in[2], out[2], err[2];
-  if (::pipe(in) != 0 || ::pipe(out) != 0 || ::pipe(err) != 0)
+  if (::pipe2(in, O_CLOEXEC) != 0 || ::pipe2(out, O_CLOEXEC) != 0
+      || ::pipe2(err, O_CLOEXEC) != 0)
     throw std::runtime_error("pipe failed");
-  auto pid = ::fork();
-  if (pid < 0)
-    throw std::runtime_error("fork failed");
-  if (pid == 0) {
-    ::dup2(in[0], STDIN_FILENO);
-    ::dup2(out[1], STDOUT_FILENO);
-    ::dup2(err[1], STDERR_FILENO);
-    for (int fd : {in[0], in[1], out[0], out[1], err[0], err[1]})
-      ::close(fd);
-    if (clean_env) {
-      std::string path = "PATH=/usr/local/bin:/usr/bin:/bin";
-      std::string home = std::string{"HOME="}
-                         + (getenv("HOME") ? getenv("HOME") : "/tmp");
-      ::clearenv();
-      ::putenv(path.data());
-      ::putenv(home.data());
-    }
-    for (auto& kv : env)
-      ::putenv(kv.data());
-    std::vector<char*> args;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    ::execv(args[0], args.data());
-    ::_exit(127);
-  }
+  spawn_options opts;
+  opts.env = std::move(env);
+  opts.mode = clean_env ? env_mode::clean : env_mode::add;
+  opts.stdin_fd = in[0];
+  opts.stdout_fd = out[1];
+  opts.stderr_fd = err[1];
+  auto pid = spawn_child(argv, opts);
   ::close(in[0]);
   ::close(out[1]);
   ::close(err[1]);

@@ -4,9 +4,11 @@
 /// the tests): start one, read the port it printed, stop it by its PID
 /// (never by name). Every child gets SIGKILL if this process dies first.
 
+#include <sys/resource.h>
 #include <sys/types.h>
 
 #include <chrono>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -19,8 +21,52 @@ int free_loopback_port();
 
 /// How a child's `env` entries ("K=V") apply.
 enum class env_mode {
-  add,     ///< added to the inherited environment
+  add,     ///< added to the inherited environment (replacing same names)
   replace, ///< the child's whole environment (when not empty)
+  /// PATH, HOME and the `keep` variables of ours, then `env`: a developer's
+  /// own `LLM__…` variables cannot change what the child does.
+  clean,
+};
+
+/// How `spawn_child` starts a program besides its argv.
+struct spawn_options {
+  std::vector<std::string> env;
+  env_mode mode = env_mode::add;
+  /// With env_mode::clean: names of our variables the child keeps.
+  std::vector<std::string> keep;
+  /// The child's standard streams (dup'ed onto 0, 1, 2); -1: ours.
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  /// RLIMIT_FSIZE of the child in bytes (a "full disk").
+  std::optional<rlim_t> max_file_size;
+  /// SIGXFSZ ignored in the child (inherited through exec), so a write past
+  /// `max_file_size` fails with EFBIG instead of killing it.
+  bool ignore_sigxfsz = false;
+};
+
+/// Starts the program at the path `argv[0]` and returns its PID. Arguments
+/// and environment are built before the fork (the caller's threads run
+/// meanwhile; the child only dup's, sets limits and execs), and the child
+/// dies with the thread that started it (PR_SET_PDEATHSIG). Pass stream
+/// fds opened O_CLOEXEC: the child keeps only its 0, 1 and 2. Throws
+/// std::runtime_error when the fork fails.
+pid_t spawn_child(const std::vector<std::string>& argv,
+                  const spawn_options& opts);
+
+/// An fd open on /dev/null, closed by the destructor.
+class null_fd {
+public:
+  null_fd();
+  null_fd(const null_fd&) = delete;
+  null_fd& operator=(const null_fd&) = delete;
+  ~null_fd();
+  int get() const {
+    return fd_;
+  }
+
+private:
+  int fd_;
 };
 
 /// A child process with its stdout piped to us. Stopped (SIGTERM, up to 2 s
@@ -128,8 +174,8 @@ struct run_result {
 };
 
 /// Runs `argv` with extra `env` ("K=V") and `input` on stdin; waits for it.
-/// With `clean_env`, the child gets only PATH, HOME and `env`, so a test is
-/// not influenced by the developer's own `LLM__…` variables.
+/// With `clean_env`, the child gets only PATH, HOME and `env`
+/// (env_mode::clean).
 run_result run_program(std::vector<std::string> argv,
                        std::vector<std::string> env = {},
                        const std::string& input = "", bool clean_env = true);

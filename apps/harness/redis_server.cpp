@@ -3,19 +3,15 @@
 #include "apps/harness/process.hpp"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <stdexcept>
 #include <thread>
 
@@ -175,28 +171,11 @@ bool redis_server::launch(std::string& problem) {
                                 "--logfile",
                                 dir_ + "/redis.log"};
   argv.insert(argv.end(), extra_args_.begin(), extra_args_.end());
-  std::vector<char*> args;
-  for (auto& a : argv)
-    args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  auto parent = ::getpid();
-  pid_ = ::fork();
-  if (pid_ < 0)
-    throw std::runtime_error("fork failed");
-  if (pid_ == 0) {
-    ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-    if (::getppid() != parent)
-      ::_exit(126);
-    int null = ::open("/dev/null", O_RDWR);
-    if (null >= 0) {
-      ::dup2(null, STDIN_FILENO);
-      ::dup2(null, STDOUT_FILENO);
-    }
-    ::execv(args[0], args.data());
-    std::fprintf(stderr, "exec %s failed: %s\n", args[0],
-                 std::strerror(errno));
-    ::_exit(127);
-  }
+  null_fd null;
+  spawn_options opts;
+  opts.stdin_fd = null.get();
+  opts.stdout_fd = null.get();
+  pid_ = spawn_child(argv, opts);
   auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
   while (std::chrono::steady_clock::now() < until) {
     int status = 0;

@@ -9,6 +9,7 @@
 
 #include "config/json_text.hpp"
 
+#include "apps/harness/process.hpp"
 #include "apps/harness/redis_server.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 
@@ -153,22 +154,10 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
     }
     if (f.stream)
       argv.push_back(*f.stream ? "--stream" : "--no-stream");
-    std::vector<std::string> envv;
-    envv.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
-    if (auto home = std::getenv("HOME"))
-      envv.push_back(std::string("HOME=") + home);
+    harness::spawn_options opts;
+    opts.mode = harness::env_mode::clean;
     for (auto& [k, v] : env)
-      envv.push_back(k + "=" + v);
-    // Everything the child needs is built before fork: the simulator's
-    // threads run meanwhile, so the child only calls async-signal-safe
-    // functions.
-    std::vector<char*> args, envp;
-    for (auto& a : argv)
-      args.push_back(a.data());
-    args.push_back(nullptr);
-    for (auto& e : envv)
-      envp.push_back(e.data());
-    envp.push_back(nullptr);
+      opts.env.push_back(k + "=" + v);
     int fd = ::open(n.out_path.c_str(),
                     O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
     if (fd < 0) {
@@ -176,17 +165,14 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
                    n.out_path.c_str());
       return exit_other;
     }
-    n.pid = ::fork();
-    if (n.pid < 0) {
+    opts.stdout_fd = fd;
+    opts.stderr_fd = fd;
+    try {
+      n.pid = harness::spawn_child(argv, opts);
+    } catch (const std::exception&) {
       ::close(fd);
       std::fprintf(stderr, "pgw-actor soak: fork failed\n");
       return exit_other;
-    }
-    if (n.pid == 0) {
-      ::dup2(fd, STDOUT_FILENO);
-      ::dup2(fd, STDERR_FILENO);
-      ::execve(exe, args.data(), envp.data());
-      ::_exit(127);
     }
     ::close(fd);
   }
@@ -273,13 +259,8 @@ int run_fleet(const scenario_file& f, const scenario_overrides& ov) {
       {"nodes", std::move(node_reports)},
       {"scenario", checks_json(f, ctx, checks, all)},
     };
-    std::ofstream out{*ov.json_path};
-    out << json_text(doc) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
-                   ov.json_path->c_str());
+    if (write_json_report(*ov.json_path, doc) != exit_ok)
       return exit_other;
-    }
   }
   return all ? exit_ok : exit_other;
 }

@@ -544,13 +544,8 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
   if (ov.json_path) {
     auto doc = res.report;
     doc["scenario"] = checks_json(f, ctx, checks, all);
-    std::ofstream out{*ov.json_path};
-    out << json_text(doc) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
-                   ov.json_path->c_str());
+    if (write_json_report(*ov.json_path, doc) != exit_ok)
       return exit_other;
-    }
   }
   return all ? exit_ok : exit_other;
 }

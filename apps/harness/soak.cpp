@@ -476,4 +476,13 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
   return all_ok ? exit_ok : exit_other;
 }
 
+int write_json_report(const std::string& path, const boost::json::value& doc) {
+  std::ofstream out{path};
+  out << json_text(doc) << "\n";
+  if (out)
+    return exit_ok;
+  std::fprintf(stderr, "pgw-actor soak: cannot write %s\n", path.c_str());
+  return exit_other;
+}
+
 } // namespace pgw::cli

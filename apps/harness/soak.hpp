@@ -85,4 +85,8 @@ using answer_hook
 int run_soak(const settings& cfg, const soak_params& params,
              soak_result* out = nullptr, const answer_hook& hook = {});
 
+/// Writes `doc` as JSON to `path` (`--json-report`): exit_ok, or exit_other
+/// after saying on stderr that the file cannot be written.
+int write_json_report(const std::string& path, const boost::json::value& doc);
+
 } // namespace pgw::cli

@@ -7,10 +7,8 @@
 
 #include "apps/harness/scenario_runner.hpp"
 #include "apps/harness/soak.hpp"
-#include "config/json_text.hpp"
 
 #include <cstdio>
-#include <fstream>
 #include <optional>
 #include <string>
 #include <vector>
@@ -155,13 +153,8 @@ int soak_main(const std::vector<std::string>& args) {
   soak_result result;
   auto rc = run_soak(*cfg, params, &result);
   if (json_path && (rc == exit_ok || rc == exit_other)) {
-    std::ofstream out{*json_path};
-    out << json_text(result.report) << "\n";
-    if (!out) {
-      std::fprintf(stderr, "pgw-actor soak: cannot write %s\n",
-                   json_path->c_str());
+    if (write_json_report(*json_path, result.report) != exit_ok)
       return exit_other;
-    }
   }
   return rc;
 }
