@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
 #include <initializer_list>
 
 namespace pgw {
@@ -235,9 +236,11 @@ bool normalise_blocks(const json::value& v, json::array& out) {
     n["text"] = text && text->is_string() ? text->get_string() : "";
     if (auto box = b->if_contains("bbox"); box && box->is_array()
                                            && box->get_array().size() == 4) {
+      // A coordinate must be a finite number: a literal like 1e999 parses
+      // as infinity and would serialise as a token no JSON reader takes.
       json::array coords;
       for (auto& c : box->get_array())
-        if (c.is_number())
+        if (c.is_number() && std::isfinite(c.to_number<double>()))
           coords.emplace_back(c.to_number<double>());
       if (coords.size() == 4)
         n["bbox"] = std::move(coords);

@@ -156,6 +156,26 @@ TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
 }
 
 TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr_monkey layout: a bbox with a non-finite coordinate is "
+                  "dropped, the block kept") {
+  // 1e999 parses as infinity; kept, it would serialise as a token the
+  // caller's JSON reader refuses (found by fuzz_side_decoders).
+  fake->script("a", {raw(R"({"success":true,"content_list":[)"
+                         R"({"type":"title","text":"T","bbox":[0,0,8e999,1]},)"
+                         R"({"type":"text","text":"Body","bbox":[1,2,3,4]}]})")});
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a"}));
+  auto out = ocr(gw, png, true);
+  REQUIRE(out->response);
+  boost::system::error_code ec;
+  auto blocks = boost::json::parse(out->response->blocks_json, ec);
+  REQUIRE(!ec);
+  REQUIRE(blocks.as_array().size() == 2);
+  CHECK(blocks.as_array()[0].as_object().at("text") == "T");
+  CHECK(!blocks.as_array()[0].as_object().contains("bbox"));
+  CHECK(blocks.as_array()[1].as_object().at("bbox").as_array().size() == 4);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
                   "ocr: wrong image type and oversize images fail before "
                   "admission") {
   auto sc = ocr_scope(source_kind::ocr_monkey, {"a"});
