@@ -186,7 +186,7 @@ struct beast_owner_link {
 
 struct beast_call;
 
-struct beast_transport::impl {
+struct beast_transport::impl : transport_counters {
   options opts;
   std::shared_ptr<beast_owner_link> link
     = std::make_shared<beast_owner_link>();
@@ -199,11 +199,6 @@ struct beast_transport::impl {
   std::vector<std::thread> threads;
   std::atomic<size_t> next_loop{0};
 
-  std::atomic<uint64_t> started{0};
-  std::atomic<uint64_t> finished{0};
-  std::atomic<uint64_t> cancelled{0};
-  std::atomic<uint64_t> opened{0};
-  std::atomic<uint64_t> reused{0};
   std::atomic<size_t> running{0};
 
   transport_warnings warn;
@@ -768,12 +763,7 @@ beast_transport::start_call(upstream_call call, caf::actor sink, uint64_t tag) {
 }
 
 transport_stats beast_transport::stats() const {
-  transport_stats out;
-  out.started = impl_->started.load();
-  out.finished = impl_->finished.load();
-  out.cancelled = impl_->cancelled.load();
-  out.connections_opened = impl_->opened.load();
-  out.connections_reused = impl_->reused.load();
+  auto out = impl_->snapshot();
   out.io_threads = impl_->threads.size();
   out.watched = impl_->running.load();
   return out;

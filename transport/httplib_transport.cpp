@@ -154,7 +154,7 @@ struct call_state {
 
 // -- implementation -------------------------------------------------------------
 
-struct httplib_transport::impl {
+struct httplib_transport::impl : transport_counters {
   options opts;
   std::shared_ptr<owner_link> link = std::make_shared<owner_link>();
 
@@ -163,11 +163,6 @@ struct httplib_transport::impl {
   std::unordered_map<call_state*, std::weak_ptr<call_state>> live;
   bool closing = false;
 
-  std::atomic<uint64_t> started{0};
-  std::atomic<uint64_t> finished{0};
-  std::atomic<uint64_t> cancelled{0};
-  std::atomic<uint64_t> opened{0};
-  std::atomic<uint64_t> reused{0};
 
   // -- connection pool, per source --
   std::mutex pool_mtx;
@@ -612,12 +607,7 @@ httplib_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
 }
 
 transport_stats httplib_transport::stats() const {
-  transport_stats out;
-  out.started = impl_->started.load();
-  out.finished = impl_->finished.load();
-  out.cancelled = impl_->cancelled.load();
-  out.connections_opened = impl_->opened.load();
-  out.connections_reused = impl_->reused.load();
+  auto out = impl_->snapshot();
   out.watchdog_wakes = impl_->watch_wakes.load();
   out.io_threads = impl_->pool.threads();
   {

@@ -1,5 +1,6 @@
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 
@@ -17,6 +18,27 @@ struct transport_stats {
   /// httplib: times a new deadline woke the watchdog (one earlier than its
   /// wait). Beast has no watchdog (an Asio timer per call).
   uint64_t watchdog_wakes = 0;
+};
+
+/// The counters both transports bump from their threads (their `impl`
+/// derives from it); `snapshot` fills the fields of a transport_stats they
+/// share, each transport adds its own.
+struct transport_counters {
+  std::atomic<uint64_t> started{0};
+  std::atomic<uint64_t> finished{0};
+  std::atomic<uint64_t> cancelled{0};
+  std::atomic<uint64_t> opened{0};
+  std::atomic<uint64_t> reused{0};
+
+  transport_stats snapshot() const {
+    transport_stats out;
+    out.started = started.load();
+    out.finished = finished.load();
+    out.cancelled = cancelled.load();
+    out.connections_opened = opened.load();
+    out.connections_reused = reused.load();
+    return out;
+  }
 };
 
 } // namespace pgw

@@ -11,6 +11,7 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <chrono>
@@ -192,6 +193,11 @@ struct zero_bench {
   settings cfg;
   chat_request req;
   std::string body;
+
+  /// A caller for run/run_for/run_paired (made once per calling thread):
+  /// posts `body` straight to the simulator over its own keep-alive
+  /// connection; false unless the answer is a 200.
+  std::function<bool()> direct_caller() const;
 };
 
 std::optional<zero_bench> make_zero_bench();

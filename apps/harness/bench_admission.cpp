@@ -5,6 +5,7 @@
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "apps/harness/redis_server.hpp"
@@ -113,29 +114,12 @@ int bench_admission(const std::vector<std::string>& args) {
   int ops = 20000;
   int threads = 8;
   std::string url;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(admission_usage, stdout);
-      return exit_ok;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s", admission_usage);
-      return exit_usage;
-    }
-    auto value = args[++i];
-    auto x = parse_number(value);
-    if (args[i - 1] == "--ops" && x && *x >= 100 && *x <= 1e7)
-      ops = static_cast<int>(*x);
-    else if (args[i - 1] == "--threads" && x && *x >= 1 && *x <= 256)
-      threads = static_cast<int>(*x);
-    else if (args[i - 1] == "--redis")
-      url = value;
-    else {
-      std::fprintf(stderr, "pgw-actor bench admission: bad option %s\n%s",
-                   args[i - 1].c_str(), admission_usage);
-      return exit_usage;
-    }
-  }
+  if (auto code = parse_bench_options(
+        args, "admission", admission_usage,
+        {whole_option("--ops", ops, 100, 1e7),
+         whole_option("--threads", threads, 1, 256),
+         text_option("--redis", url)}))
+    return *code;
   std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
     own = harness::redis_server::try_start("bench admission");

@@ -6,6 +6,7 @@
 // --redis URL it starts a throwaway redis-server on a free loopback port.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -88,23 +89,11 @@ sample_set through_gateway(const env_map& env, const chat_request& base,
 int bench_cache(const std::vector<std::string>& args) {
   int calls = 2000;
   std::string url;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(cache_usage, stdout);
-      return exit_ok;
-    }
-    auto x = i + 1 < args.size() ? parse_number(args[i + 1]) : std::nullopt;
-    if (args[i] == "--calls" && x && *x >= 1 && *x <= 1e7) {
-      calls = static_cast<int>(*x);
-    } else if (args[i] == "--redis" && i + 1 < args.size()) {
-      url = args[i + 1];
-    } else {
-      std::fprintf(stderr, "pgw-actor bench cache: bad option %s\n%s",
-                   args[i].c_str(), cache_usage);
-      return exit_usage;
-    }
-    ++i;
-  }
+  if (auto code = parse_bench_options(
+        args, "cache", cache_usage,
+        {whole_option("--calls", calls, 1, 1e7),
+         text_option("--redis", url)}))
+    return *code;
   std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
     own = harness::redis_server::try_start("bench cache");

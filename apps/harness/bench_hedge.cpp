@@ -5,6 +5,7 @@
 // upstream requests hedging cost are printed side by side.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -110,42 +111,23 @@ int bench_hedge(const std::vector<std::string>& args) {
   int concurrency = 40;
   double after = 0.2;
   double hang_p = 0.1;
-  uint64_t seed = 1;
+  double seed_arg = 1;
   int sources = 2;
   int max_extra = 1;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(hedge_usage, stdout);
-      return exit_ok;
-    }
-    std::optional<double> x;
-    if (i + 1 < args.size())
-      x = parse_number(args[i + 1]);
-    auto bad = [&] {
-      std::fprintf(stderr, "pgw-actor bench hedge: bad value for %s\n%s",
-                   args[i].c_str(), hedge_usage);
-      return exit_usage;
-    };
-    if (!x)
-      return bad();
-    if (args[i] == "--calls" && *x >= 1 && *x <= 1e6)
-      calls = static_cast<int>(*x);
-    else if (args[i] == "--concurrency" && *x >= 1 && *x <= 10000)
-      concurrency = static_cast<int>(*x);
-    else if (args[i] == "--after" && *x > 0 && *x < 3)
-      after = *x;
-    else if (args[i] == "--hang-p" && *x >= 0 && *x < 1)
-      hang_p = *x;
-    else if (args[i] == "--seed" && *x >= 0)
-      seed = static_cast<uint64_t>(*x);
-    else if (args[i] == "--sources" && *x >= 2 && *x <= 8)
-      sources = static_cast<int>(*x);
-    else if (args[i] == "--max-extra" && *x >= 1 && *x <= 3)
-      max_extra = static_cast<int>(*x);
-    else
-      return bad();
-    ++i;
-  }
+  if (auto code = parse_bench_options(
+        args, "hedge", hedge_usage,
+        {whole_option("--calls", calls, 1, 1e6),
+         whole_option("--concurrency", concurrency, 1, 10000),
+         number_option("--after", after,
+                       [](double x) { return x > 0 && x < 3; }),
+         number_option("--hang-p", hang_p,
+                       [](double x) { return x >= 0 && x < 1; }),
+         number_option("--seed", seed_arg,
+                       [](double x) { return x >= 0 && x < 1.8e19; }),
+         whole_option("--sources", sources, 2, 8),
+         whole_option("--max-extra", max_extra, 1, 3)}))
+    return *code;
+  auto seed = static_cast<uint64_t>(seed_arg);
   if (max_extra >= sources) {
     std::fprintf(stderr, "pgw-actor bench hedge: --max-extra %d needs more "
                          "than %d sources\n%s", max_extra, max_extra,

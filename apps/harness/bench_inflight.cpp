@@ -14,6 +14,7 @@
 // that holds the calls unanswered, and subtracted to give the gateway's.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -219,31 +220,13 @@ int bench_inflight(const std::vector<std::string>& args) {
   int calls = 10000;
   double hold = 10;
   std::string mode = "auto";
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(inflight_usage, stdout);
-      return exit_ok;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s", inflight_usage);
-      return exit_usage;
-    }
-    auto value = args[++i];
-    auto x = parse_number(value);
-    if (args[i - 1] == "--calls" && x && *x >= 1 && *x <= 1e6
-        && *x == static_cast<int>(*x))
-      calls = static_cast<int>(*x);
-    else if (args[i - 1] == "--hold" && x && *x > 0 && *x <= 600)
-      hold = *x;
-    else if (args[i - 1] == "--sim"
-             && (value == "process" || value == "in-process"))
-      mode = value;
-    else {
-      std::fprintf(stderr, "pgw-actor bench inflight: bad option %s\n%s",
-                   args[i - 1].c_str(), inflight_usage);
-      return exit_usage;
-    }
-  }
+  if (auto code = parse_bench_options(
+        args, "inflight", inflight_usage,
+        {whole_option("--calls", calls, 1, 1e6),
+         number_option("--hold", hold,
+                       [](double x) { return x > 0 && x <= 600; }),
+         text_option("--sim", mode, {"process", "in-process"})}))
+    return *code;
   // -- descriptors: one socket per call on each side --
   rlimit lim{};
   ::getrlimit(RLIMIT_NOFILE, &lim);

@@ -7,6 +7,7 @@
 // pinned to one vCPU; all in one run.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -164,6 +165,16 @@ int set_affinity_all(const cpu_set_t& cpus) {
   return moved;
 }
 
+std::function<bool()> zero_bench::direct_caller() const {
+  auto cli = std::make_shared<httplib::Client>(origin);
+  cli->set_keep_alive(true);
+  cli->set_tcp_nodelay(true);
+  return [cli, this] {
+    auto res = cli->Post("/v1/chat/completions", body, "application/json");
+    return res && res->status == 200;
+  };
+}
+
 std::optional<zero_bench> make_zero_bench() {
   zero_bench out;
   sim::options sim_opts;
@@ -198,34 +209,13 @@ int bench_overhead(const std::vector<std::string>& args) {
   int concurrency = 64;
   std::string pin = "both";
   int cpu = -1;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(overhead_usage, stdout);
-      return exit_ok;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s", overhead_usage);
-      return exit_usage;
-    }
-    auto value = args[++i];
-    auto x = parse_number(value);
-    bool whole = x && *x == static_cast<int>(*x);
-    if (args[i - 1] == "--calls" && whole && *x >= 1 && *x <= 1e7)
-      calls = static_cast<int>(*x);
-    else if (args[i - 1] == "--concurrency" && whole && *x >= 1
-             && *x <= 4096)
-      concurrency = static_cast<int>(*x);
-    else if (args[i - 1] == "--pin"
-             && (value == "both" || value == "none" || value == "only"))
-      pin = value;
-    else if (args[i - 1] == "--cpu" && whole && *x >= 0 && *x < CPU_SETSIZE)
-      cpu = static_cast<int>(*x);
-    else {
-      std::fprintf(stderr, "pgw-actor bench overhead: bad option %s\n%s",
-                   args[i - 1].c_str(), overhead_usage);
-      return exit_usage;
-    }
-  }
+  if (auto code = parse_bench_options(
+        args, "overhead", overhead_usage,
+        {whole_option("--calls", calls, 1, 1e7),
+         whole_option("--concurrency", concurrency, 1, 4096),
+         text_option("--pin", pin, {"both", "none", "only"}),
+         whole_option("--cpu", cpu, 0, CPU_SETSIZE - 1)}))
+    return *code;
   cpu_set_t allowed;
   CPU_ZERO(&allowed);
   if (::sched_getaffinity(0, sizeof allowed, &allowed) != 0) {
@@ -244,10 +234,8 @@ int bench_overhead(const std::vector<std::string>& args) {
   auto zero = make_zero_bench();
   if (!zero)
     return exit_other;
-  const auto& origin = zero->origin;
   const auto* cfg = &zero->cfg;
   const auto& req = zero->req;
-  const auto* body = &zero->body;
 
   system_config sys_cfg;
   caf::actor_system sys{sys_cfg};
@@ -256,15 +244,7 @@ int bench_overhead(const std::vector<std::string>& args) {
     return exit_other;
   client cl{sys, *gw};
 
-  auto direct_caller = [&] {
-    auto cli = std::make_shared<httplib::Client>(origin);
-    cli->set_keep_alive(true);
-    cli->set_tcp_nodelay(true);
-    return [cli, &body] {
-      auto res = cli->Post("/v1/chat/completions", *body, "application/json");
-      return res && res->status == 200;
-    };
-  };
+  auto direct_caller = [&] { return zero->direct_caller(); };
   auto gateway_caller = [&] {
     return [&cl, &req] { return static_cast<bool>(cl.chat(req)); };
   };

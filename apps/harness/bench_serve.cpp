@@ -9,6 +9,7 @@
 // callers for S seconds each (throughput), all in one run.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "apps/harness/process.hpp"
@@ -69,30 +70,13 @@ int bench_serve(const std::vector<std::string>& args) {
   int calls = 2000;
   double seconds = 3;
   int concurrency = 16;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(serve_bench_usage, stdout);
-      return exit_ok;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s", serve_bench_usage);
-      return exit_usage;
-    }
-    auto x = parse_number(args[++i]);
-    bool whole = x && *x == static_cast<int>(*x);
-    if (args[i - 1] == "--calls" && whole && *x >= 1 && *x <= 1e7)
-      calls = static_cast<int>(*x);
-    else if (args[i - 1] == "--seconds" && x && *x > 0 && *x <= 3600)
-      seconds = *x;
-    else if (args[i - 1] == "--concurrency" && whole && *x >= 1
-             && *x <= 1024)
-      concurrency = static_cast<int>(*x);
-    else {
-      std::fprintf(stderr, "pgw-actor bench serve: bad option %s\n%s",
-                   args[i - 1].c_str(), serve_bench_usage);
-      return exit_usage;
-    }
-  }
+  if (auto code = parse_bench_options(
+        args, "serve", serve_bench_usage,
+        {whole_option("--calls", calls, 1, 1e7),
+         number_option("--seconds", seconds,
+                       [](double x) { return x > 0 && x <= 3600; }),
+         whole_option("--concurrency", concurrency, 1, 1024)}))
+    return *code;
   auto zero = make_zero_bench();
   if (!zero)
     return exit_other;

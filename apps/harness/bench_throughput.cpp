@@ -7,6 +7,7 @@
 // generator, the simulator and the gateway share this machine's cores.
 
 #include "apps/harness/bench.hpp"
+#include "apps/harness/bench_options.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -65,30 +66,13 @@ int bench_throughput(const std::vector<std::string>& args) {
   double seconds = 5;
   int concurrency = 32;
   std::string url;
-  for (size_t i = 1; i < args.size(); ++i) {
-    if (args[i] == "--help") {
-      std::fputs(throughput_usage, stdout);
-      return exit_ok;
-    }
-    if (i + 1 >= args.size()) {
-      std::fprintf(stderr, "%s", throughput_usage);
-      return exit_usage;
-    }
-    auto value = args[++i];
-    auto x = parse_number(value);
-    if (args[i - 1] == "--seconds" && x && *x > 0 && *x <= 3600)
-      seconds = *x;
-    else if (args[i - 1] == "--concurrency" && x && *x >= 1 && *x <= 4096
-             && *x == static_cast<int>(*x))
-      concurrency = static_cast<int>(*x);
-    else if (args[i - 1] == "--redis")
-      url = value;
-    else {
-      std::fprintf(stderr, "pgw-actor bench throughput: bad option %s\n%s",
-                   args[i - 1].c_str(), throughput_usage);
-      return exit_usage;
-    }
-  }
+  if (auto code = parse_bench_options(
+        args, "throughput", throughput_usage,
+        {number_option("--seconds", seconds,
+                       [](double x) { return x > 0 && x <= 3600; }),
+         whole_option("--concurrency", concurrency, 1, 4096),
+         text_option("--redis", url)}))
+    return *code;
   std::unique_ptr<harness::redis_server> own;
   if (url.empty()) {
     own = harness::redis_server::try_start("bench throughput");
@@ -109,10 +93,8 @@ int bench_throughput(const std::vector<std::string>& args) {
   auto zero = make_zero_bench();
   if (!zero)
     return exit_other;
-  const auto& origin = zero->origin;
   const auto& env = zero->env;
   const auto& req = zero->req;
-  const auto* body = &zero->body;
 
   std::printf("pgw bench throughput: %g s per mode after 1 s of warm-up, "
               "%d callers, %u hardware threads shared by the callers, the "
@@ -122,15 +104,7 @@ int bench_throughput(const std::vector<std::string>& args) {
               (*redis)->endpoint().c_str());
   std::fflush(stdout);
 
-  auto direct_caller = [&] {
-    auto cli = std::make_shared<httplib::Client>(origin);
-    cli->set_keep_alive(true);
-    cli->set_tcp_nodelay(true);
-    return [cli, &body] {
-      auto res = cli->Post("/v1/chat/completions", *body, "application/json");
-      return res && res->status == 200;
-    };
-  };
+  auto direct_caller = [&] { return zero->direct_caller(); };
   run_for(1, concurrency, direct_caller);
   auto direct = run_for(seconds, concurrency, direct_caller);
 

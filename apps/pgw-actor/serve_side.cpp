@@ -37,15 +37,20 @@ std::string base64_floats(const std::vector<float>& vec) {
   return base64_encode(bytes);
 }
 
-/// The object of `body`, or a message saying why it is not one.
-std::optional<std::string> parse_object(const std::string& body,
-                                        json::object& out) {
+/// The start both side handlers share: counted in flight while it runs,
+/// 503 past PGW_SERVE_MAX_INFLIGHT, 400 for a body that is not a JSON
+/// object; `handle(ctx, body, res)` does the rest.
+template <class Handler>
+void serve_side_request(context& ctx, const httplib::Request& req,
+                        httplib::Response& res, Handler handle) {
+  in_flight_guard guard{ctx};
+  if (guard.overloaded(res))
+    return;
   boost::system::error_code ec;
-  auto doc = json::parse(body, ec);
+  auto doc = json::parse(req.body, ec);
   if (ec || !doc.is_object())
-    return std::string{"the body is not a JSON object"};
-  out = std::move(doc.as_object());
-  return {};
+    return send_bad_request(res, "the body is not a JSON object");
+  handle(ctx, doc.as_object(), res);
 }
 
 /// The served scope named by `model` (`SCOPE` or `SCOPE/source`, which
@@ -204,14 +209,10 @@ std::string embeddings_json(const embed_response& resp,
   return json_text(out);
 }
 
-void handle_embeddings(context& ctx, const httplib::Request& req,
+namespace {
+
+void answer_embeddings(context& ctx, json::object& body,
                        httplib::Response& res) {
-  in_flight_guard guard{ctx};
-  if (guard.overloaded(res))
-    return;
-  json::object body;
-  if (auto problem = parse_object(req.body, body))
-    return send_bad_request(res, *problem);
   bool base64 = false;
   if (auto* f = body.if_contains("encoding_format"); f && !f->is_null()) {
     if (!f->is_string()
@@ -241,14 +242,7 @@ void handle_embeddings(context& ctx, const httplib::Request& req,
     });
 }
 
-void handle_ocr(context& ctx, const httplib::Request& req,
-                httplib::Response& res) {
-  in_flight_guard guard{ctx};
-  if (guard.overloaded(res))
-    return;
-  json::object body;
-  if (auto problem = parse_object(req.body, body))
-    return send_bad_request(res, *problem);
+void answer_ocr(context& ctx, json::object& body, httplib::Response& res) {
   ocr_request call;
   if (auto problem = ocr_document(body, call.image))
     return send_bad_request(res, *problem);
@@ -296,6 +290,18 @@ void handle_ocr(context& ctx, const httplib::Request& req,
       };
       res.set_content(json_text(out), "application/json");
     });
+}
+
+} // namespace
+
+void handle_embeddings(context& ctx, const httplib::Request& req,
+                       httplib::Response& res) {
+  serve_side_request(ctx, req, res, answer_embeddings);
+}
+
+void handle_ocr(context& ctx, const httplib::Request& req,
+                httplib::Response& res) {
+  serve_side_request(ctx, req, res, answer_ocr);
 }
 
 } // namespace pgw::serve

@@ -9,6 +9,10 @@ namespace pgw::sim::detail {
 
 namespace {
 
+// The simulator plays the upstream and links none of the runtime it tests:
+// its header-name compare and JSON escaping (append_json_string, below)
+// repeat transport/upstream_exchange's and backends/cache_key's on purpose
+// (duplicates pairs them), so that one bug cannot hide on both sides.
 bool iequals(std::string_view a, std::string_view b) {
   if (a.size() != b.size())
     return false;

@@ -133,6 +133,15 @@ std::string as_header_text(const json::value& v, const std::string& path) {
   return text;
 }
 
+/// `out = parse(obj[key], path.key)` when `obj` has `key`; untouched
+/// otherwise (the field's default stands).
+template <class T, class Parse>
+void read_field(const json::object& obj, const std::string& path,
+                const char* key, T& out, Parse parse) {
+  if (auto* x = obj.if_contains(key))
+    out = parse(*x, path + "." + key);
+}
+
 latency_spec parse_latency(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   auto* dist = obj.if_contains("dist");
@@ -179,24 +188,17 @@ stream_spec parse_stream(const json::value& v, const std::string& path) {
               {"cut_after", "stall_after", "stall_ms", "malformed_at",
                "omit_done", "hang_after_done", "hang_after_finish"});
   stream_spec out;
-  if (auto* x = obj.if_contains("cut_after"))
-    out.cut_after = as_count(*x, path + ".cut_after");
-  if (auto* x = obj.if_contains("stall_after"))
-    out.stall_after = as_count(*x, path + ".stall_after");
-  if (auto* x = obj.if_contains("stall_ms"))
-    out.stall_ms = as_ms(*x, path + ".stall_ms");
+  read_field(obj, path, "cut_after", out.cut_after, as_count);
+  read_field(obj, path, "stall_after", out.stall_after, as_count);
+  read_field(obj, path, "stall_ms", out.stall_ms, as_ms);
   if (out.stall_after && !obj.contains("stall_ms"))
     fail(path + ".stall_ms", "required with stall_after");
   if (!out.stall_after && obj.contains("stall_ms"))
     fail(path + ".stall_after", "required with stall_ms");
-  if (auto* x = obj.if_contains("malformed_at"))
-    out.malformed_at = as_count(*x, path + ".malformed_at");
-  if (auto* x = obj.if_contains("omit_done"))
-    out.omit_done = as_bool(*x, path + ".omit_done");
-  if (auto* x = obj.if_contains("hang_after_done"))
-    out.hang_after_done = as_bool(*x, path + ".hang_after_done");
-  if (auto* x = obj.if_contains("hang_after_finish"))
-    out.hang_after_finish = as_bool(*x, path + ".hang_after_finish");
+  read_field(obj, path, "malformed_at", out.malformed_at, as_count);
+  read_field(obj, path, "omit_done", out.omit_done, as_bool);
+  read_field(obj, path, "hang_after_done", out.hang_after_done, as_bool);
+  read_field(obj, path, "hang_after_finish", out.hang_after_finish, as_bool);
   return out;
 }
 
@@ -204,22 +206,14 @@ stream_spec parse_stream(const json::value& v, const std::string& path) {
 fault_spec parse_fault_fields(const json::object& obj, const std::string& path,
                               bool require_action) {
   fault_spec f;
-  if (auto* x = obj.if_contains("status"))
-    f.status = as_status(*x, path + ".status");
-  if (auto* x = obj.if_contains("code"))
-    f.code = as_string(*x, path + ".code");
-  if (auto* x = obj.if_contains("message"))
-    f.message = as_string(*x, path + ".message");
-  if (auto* x = obj.if_contains("retry_after"))
-    f.retry_after = as_header_text(*x, path + ".retry_after");
-  if (auto* x = obj.if_contains("retry_after_ms"))
-    f.retry_after_ms = as_header_text(*x, path + ".retry_after_ms");
-  if (auto* x = obj.if_contains("hang_ms"))
-    f.hang_ms = as_ms(*x, path + ".hang_ms");
-  if (auto* x = obj.if_contains("reset"))
-    f.reset = as_bool(*x, path + ".reset");
-  if (auto* x = obj.if_contains("echo_auth"))
-    f.echo_auth = as_bool(*x, path + ".echo_auth");
+  read_field(obj, path, "status", f.status, as_status);
+  read_field(obj, path, "code", f.code, as_string);
+  read_field(obj, path, "message", f.message, as_string);
+  read_field(obj, path, "retry_after", f.retry_after, as_header_text);
+  read_field(obj, path, "retry_after_ms", f.retry_after_ms, as_header_text);
+  read_field(obj, path, "hang_ms", f.hang_ms, as_ms);
+  read_field(obj, path, "reset", f.reset, as_bool);
+  read_field(obj, path, "echo_auth", f.echo_auth, as_bool);
   int actions = (f.status != 0) + f.hang_ms.has_value() + f.reset;
   if (actions > 1)
     fail(path, "status, hang_ms and reset exclude each other");
@@ -265,22 +259,14 @@ script_entry parse_script_entry(const json::value& v, const std::string& path) {
                "hang_ms", "reset", "content", "json_content",
                "echo_auth"});
   script_entry e;
-  if (auto* x = obj.if_contains("content"))
-    e.content = as_string(*x, path + ".content");
-  if (auto* x = obj.if_contains("json_content"))
-    e.json_content = as_string(*x, path + ".json_content");
-  if (auto* x = obj.if_contains("tokens"))
-    e.tokens = as_count(*x, path + ".tokens");
-  if (auto* x = obj.if_contains("ttft_ms"))
-    e.ttft_ms = as_ms(*x, path + ".ttft_ms");
-  if (auto* x = obj.if_contains("token_ms"))
-    e.token_ms = as_ms(*x, path + ".token_ms");
-  if (auto* x = obj.if_contains("latency"))
-    e.latency = parse_latency(*x, path + ".latency");
-  if (auto* x = obj.if_contains("usage"))
-    e.usage = as_bool(*x, path + ".usage");
-  if (auto* x = obj.if_contains("stream"))
-    e.stream = parse_stream(*x, path + ".stream");
+  read_field(obj, path, "content", e.content, as_string);
+  read_field(obj, path, "json_content", e.json_content, as_string);
+  read_field(obj, path, "tokens", e.tokens, as_count);
+  read_field(obj, path, "ttft_ms", e.ttft_ms, as_ms);
+  read_field(obj, path, "token_ms", e.token_ms, as_ms);
+  read_field(obj, path, "latency", e.latency, parse_latency);
+  read_field(obj, path, "usage", e.usage, as_bool);
+  read_field(obj, path, "stream", e.stream, parse_stream);
   e.fault = parse_fault_fields(obj, path, false);
   return e;
 }
@@ -293,10 +279,8 @@ model_spec parse_model(const json::value& v, const std::string& path) {
                "json_content", "reject_formats", "dim", "max_inputs",
                "ocr_fail", "ocr_fail_p"});
   model_spec m;
-  if (auto* x = obj.if_contains("content"))
-    m.base.content = as_string(*x, path + ".content");
-  if (auto* x = obj.if_contains("json_content"))
-    m.base.json_content = as_string(*x, path + ".json_content");
+  read_field(obj, path, "content", m.base.content, as_string);
+  read_field(obj, path, "json_content", m.base.json_content, as_string);
   if (auto* x = obj.if_contains("reject_formats")) {
     if (!x->is_array())
       fail(path + ".reject_formats", "must be an array of response_format types");
@@ -310,28 +294,20 @@ model_spec parse_model(const json::value& v, const std::string& path) {
     if (m.dim < 1 || m.dim > 65536)
       fail(path + ".dim", "must be an integer in [1, 65536]");
   }
-  if (auto* x = obj.if_contains("max_inputs"))
-    m.max_inputs = as_count(*x, path + ".max_inputs");
-  if (auto* x = obj.if_contains("ocr_fail"))
-    m.ocr_fail = as_string(*x, path + ".ocr_fail");
+  read_field(obj, path, "max_inputs", m.max_inputs, as_count);
+  read_field(obj, path, "ocr_fail", m.ocr_fail, as_string);
   if (auto* x = obj.if_contains("ocr_fail_p")) {
     if (!x->is_number() || x->to_number<double>() < 0
         || x->to_number<double>() > 1)
       fail(path + ".ocr_fail_p", "must be a number in [0, 1]");
     m.ocr_fail_p = x->to_number<double>();
   }
-  if (auto* x = obj.if_contains("tokens"))
-    m.base.tokens = as_count(*x, path + ".tokens");
-  if (auto* x = obj.if_contains("ttft_ms"))
-    m.base.ttft_ms = as_ms(*x, path + ".ttft_ms");
-  if (auto* x = obj.if_contains("token_ms"))
-    m.base.token_ms = as_ms(*x, path + ".token_ms");
-  if (auto* x = obj.if_contains("latency"))
-    m.base.latency = parse_latency(*x, path + ".latency");
-  if (auto* x = obj.if_contains("usage"))
-    m.base.usage = as_bool(*x, path + ".usage");
-  if (auto* x = obj.if_contains("stream"))
-    m.base.stream = parse_stream(*x, path + ".stream");
+  read_field(obj, path, "tokens", m.base.tokens, as_count);
+  read_field(obj, path, "ttft_ms", m.base.ttft_ms, as_ms);
+  read_field(obj, path, "token_ms", m.base.token_ms, as_ms);
+  read_field(obj, path, "latency", m.base.latency, parse_latency);
+  read_field(obj, path, "usage", m.base.usage, as_bool);
+  read_field(obj, path, "stream", m.base.stream, parse_stream);
   if (auto* x = obj.if_contains("tool_calls")) {
     m.base.tool_calls = as_string(*x, path + ".tool_calls");
     auto& t = m.base.tool_calls;

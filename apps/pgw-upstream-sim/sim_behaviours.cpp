@@ -170,6 +170,17 @@ std::string parse_chat(const std::string& body, chat_request& out) {
 
 namespace {
 
+/// `{"id":ID,"object":OBJECT,"created":N,"model":MODEL` — the opening of
+/// a chat answer and of each of its stream chunks.
+std::string answer_head(const std::string& id, const char* object,
+                        long long created, const std::string& model) {
+  std::string out = R"({"id":")" + id + R"(","object":")" + object
+                    + R"(","created":)" + std::to_string(created)
+                    + R"(,"model":)";
+  append_json_string(out, model);
+  return out;
+}
+
 /// Structured output: a model that rejects the request's response format
 /// answers a 400 naming the param; one that honours JSON mode answers its
 /// `json_content`; scripted content sets the answer's token count.
@@ -389,10 +400,7 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
     if (auto w = wait_until(fd, after_ms(t0, total_ms * scale));
         w != waited::elapsed)
       return left(w, 0, 0);
-    std::string content = R"({"id":")" + id
-                          + R"(","object":"chat.completion","created":)"
-                          + std::to_string(created) + R"(,"model":)";
-    append_json_string(content, model);
+    auto content = answer_head(id, "chat.completion", created, model);
     if (tool_mode.empty()) {
       content += R"(,"choices":[{"index":0,"message":{"role":"assistant","content":)";
       std::string text;
@@ -440,10 +448,7 @@ bool server::impl::handle_chat(int fd, const detail::request_head& head,
   if (auto w = wait_until(fd, after_ms(t0, p.latency_ms * scale));
       w != waited::elapsed)
     return left(w, 0, 0);
-  std::string prefix = R"({"id":")" + id
-                       + R"(","object":"chat.completion.chunk","created":)"
-                       + std::to_string(created) + R"(,"model":)";
-  append_json_string(prefix, model);
+  auto prefix = answer_head(id, "chat.completion.chunk", created, model);
   prefix += R"(,"choices":)";
   auto event = [&](std::string& out, std::string_view choices_and_rest) {
     std::string payload = "data: " + prefix;
