@@ -5,6 +5,7 @@
 #include <boost/json.hpp>
 
 #include <cmath>
+#include <limits>
 
 namespace pgw {
 
@@ -99,6 +100,11 @@ void decode_embeddings(const std::string& body, size_t expected,
       if (!std::isfinite(d))
         return invalid(out, "malformed_body",
                        "an embedding holds a value that is not finite");
+      // A double past float's range would become infinity as a float (and
+      // the cast is undefined behaviour).
+      if (std::fabs(d) > std::numeric_limits<float>::max())
+        return invalid(out, "malformed_body",
+                       "an embedding holds a value outside float's range");
       vec.push_back(static_cast<float>(d));
     }
     if (n == 0)

@@ -76,6 +76,10 @@ TEST_CASE("embed decode: bad answers are result_invalid, with a reason") {
         == "malformed_body");
   CHECK(decode(R"({"data":[{"index":5,"embedding":[1]}]})", 1, v).reason
         == "malformed_body");
+  // Finite as a double, infinite as a float (found by fuzz_side_decoders).
+  auto huge = decode(R"({"data":[{"index":0,"embedding":[2,3.6e85]}]})", 1, v);
+  CHECK(huge.reason == "malformed_body");
+  CHECK(huge.error_message.find("float") != std::string::npos);
   auto res = decode(R"({"data":[{"index":0,"embedding":[1]}]})", 1, v);
   CHECK(res.kind == outcome::ok);
   CHECK_FALSE(res.usage_reported);
