@@ -10,6 +10,12 @@
 
 namespace pgw {
 
+const attempt_result& plan_leg::no_result() {
+  static const attempt_result none{};
+  return none;
+}
+
+
 namespace {
 
 using act = call_decision::act;
@@ -414,9 +420,9 @@ error_detail call_plan::interruption(error_detail detail,
   detail.stream_reason = reason;
   detail.streamed_bytes = streamed_bytes_;
   if (l != nullptr && l->done) {
-    detail.usage_reported = l->result.usage_reported;
-    detail.prompt_tokens = l->result.prompt_tokens;
-    detail.completion_tokens = l->result.completion_tokens;
+    detail.usage_reported = l->result().usage_reported;
+    detail.prompt_tokens = l->result().prompt_tokens;
+    detail.completion_tokens = l->result().completion_tokens;
   }
   detail.message = "the stream from source " + detail.stream_source
                    + " broke after it began (" + reason + ", "
@@ -585,7 +591,7 @@ void call_plan::on_stall_timer(time_point now) {
 void call_plan::round_failed(time_point now) {
   bool all_rate_limited = true;
   for (auto& l : legs_) {
-    if (l.result.kind != outcome::rate_limited)
+    if (l.result().kind != outcome::rate_limited)
       all_rate_limited = false;
     account_loser(l);
   }
@@ -649,7 +655,7 @@ bool call_plan::structured_downgrade(plan_leg& leg) {
 bool call_plan::structured_reask(time_point now) {
   if (!args_.structured
       || std::none_of(legs_.begin(), legs_.end(), [](const plan_leg& l) {
-           return schema_mismatch(l.result);
+           return schema_mismatch(l.result());
          }))
     return false;
   for (auto& l : legs_)
@@ -675,8 +681,8 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
   if (l == nullptr || l->done)
     return;
   l->done = true;
-  l->result = std::move(res);
-  auto& r = l->result;
+  l->result() = std::move(res);
+  auto& r = l->result();
   // A leg stopped at a live call's commit lost already, whatever it says.
   if (finishing_ || l->label)
     return;
@@ -746,7 +752,7 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
   if (has_live_legs())
     return; // a failed leg waits for the other
   for (auto& other : legs_)
-    if (other.done && other.result.kind == outcome::ok) {
+    if (other.done && other.result().kind == outcome::ok) {
       // A hedge leg won while its decision was pending.
       succeed(other);
       return;

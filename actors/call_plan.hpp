@@ -42,7 +42,22 @@ struct plan_leg {
   /// Why the plan stopped it: hedge_cancelled (lost to another leg) or
   /// cancelled (deadline, caller, stall); none when it ended.
   std::optional<outcome> label;
-  attempt_result result;
+
+  /// Its outcome once done, a default one before. Held on the heap from
+  /// the first write: a leg in flight (most of a call's life) holds no
+  /// 344-byte result.
+  const attempt_result& result() const {
+    return result_ ? *result_ : no_result();
+  }
+  attempt_result& result() {
+    if (!result_)
+      result_ = std::make_unique<attempt_result>();
+    return *result_;
+  }
+
+private:
+  static const attempt_result& no_result();
+  std::unique_ptr<attempt_result> result_;
 };
 
 /// One thing the supervisor does for the plan. Only the fields its `act`

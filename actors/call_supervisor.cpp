@@ -37,13 +37,13 @@ bool is_live(const call_supervisor_state& st) {
 /// The cost of `leg` (see actors/accounting.hpp), when known.
 caf::optional<double> leg_cost(self_ptr self, const plan_leg& leg) {
   auto& st = self->state;
-  auto kind = leg.done ? leg.result.kind
+  auto kind = leg.done ? leg.result().kind
               : leg.label == outcome::hedge_cancelled ? outcome::hedge_cancelled
                                                  : outcome::cancelled;
-  auto model = leg.done && !leg.result.model.empty() ? leg.result.model
+  auto model = leg.done && !leg.result().model.empty() ? leg.result().model
                                                       : leg.model;
   return attempt_cost(st.args.prices.get(), st.args.scope->name, leg.source,
-                      model, kind, leg.done ? &leg.result : nullptr,
+                      model, kind, leg.done ? &leg.result() : nullptr,
                       leg.done ? 0 : leg.est);
 }
 
@@ -184,7 +184,7 @@ void structured_fill(self_ptr self, chat_response& resp) {
 void succeed(self_ptr self, uint64_t id) {
   auto& st = self->state;
   auto& leg = *plan_of(self).leg(id);
-  auto& res = leg.result;
+  auto& res = leg.result();
   chat_response resp;
   resp.content = std::move(res.content);
   resp.reasoning_content = std::move(res.reasoning_content);
@@ -347,7 +347,7 @@ bool structured_start(self_ptr self) {
 bool lower_rung(self_ptr self, const plan_leg& leg) {
   auto& st = self->state;
   if (!st.schema || st.args.request->strategy != schema_strategy::auto_select
-      || !rejects_response_format(leg.result))
+      || !rejects_response_format(leg.result()))
     return false;
   auto src = st.args.sources->find(leg.source);
   return src != st.args.sources->end()
@@ -361,9 +361,9 @@ std::string note_mismatch(self_ptr self, const plan_leg& leg) {
   auto& st = self->state;
   if (!st.schema)
     return {};
-  auto issues = check_answer(*st.schema, leg.result.content).issues;
+  auto issues = check_answer(*st.schema, leg.result().content).issues;
   st.conversation = reask_messages(st.args.request->messages,
-                                   leg.result.content, issues);
+                                   leg.result().content, issues);
   return format_issues(issues);
 }
 

@@ -322,13 +322,14 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   connection_ptr conn;
   bool reused = false;
   bool retried = false;
+  bool request_dropped = false; ///< see drop_request
   std::unique_ptr<tcp::resolver> resolver;
   http::request<http::string_body> req;
   beast::flat_buffer buf{2 * max_header_bytes};
   std::optional<response_reader> reader;
   std::optional<reader_parser> parser;
   asio::steady_timer timer;
-  attempt_result res;
+  caf::optional<double> ttft_ms; ///< set at the first token
 
   steady::time_point started;
   steady::time_point connect_started;
@@ -544,7 +545,16 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       failure = ec;
       return finish();
     }
+    if (!reused || retried)
+      drop_request(); // no stale-connection retry can send it again
     read_more();
+  }
+
+  /// Frees the request's fields and body (~1 kB a call in flight, most of
+  /// a streaming call's life) once nothing can send it again.
+  void drop_request() {
+    auto gone = std::move(req); // freed here; `req` is left empty
+    request_dropped = true;
   }
 
   void read_more() {
@@ -579,6 +589,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       sent = true;
       return finish();
     }
+    if (!request_dropped && parser->got_some())
+      drop_request(); // a response came: the connection was not stale
     read_more();
   }
 
@@ -607,7 +619,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     bool rearm = false;
     if (step.first_token && !first_token) {
       first_token = true;
-      res.ttft_ms = ms_between(started, steady::now());
+      ttft_ms = ms_between(started, steady::now());
       rearm = true;
     }
     if (step.done) {
@@ -666,6 +678,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       conn.reset(); // closes it
       return;       // the attempt is gone; it settles on its own (SPEC §8)
     }
+    attempt_result res; // built at the end: not held while the call runs
+    res.ttft_ms = ttft_ms;
     res.latency_ms = ms_between(started, steady::now());
     bool reusable = reader->complete(
       res, fired, sent, connected, self.warn,

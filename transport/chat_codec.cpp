@@ -524,8 +524,8 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
   json::error_code ec;
   auto v = json::parse(data, ec);
   auto fail = [this](const std::string& error_json) {
-    error_result_ = attempt_result{};
-    classify_stream_error(error_json, error_result_);
+    error_result_ = std::make_unique<attempt_result>();
+    classify_stream_error(error_json, *error_result_);
     error_ = true;
     return step::error;
   };
@@ -594,10 +594,10 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
       reasoning_ = std::string{};
       tool_calls_ = tool_call_assembler{};
       delta_ = stream_delta{};
-      error_result_ = attempt_result{};
-      error_result_.kind = outcome::source_rejected;
-      error_result_.reason = reason_response_too_large;
-      error_result_.error_message
+      error_result_ = std::make_unique<attempt_result>();
+      error_result_->kind = outcome::source_rejected;
+      error_result_->reason = reason_response_too_large;
+      error_result_->error_message
         = "answer exceeds MAX_RESPONSE_BYTES="
           + std::to_string(max_answer_bytes_);
       error_ = true;
@@ -625,10 +625,10 @@ void stream_accumulator::finish(attempt_result& out) const {
   out.completion_tokens = completion_tokens_;
   out.malformed_events = malformed_;
   if (error_) {
-    out.kind = error_result_.kind;
-    out.reason = error_result_.reason;
-    out.error_code = error_result_.error_code;
-    out.error_message = error_result_.error_message;
+    out.kind = error_result_->kind;
+    out.reason = error_result_->reason;
+    out.error_code = error_result_->error_code;
+    out.error_message = error_result_->error_message;
     return;
   }
   if (!finished()) {

@@ -11,6 +11,7 @@
 
 #include <caf/expected.hpp>
 
+#include <memory>
 #include <string>
 #include <utility>
 
@@ -141,7 +142,9 @@ private:
   int64_t completion_tokens_ = 0;
   int32_t malformed_ = 0;
   bool error_ = false;
-  attempt_result error_result_;
+  /// Set with error_ only (on the heap: 344 bytes a stream in flight
+  /// would otherwise hold for the rare error event).
+  std::unique_ptr<attempt_result> error_result_;
   bool capture_ = false;
   stream_delta delta_;
 };

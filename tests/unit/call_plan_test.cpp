@@ -116,7 +116,7 @@ call_plan make(const setup& s) {
   a.cost = [](const plan_leg&) { return std::optional<double>{0.001}; };
   bool lower = s.lower_rung;
   a.lower_rung = [lower](const plan_leg& l) {
-    return lower && l.result.kind == outcome::source_rejected;
+    return lower && l.result().kind == outcome::source_rejected;
   };
   a.note_mismatch = [](const plan_leg&) { return std::string{"- /x: bad"}; };
   return call_plan{std::move(a)};
