@@ -75,7 +75,9 @@ struct connection {
   }
 
   tcp::socket plain; ///< moved into `tls` for HTTPS
-  std::optional<ssl::stream<tcp::socket>> tls;
+  /// On the heap: a plain connection (most of those held open) does not
+  /// carry an empty TLS stream's ~400 bytes.
+  std::unique_ptr<ssl::stream<tcp::socket>> tls;
   size_t loop;
 };
 
@@ -494,7 +496,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       tls_problem = problem;
       return finish();
     }
-    conn->tls.emplace(std::move(conn->plain), *tls_ctx);
+    conn->tls = std::make_unique<ssl::stream<tcp::socket>>(
+      std::move(conn->plain), *tls_ctx);
     auto* ssl_handle = conn->tls->native_handle();
     auto* param = SSL_get0_param(ssl_handle);
     X509_VERIFY_PARAM_set_hostflags(param,

@@ -191,7 +191,11 @@ TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
     "LLM__GENERIC__A__RPM=100000", "PGW_LIMITER_BACKEND=redis",
     "PGW_BREAKER_BACKEND=redis", "REDIS_URL=" + redis.url(),
     "PGW_TELEMETRY_DB=off"};
+  // A whole healthy run (start-up, slow in a sanitizer build, and a call)
+  // is the baseline the stalled run is measured against.
+  auto warm_t0 = std::chrono::steady_clock::now();
   auto warm = pgw_limited({"chat", "hi"}, env);
+  auto baseline = seconds_since(warm_t0);
   REQUIRE(warm.exit_code == 0);
   redis.freeze();
   auto t0 = std::chrono::steady_clock::now();
@@ -203,11 +207,12 @@ TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
   redis.thaw();
   proc.wait();
   INFO(line);
-  MESSAGE("answered after " << answered << " s");
+  MESSAGE("answered after " << answered << " s (a healthy run: " << baseline
+                              << " s)");
   CHECK(line.find("call_deadline_exceeded") != std::string::npos);
   // The answer comes at the deadline (before: after the stuck admission's
   // 1 s command timeout); the process then gives the admission up.
-  CHECK(answered < 0.9);
+  CHECK(answered < baseline + 0.45);
 }
 
 TEST_CASE("soak --progress 60 ends when the soak does, not an interval "
