@@ -191,12 +191,14 @@ TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
     "LLM__GENERIC__A__RPM=100000", "PGW_LIMITER_BACKEND=redis",
     "PGW_BREAKER_BACKEND=redis", "REDIS_URL=" + redis.url(),
     "PGW_TELEMETRY_DB=off"};
-  // A whole healthy run (start-up, slow in a sanitizer build, and a call)
-  // is the baseline the stalled run is measured against.
+  // A healthy run's first line (start-up, slow in a sanitizer build, and a
+  // call) is the baseline the stalled run is measured against, the same way.
   auto warm_t0 = std::chrono::steady_clock::now();
-  auto warm = pgw_limited({"chat", "hi"}, env);
+  child_process warm{{PGW_ACTOR_BIN, "chat", "--json", "hi"}, env};
+  auto warm_line = warm.read_line(std::chrono::seconds(10));
   auto baseline = seconds_since(warm_t0);
-  REQUIRE(warm.exit_code == 0);
+  warm.wait();
+  REQUIRE(warm_line.find("\"content\"") != std::string::npos);
   redis.freeze();
   auto t0 = std::chrono::steady_clock::now();
   child_process proc{{PGW_ACTOR_BIN, "chat", "--json", "--deadline", "0.3",
@@ -211,8 +213,9 @@ TEST_CASE("--deadline 0.3 answers in time while Redis is stalled") {
                               << " s)");
   CHECK(line.find("call_deadline_exceeded") != std::string::npos);
   // The answer comes at the deadline (before: after the stuck admission's
-  // 1 s command timeout); the process then gives the admission up.
-  CHECK(answered < baseline + 0.45);
+  // 1 s command timeout, i.e. at least 1 s past the healthy run's answer);
+  // the process then gives the admission up.
+  CHECK(answered < baseline + 0.8);
 }
 
 TEST_CASE("soak --progress 60 ends when the soak does, not an interval "
