@@ -6,6 +6,7 @@
 #include "config/limits.hpp"
 
 #include <algorithm>
+#include <utility>
 #include <cstdio>
 
 namespace pgw {
@@ -591,7 +592,8 @@ void call_plan::on_stall_timer(time_point now) {
 void call_plan::round_failed(time_point now) {
   bool all_rate_limited = true;
   for (auto& l : legs_) {
-    if (l.result().kind != outcome::rate_limited)
+    // Read through const: a leg without a result does not get an empty one.
+    if (std::as_const(l).result().kind != outcome::rate_limited)
       all_rate_limited = false;
     account_loser(l);
   }

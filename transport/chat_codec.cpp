@@ -512,7 +512,7 @@ void decode_chat_completion(const std::string& body, attempt_result& out) {
 
 stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
   // Once an error event decided the attempt, later events change nothing.
-  if (error_)
+  if (error_result_)
     return step::error;
   std::string_view data = ev.data;
   while (!data.empty() && (data.back() == ' ' || data.back() == '\t'))
@@ -526,7 +526,6 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
   auto fail = [this](const std::string& error_json) {
     error_result_ = std::make_unique<attempt_result>();
     classify_stream_error(error_json, *error_result_);
-    error_ = true;
     return step::error;
   };
   if (ec || !v.is_object()) {
@@ -600,7 +599,6 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
       error_result_->error_message
         = "answer exceeds MAX_RESPONSE_BYTES="
           + std::to_string(max_answer_bytes_);
-      error_ = true;
       return step::error;
     }
   }
@@ -624,7 +622,7 @@ void stream_accumulator::finish(attempt_result& out) const {
   out.prompt_tokens = prompt_tokens_;
   out.completion_tokens = completion_tokens_;
   out.malformed_events = malformed_;
-  if (error_) {
+  if (error_result_) {
     out.kind = error_result_->kind;
     out.reason = error_result_->reason;
     out.error_code = error_result_->error_code;

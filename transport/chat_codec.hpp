@@ -141,9 +141,8 @@ private:
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   int32_t malformed_ = 0;
-  bool error_ = false;
-  /// Set with error_ only (on the heap: 344 bytes a stream in flight
-  /// would otherwise hold for the rare error event).
+  /// Set by an error event or the answer cap, which decide the attempt
+  /// (on the heap: 344 bytes a stream in flight would otherwise hold).
   std::unique_ptr<attempt_result> error_result_;
   bool capture_ = false;
   stream_delta delta_;

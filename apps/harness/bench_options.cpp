@@ -2,6 +2,7 @@
 
 #include "apps/cli/cli.hpp"
 
+#include <cmath>
 #include <cstdio>
 #include <utility>
 
@@ -10,8 +11,9 @@ namespace pgw::cli {
 bench_option whole_option(std::string name, int& out, double lo, double hi) {
   return {std::move(name), [&out, lo, hi](const std::string& value) {
             auto x = parse_number(value);
-            if (!x || *x != static_cast<double>(static_cast<long long>(*x))
-                || *x < lo || *x > hi)
+            // The range first: casting a value past long long's is
+            // undefined behaviour.
+            if (!x || *x < lo || *x > hi || *x != std::floor(*x))
               return false;
             out = static_cast<int>(*x);
             return true;

@@ -51,6 +51,7 @@ TEST_CASE("bench options: out of range, not whole, not allowed, unknown "
          {"--calls", "0"},
          {"--calls", "101"},
          {"--calls", "2.5"},
+         {"--calls", "1e300"},
          {"--calls", "ten"},
          {"--seconds", "0"},
          {"--mode", "c"},
