@@ -58,7 +58,8 @@ private:
 };
 
 /// Makes systems built from `cfg` use CAF's work-sharing scheduler with a
-/// `quiet_clock` (`scheduler.max-threads` etc. still apply). Not for the
+/// `quiet_clock`, waking a worker after the job queue's lock is released
+/// rather than under it (`scheduler.max-threads` etc. still apply). Not for the
 /// test coordinator: leave `cfg` alone there.
 void use_quiet_clock(caf::actor_system_config& cfg);
 
