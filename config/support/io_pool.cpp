@@ -48,6 +48,10 @@ void io_pool::submit(std::function<void()> task) {
   std::unique_lock<std::mutex> guard{c.mtx};
   c.queue.push_back(std::move(task));
   if (c.idle >= c.queue.size()) {
+    // Wake after unlocking: a worker woken under the lock would find it
+    // taken, sleep on it and need a second wake (the scheduler's note in
+    // actors/quiet_clock.cpp).
+    guard.unlock();
     c.work_cv.notify_one();
     return;
   }
