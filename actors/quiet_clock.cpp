@@ -1,7 +1,8 @@
 #include "actors/quiet_clock.hpp"
 
+#include "actors/wake_after_unlock.hpp"
+
 #include <caf/actor_system.hpp>
-#include <caf/policy/work_sharing.hpp>
 #include <caf/scheduler/coordinator.hpp>
 
 #include <thread>
@@ -45,52 +46,8 @@ void quiet_clock::cancel_timeouts(caf::abstract_actor* self) {
 
 namespace {
 
-/// CAF 0.17.6's work sharing, waking a worker after the queue's lock is
-/// released. CAF's `work_sharing::enqueue` calls `notify_one` while holding
-/// the lock: a sleeping worker wakes, finds the lock taken, sleeps on it and
-/// is woken a second time when the enqueuing thread lets go: two context
-/// switches instead of one for every message that a thread outside the
-/// scheduler (a transport I/O thread, serve's HTTP threads, a `client`
-/// caller) sends to an idle system, measured with `perf sched timehist` on
-/// `pgw-actor serve`. The queue is the base's; only the wake moves. (The
-/// base's functions call its own `enqueue`, so all four entry points are
-/// redeclared here.)
-class wake_after_unlock : public caf::policy::work_sharing {
-public:
-  template <class Coordinator>
-  void enqueue(Coordinator* self, caf::resumable* job) {
-    queue_type l;
-    l.push_back(job);
-    auto& data = d(self);
-    {
-      std::lock_guard<std::mutex> guard{data.lock};
-      data.queue.splice(data.queue.end(), l);
-    }
-    data.cv.notify_one();
-  }
-
-  template <class Coordinator>
-  void central_enqueue(Coordinator* self, caf::resumable* job) {
-    enqueue(self, job);
-  }
-
-  template <class Worker>
-  void external_enqueue(Worker* self, caf::resumable* job) {
-    enqueue(self->parent(), job);
-  }
-
-  template <class Worker>
-  void internal_enqueue(Worker* self, caf::resumable* job) {
-    enqueue(self->parent(), job);
-  }
-
-  template <class Worker>
-  void resume_job_later(Worker* self, caf::resumable* job) {
-    enqueue(self->parent(), job);
-  }
-};
-
-/// CAF's work-sharing coordinator with the quiet clock as the system clock.
+/// CAF's work-sharing coordinator (waking after unlocking) with the quiet
+/// clock as the system clock.
 /// The base class still starts its own clock thread; nothing reaches that
 /// clock, so the thread sleeps until shutdown.
 class quiet_coordinator
