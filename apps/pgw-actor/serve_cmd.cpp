@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "serve_app.hpp"
 
+#include "apps/cli/http_connection.hpp"
 #include "apps/node/node_builder.hpp"
 #include "config/support/log.hpp"
 
@@ -120,23 +121,25 @@ thread_local std::chrono::steady_clock::time_point request_started;
 /// they serve (`serve::client_socket`, for the disconnect watch): 0.11.4
 /// gives a handler only the addresses, and its per-connection loop is
 /// private, so the loop is restated here as httplib has it (keep-alive up
-/// to the count and timeout, one socket stream per request, shutdown and
-/// close at the end), the idle wait on poll rather than select slices.
+/// to the count and timeout, shutdown and close at the end), the idle wait
+/// on poll rather than select slices, and one `http_connection` stream for
+/// the connection's requests instead of a socket stream per request (each
+/// response in one send, no poll per read or write; http_connection.hpp).
 class server : public httplib::Server {
   bool process_and_close_socket(socket_t sock) override {
     serve::client_socket = sock;
     bool ret = false;
+    http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
+                         write_timeout_sec_, write_timeout_usec_};
     for (auto count = keep_alive_max_count_;
-         count > 0 && svr_sock_ != INVALID_SOCKET && next_request(sock);
+         count > 0 && svr_sock_ != INVALID_SOCKET
+         && (strm.buffered() || next_request(sock));
          --count) {
       bool close_connection = count == 1;
       bool connection_closed = false;
-      ret = httplib::detail::process_client_socket(
-        sock, read_timeout_sec_, read_timeout_usec_, write_timeout_sec_,
-        write_timeout_usec_, [&](httplib::Stream& strm) {
-          return process_request(strm, close_connection, connection_closed,
-                                 nullptr);
-        });
+      ret = process_request(strm, close_connection, connection_closed,
+                            nullptr);
+      ret = strm.end_request() && ret;
       if (!ret || connection_closed)
         break;
     }
