@@ -54,6 +54,22 @@ void warn_rarely(Self* self, const std::string& text) {
 /// before it is tried again.
 inline constexpr caf::timespan retry_delay = std::chrono::milliseconds(500);
 
+/// Hands `res` to `done` inside the actor `me` (from a thread of a pool
+/// or of a backend). The message, not this thread, holds the last
+/// reference to the actor: an actor whose other handles are gone must not
+/// be destroyed here, or its state would destroy the pool (or backend)
+/// from one of its own threads (a join of itself: a deadlock at shutdown).
+template <class Done, class Res>
+void deliver_to(caf::actor me, Done done, Res res) {
+  auto* receiver = caf::actor_cast<caf::abstract_actor*>(me);
+  auto task = std::make_shared<local_task>();
+  task->run = [done = std::move(done), res = std::move(res),
+               keep = std::move(me)]() mutable { done(std::move(res)); };
+  receiver->enqueue(nullptr, caf::make_message_id(),
+                    caf::make_message(atom::internal_v, std::move(task)),
+                    nullptr);
+}
+
 /// Runs `work` (a blocking backend call) on the offload pool, then `done`
 /// with its result inside the actor. Without a pool, both run right here.
 template <class Self, class Work, class Done>
@@ -66,18 +82,18 @@ void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
   auto me = caf::actor_cast<caf::actor>(self);
   pool->submit([me = std::move(me), work = std::move(work),
                 done = std::move(done)]() mutable {
-    auto res = work();
-    auto* receiver = caf::actor_cast<caf::abstract_actor*>(me);
-    // The message, not this thread, holds the last reference to the actor:
-    // an actor whose other handles are gone must not be destroyed here, or
-    // its state would destroy the pool from one of the pool's own threads
-    // (~io_pool waits for them all: a deadlock at shutdown).
-    auto task = std::make_shared<local_task>();
-    task->run = [done = std::move(done), res = std::move(res),
-                 keep = std::move(me)]() mutable { done(std::move(res)); };
-    receiver->enqueue(nullptr, caf::make_message_id(),
-                      caf::make_message(atom::internal_v, std::move(task)),
-                      nullptr);
+    deliver_to(std::move(me), std::move(done), work());
+  });
+}
+
+/// Like `run` for a backend that does not block (a pipelined one):
+/// `start(reply)` hands the work to the backend, whose own thread calls
+/// `reply(result)` once; `done` then runs inside the actor.
+template <class Self, class Start, class Done>
+void run_async(Self* self, Start start, Done done) {
+  auto me = caf::actor_cast<caf::actor>(self);
+  start([me = std::move(me), done = std::move(done)](auto res) mutable {
+    deliver_to(std::move(me), std::move(done), std::move(res));
   });
 }
 

@@ -5,6 +5,8 @@
 
 #include <caf/typed_event_based_actor.hpp>
 
+#include <type_traits>
+
 namespace pgw {
 
 using namespace detail;
@@ -20,17 +22,17 @@ void quit_if_drained(limiter_self self) {
     self->quit(*st.exit_reason);
 }
 
-/// Runs `work(now)`, a settle or release that must happen; when it fails
-/// (backend down) it is tried again after `retry_delay` (as a local task,
-/// so the change stays pending meanwhile) until it goes through or, once
-/// the actor is exiting, until the drain limit passed.
+/// Runs `work(now)` (blocking, on the offload pool) or `work(now, reply)`
+/// (a pipelined backend's, which calls `reply` from its own thread), a
+/// settle or release that must happen; when it fails (backend down) it is
+/// tried again after `retry_delay` (as a local task, so the change stays
+/// pending meanwhile) until it goes through or, once the actor is
+/// exiting, until the drain limit passed.
 template <class Work>
 void change(limiter_self self, std::string what, Work work, bool first) {
   if (first)
     ++self->state.pending;
-  auto backend_work = [work, now = now_s(self)] { return work(now); };
-  run(self, self->state.offload, std::move(backend_work),
-      [self, what, work](auto res) {
+  auto done = [self, what, work](auto res) {
         auto& st = self->state;
         auto err = failure_of(res);
         if (err && st.exit_reason && self->clock().now() >= st.drain_until) {
@@ -48,7 +50,15 @@ void change(limiter_self self, std::string what, Work work, bool first) {
         task->run = [self, what, work] { change(self, what, work, false); };
         self->delayed_send(self, retry_delay, atom::internal_v,
                            std::move(task));
-      });
+      };
+  auto now = now_s(self);
+  if constexpr (std::is_invocable_v<Work, double>)
+    run(self, self->state.offload, [work, now] { return work(now); },
+        std::move(done));
+  else
+    run_async(self,
+              [work, now](auto reply) { work(now, std::move(reply)); },
+              std::move(done));
 }
 
 void settle_release(limiter_self self, const std::string& id,
@@ -125,12 +135,22 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
         return;
       }
       auto pair = st.pair;
-      change(
-        self, "outcome, settle and release of permit " + id,
-        [pair, id, actual, epoch, kind](double now) {
-          return pair->finish(epoch, feed_for(kind), id, actual, now);
-        },
-        true);
+      auto what = "outcome, settle and release of permit " + id;
+      if (pair->pipelined())
+        change(
+          self, std::move(what),
+          [pair, id, actual, epoch, kind](double now, auto reply) {
+            pair->finish_async(epoch, feed_for(kind), id, actual, now,
+                               std::move(reply));
+          },
+          true);
+      else
+        change(
+          self, std::move(what),
+          [pair, id, actual, epoch, kind](double now) {
+            return pair->finish(epoch, feed_for(kind), id, actual, now);
+          },
+          true);
     },
     [self](atom::acquire, int64_t est, atom::enter)
       -> caf::result<breaker_entry, acquire_result> {
@@ -141,15 +161,24 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
                           "admission");
       auto rp = self->make_response_promise<breaker_entry, acquire_result>();
       auto now = now_s(self);
-      run(self, self->state.offload,
-          [pair, est, now] { return pair->enter_and_acquire(est, now); },
-          [rp](caf::expected<std::pair<breaker_entry, acquire_result>>
-                 res) mutable {
-            if (res)
-              rp.deliver(std::move(res->first), std::move(res->second));
-            else
-              rp.deliver(unavailable(res.error()));
-          });
+      auto deliver = [rp](caf::expected<governance_pair::admission>
+                            res) mutable {
+        if (res)
+          rp.deliver(std::move(res->first), std::move(res->second));
+        else
+          rp.deliver(unavailable(res.error()));
+      };
+      if (pair->pipelined())
+        run_async(
+          self,
+          [pair, est, now](auto reply) {
+            pair->enter_and_acquire_async(est, now, std::move(reply));
+          },
+          std::move(deliver));
+      else
+        run(self, self->state.offload,
+            [pair, est, now] { return pair->enter_and_acquire(est, now); },
+            std::move(deliver));
       return rp;
     },
     [self](atom::status) -> caf::result<limiter_status> {

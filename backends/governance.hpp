@@ -12,6 +12,7 @@
 #include "backends/breaker.hpp"
 #include "backends/limiter.hpp"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -34,6 +35,32 @@ public:
   virtual caf::expected<std::pair<bool, bool>>
   finish(uint64_t epoch, breaker_feed feed, const std::string& permit_id,
          int64_t actual, double now_s) = 0;
+
+  using admission = std::pair<breaker_entry, acquire_result>;
+  using admission_fn = std::function<void(caf::expected<admission>)>;
+  using finish_fn = std::function<void(caf::expected<std::pair<bool, bool>>)>;
+
+  /// True when the pair runs its steps on a thread of its own without
+  /// blocking the caller (the `_async` forms; Redis, pipelined): the caller
+  /// then needs no offload thread. The base class answers false and its
+  /// `_async` forms run the blocking ones on the calling thread.
+  virtual bool pipelined() const {
+    return false;
+  }
+
+  /// `enter_and_acquire`, its result handed to `done` (on the pair's
+  /// thread when `pipelined`). `done` must not block.
+  virtual void enter_and_acquire_async(int64_t est, double now_s,
+                                       admission_fn done) {
+    done(enter_and_acquire(est, now_s));
+  }
+
+  /// `finish`, its result handed to `done` likewise.
+  virtual void finish_async(uint64_t epoch, breaker_feed feed,
+                            const std::string& permit_id, int64_t actual,
+                            double now_s, finish_fn done) {
+    done(finish(epoch, feed, permit_id, actual, now_s));
+  }
 };
 
 using governance_pair_ptr = std::shared_ptr<governance_pair>;

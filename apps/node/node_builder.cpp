@@ -48,14 +48,19 @@ caf::error wire_redis_governance(const global_config& g, gateway_options& opts) 
       return make_redis_breaker(c, ns + ":" + sc.name + ":" + src.name,
                                 breaker_settings_of(sc, src));
     };
-  if (limiter && breaker)
-    // Both in one Redis: two script calls per call, not four (issue 17).
-    opts.make_governance_pair = [c = *client, ns](const scope_config& sc,
-                                                  const source_config& src) {
+  if (limiter && breaker) {
+    // Both in one Redis: two script calls per call, not four, pipelined
+    // with every other call's on one thread (issue 17).
+    auto pipeline = std::make_shared<redis_pipeline>(*client);
+    opts.make_governance_pair = [c = *client, ns, pipeline](
+                                  const scope_config& sc,
+                                  const source_config& src) {
       return make_redis_governance_pair(c, ns + ":" + sc.name + ":" + src.name,
                                         limits_of(src),
-                                        breaker_settings_of(sc, src));
+                                        breaker_settings_of(sc, src),
+                                        pipeline);
     };
+  }
   opts.governance_pool = std::make_shared<io_pool>();
   return {};
 }

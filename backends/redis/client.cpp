@@ -83,6 +83,15 @@ redis_script::redis_script(std::string text)
 
 redis_client::~redis_client() = default;
 
+std::vector<caf::expected<redis_reply>>
+redis_client::eval_batch(const std::vector<script_call>& calls) {
+  std::vector<caf::expected<redis_reply>> out;
+  out.reserve(calls.size());
+  for (auto& c : calls)
+    out.push_back(eval(*c.script, c.keys, c.args));
+  return out;
+}
+
 namespace {
 
 // -- helpers --------------------------------------------------------------------
@@ -222,32 +231,46 @@ public:
   caf::expected<redis_reply>
   eval(const redis_script& script, const std::vector<std::string>& keys,
        const std::vector<std::string>& args) override {
-    std::vector<std::string> argv;
-    argv.reserve(3 + keys.size() + args.size());
-    argv.emplace_back("EVALSHA");
-    argv.push_back(script.sha1());
-    argv.push_back(std::to_string(keys.size()));
-    argv.insert(argv.end(), keys.begin(), keys.end());
-    argv.insert(argv.end(), args.begin(), args.end());
+    auto argv = evalsha_argv(script, keys, args);
     auto conn = lease();
     if (!conn)
       return std::move(conn.error());
     auto x = send(**conn, argv);
-    if (x.st == exchange::status::error_reply
-        && x.message.rfind("NOSCRIPT", 0) == 0) {
-      // Flushed or restarted: EVAL runs it and caches it again.
-      argv[0] = "EVAL";
-      argv[1] = script.text();
-      {
-        std::lock_guard<std::mutex> guard{mtx_};
-        ++stats_.script_reloads;
-      }
-      x = send(**conn, argv);
-    }
+    if (is_noscript(x))
+      x = reload(**conn, script, argv);
     give_back(*conn);
     if (x.st != exchange::status::ok)
       return failure(x.message);
     return std::move(x.reply);
+  }
+
+  std::vector<caf::expected<redis_reply>>
+  eval_batch(const std::vector<script_call>& calls) override {
+    std::vector<caf::expected<redis_reply>> out;
+    out.reserve(calls.size());
+    if (calls.empty())
+      return out;
+    auto conn = lease();
+    if (!conn) {
+      for (size_t i = 0; i < calls.size(); ++i)
+        out.push_back(conn.error());
+      return out;
+    }
+    std::vector<std::vector<std::string>> argvs;
+    argvs.reserve(calls.size());
+    for (auto& c : calls)
+      argvs.push_back(evalsha_argv(*c.script, c.keys, c.args));
+    auto xs = pipeline(**conn, argvs);
+    for (size_t i = 0; i < calls.size(); ++i) {
+      if (is_noscript(xs[i]) && (*conn)->ctx)
+        xs[i] = reload(**conn, *calls[i].script, argvs[i]);
+      if (xs[i].st != exchange::status::ok)
+        out.push_back(failure(xs[i].message));
+      else
+        out.push_back(std::move(xs[i].reply));
+    }
+    give_back(*conn);
+    return out;
   }
 
   std::string endpoint() const override {
@@ -458,6 +481,89 @@ private:
     }
     freeReplyObject(r);
     return x;
+  }
+
+  static std::vector<std::string>
+  evalsha_argv(const redis_script& script, const std::vector<std::string>& keys,
+               const std::vector<std::string>& args) {
+    std::vector<std::string> argv;
+    argv.reserve(3 + keys.size() + args.size());
+    argv.emplace_back("EVALSHA");
+    argv.push_back(script.sha1());
+    argv.push_back(std::to_string(keys.size()));
+    argv.insert(argv.end(), keys.begin(), keys.end());
+    argv.insert(argv.end(), args.begin(), args.end());
+    return argv;
+  }
+
+  static bool is_noscript(const exchange& x) {
+    return x.st == exchange::status::error_reply
+           && x.message.rfind("NOSCRIPT", 0) == 0;
+  }
+
+  /// Flushed or restarted: EVAL runs the script and caches it again.
+  exchange reload(connection& conn, const redis_script& script,
+                  std::vector<std::string> argv) {
+    argv[0] = "EVAL";
+    argv[1] = script.text();
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++stats_.script_reloads;
+    }
+    return send(conn, argv);
+  }
+
+  /// `argvs` written together on `conn`, their replies read in order. An
+  /// I/O error closes the connection (the replies not read yet are
+  /// io_error) and retires every connection opened so far.
+  std::vector<exchange>
+  pipeline(connection& conn, const std::vector<std::vector<std::string>>& argvs) {
+    std::vector<exchange> xs(argvs.size());
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      stats_.commands += argvs.size();
+    }
+    sigpipe_guard no_sigpipe;
+    std::vector<const char*> argv;
+    std::vector<size_t> lens;
+    for (auto& args : argvs) {
+      argv.clear();
+      lens.clear();
+      for (auto& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      redisAppendCommandArgv(conn.ctx.get(), static_cast<int>(argv.size()),
+                             argv.data(), lens.data());
+    }
+    size_t read = 0;
+    std::string io_problem;
+    for (; read < xs.size(); ++read) {
+      void* raw = nullptr;
+      if (redisGetReply(conn.ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
+        io_problem = describe_io(conn.ctx.get());
+        break;
+      }
+      auto* r = static_cast<redisReply*>(raw);
+      if (r->type == REDIS_REPLY_ERROR) {
+        xs[read].st = exchange::status::error_reply;
+        xs[read].message.assign(r->str, r->len);
+      } else {
+        xs[read].reply = convert(r);
+      }
+      freeReplyObject(r);
+    }
+    if (read < xs.size()) {
+      conn.ctx.reset();
+      for (size_t i = read; i < xs.size(); ++i) {
+        xs[i].st = exchange::status::io_error;
+        xs[i].message = io_problem;
+      }
+      std::lock_guard<std::mutex> guard{mtx_};
+      ++generation_;
+      last_error_ = io_problem;
+    }
+    return xs;
   }
 
   /// A command on a pooled connection; an I/O error retires every

@@ -137,6 +137,21 @@ public:
   eval(const redis_script& script, const std::vector<std::string>& keys,
        const std::vector<std::string>& args) = 0;
 
+  /// One script call of `eval_batch`.
+  struct script_call {
+    const redis_script* script = nullptr;
+    std::vector<std::string> keys;
+    std::vector<std::string> args;
+  };
+
+  /// Runs `calls` pipelined on one connection (their commands written
+  /// together, the replies read in order) and returns one result per call,
+  /// in order; NOSCRIPT falls back to EVAL per call. An I/O error fails the
+  /// calls whose replies were not read (they may have run). The base class
+  /// runs them one by one with `eval`.
+  virtual std::vector<caf::expected<redis_reply>>
+  eval_batch(const std::vector<script_call>& calls);
+
   /// The server, as "host:port/db" (no password).
   virtual std::string endpoint() const = 0;
 

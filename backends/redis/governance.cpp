@@ -28,11 +28,15 @@ caf::error bad_reply(const char* what) {
                       + what);
 }
 
-class redis_governance_pair final : public governance_pair {
+class redis_governance_pair final
+  : public governance_pair,
+    public std::enable_shared_from_this<redis_governance_pair> {
 public:
   redis_governance_pair(redis_client_ptr client, const std::string& prefix,
-                        limiter_limits limits, breaker_settings settings)
+                        limiter_limits limits, breaker_settings settings,
+                        std::shared_ptr<redis_pipeline> pipeline)
     : client_(std::move(client)),
+      pipeline_(std::move(pipeline)),
       limiter_(prefix, std::move(limits)),
       breaker_(prefix, std::move(settings)) {
     keys_ = breaker_.keys();
@@ -41,8 +45,67 @@ public:
 
   caf::expected<std::pair<breaker_entry, acquire_result>>
   enter_and_acquire(int64_t est, double) override {
-    auto r = run("admit", breaker_.args("enter"),
-                 limiter_.acquire_args(est, detail::not_after_us(*client_)));
+    return admitted(client_->eval(governance_script(), keys_, admit_args(est)),
+                    est);
+  }
+
+  caf::expected<std::pair<bool, bool>>
+  finish(uint64_t epoch, breaker_feed feed, const std::string& permit_id,
+         int64_t actual, double) override {
+    auto n = limiter_.permit_number(permit_id);
+    return finished(client_->eval(governance_script(), keys_,
+                                  finish_args(epoch, feed, n, actual)),
+                    n);
+  }
+
+  bool pipelined() const override {
+    return pipeline_ != nullptr;
+  }
+
+  void enter_and_acquire_async(int64_t est, double now_s,
+                               admission_fn done) override {
+    if (!pipeline_)
+      return done(enter_and_acquire(est, now_s));
+    // The reply is read on the pipeline's thread; the pair lives until it.
+    pipeline_->eval(governance_script(), keys_, admit_args(est),
+                    [self = shared_from_this(), est,
+                     done = std::move(done)](caf::expected<redis_reply> r) {
+                      done(self->admitted(std::move(r), est));
+                    });
+  }
+
+  void finish_async(uint64_t epoch, breaker_feed feed,
+                    const std::string& permit_id, int64_t actual,
+                    double now_s, finish_fn done) override {
+    if (!pipeline_)
+      return done(finish(epoch, feed, permit_id, actual, now_s));
+    auto n = limiter_.permit_number(permit_id);
+    pipeline_->eval(governance_script(), keys_,
+                    finish_args(epoch, feed, n, actual),
+                    [self = shared_from_this(), n,
+                     done = std::move(done)](caf::expected<redis_reply> r) {
+                      done(self->finished(std::move(r), n));
+                    });
+  }
+
+private:
+  std::vector<std::string> admit_args(int64_t est) const {
+    return args("admit", breaker_.args("enter"),
+                limiter_.acquire_args(est, detail::not_after_us(*client_)));
+  }
+
+  /// A permit of another prefix is unknown here (`n` empty): the outcome
+  /// still counts.
+  std::vector<std::string> finish_args(uint64_t epoch, breaker_feed feed,
+                                       const std::string& n,
+                                       int64_t actual) const {
+    return args("finish", breaker_.record_args(epoch, feed),
+                n.empty() ? limiter_.args("release", {"0"})
+                          : limiter_.settle_release_args(n, actual));
+  }
+
+  caf::expected<std::pair<breaker_entry, acquire_result>>
+  admitted(caf::expected<redis_reply> r, int64_t est) const {
     if (!r)
       return std::move(r.error());
     if (r->type != redis_reply::kind::array || r->elements.size() != 2)
@@ -59,13 +122,7 @@ public:
   }
 
   caf::expected<std::pair<bool, bool>>
-  finish(uint64_t epoch, breaker_feed feed, const std::string& permit_id,
-         int64_t actual, double) override {
-    auto n = limiter_.permit_number(permit_id);
-    // A permit of another prefix is unknown here: the outcome still counts.
-    auto r = run("finish", breaker_.record_args(epoch, feed),
-                 n.empty() ? limiter_.args("release", {"0"})
-                           : limiter_.settle_release_args(n, actual));
+  finished(caf::expected<redis_reply> r, const std::string& n) const {
     if (!r)
       return std::move(r.error());
     if (n.empty())
@@ -73,20 +130,20 @@ public:
     return detail::redis_limiter_calls::settle_release_reply(*r);
   }
 
-private:
-  caf::expected<redis_reply> run(const char* op,
-                                 const std::vector<std::string>& breaker_args,
-                                 const std::vector<std::string>& limiter_args) {
-    std::vector<std::string> args;
-    args.reserve(2 + breaker_args.size() + limiter_args.size());
-    args.emplace_back(op);
-    args.push_back(std::to_string(breaker_args.size()));
-    args.insert(args.end(), breaker_args.begin(), breaker_args.end());
-    args.insert(args.end(), limiter_args.begin(), limiter_args.end());
-    return client_->eval(governance_script(), keys_, args);
+  static std::vector<std::string>
+  args(const char* op, const std::vector<std::string>& breaker_args,
+       const std::vector<std::string>& limiter_args) {
+    std::vector<std::string> out;
+    out.reserve(2 + breaker_args.size() + limiter_args.size());
+    out.emplace_back(op);
+    out.push_back(std::to_string(breaker_args.size()));
+    out.insert(out.end(), breaker_args.begin(), breaker_args.end());
+    out.insert(out.end(), limiter_args.begin(), limiter_args.end());
+    return out;
   }
 
   redis_client_ptr client_;
+  std::shared_ptr<redis_pipeline> pipeline_;
   detail::redis_limiter_calls limiter_;
   detail::redis_breaker_calls breaker_;
   std::vector<std::string> keys_;
@@ -94,14 +151,13 @@ private:
 
 } // namespace
 
-governance_pair_ptr make_redis_governance_pair(redis_client_ptr client,
-                                               std::string key_prefix,
-                                               limiter_limits limits,
-                                               breaker_settings settings) {
-  return std::make_shared<redis_governance_pair>(std::move(client),
-                                                 key_prefix,
-                                                 std::move(limits),
-                                                 std::move(settings));
+governance_pair_ptr
+make_redis_governance_pair(redis_client_ptr client, std::string key_prefix,
+                           limiter_limits limits, breaker_settings settings,
+                           std::shared_ptr<redis_pipeline> pipeline) {
+  return std::make_shared<redis_governance_pair>(
+    std::move(client), key_prefix, std::move(limits), std::move(settings),
+    std::move(pipeline));
 }
 
 } // namespace pgw

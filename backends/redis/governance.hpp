@@ -10,14 +10,19 @@
 
 #include "backends/governance.hpp"
 #include "backends/redis/client.hpp"
+#include "backends/redis/pipeline.hpp"
 
+#include <memory>
 #include <string>
 
 namespace pgw {
 
-governance_pair_ptr make_redis_governance_pair(redis_client_ptr client,
-                                               std::string key_prefix,
-                                               limiter_limits limits,
-                                               breaker_settings settings);
+/// With a `pipeline`, the pair is `pipelined`: its `_async` steps go
+/// through it (many callers' script calls share one write and one read);
+/// without, they block the caller like the plain steps.
+governance_pair_ptr
+make_redis_governance_pair(redis_client_ptr client, std::string key_prefix,
+                           limiter_limits limits, breaker_settings settings,
+                           std::shared_ptr<redis_pipeline> pipeline = nullptr);
 
 } // namespace pgw
