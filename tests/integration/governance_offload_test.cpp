@@ -4,6 +4,8 @@
 
 #include "actors/breaker.hpp"
 #include "actors/limiter.hpp"
+#include "backends/governance.hpp"
+#include "fixtures/eventually.hpp"
 #include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
@@ -16,7 +18,9 @@
 
 #include <atomic>
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 using namespace pgw;
 
@@ -71,7 +75,123 @@ private:
   limiter_backend_ptr inner_;
 };
 
+/// A pipelined governance pair (like Redis' with its pipeline): its
+/// `_async` steps answer from a thread of its own; the first attempt end
+/// fails (backend down). Its blocking steps must never be asked.
+class threaded_pair : public governance_pair {
+public:
+  std::atomic<int> blocking{0};
+  std::atomic<int> admits{0};
+  std::atomic<int> finishes{0};
+  std::atomic<int> finished_ok{0};
+  std::atomic<bool> foreign_threads{true};
+  std::thread::id test_thread = std::this_thread::get_id();
+
+  ~threaded_pair() override {
+    join();
+  }
+
+  void join() {
+    std::lock_guard<std::mutex> guard{mtx_};
+    for (auto& t : threads_)
+      t.join();
+    threads_.clear();
+  }
+
+  caf::expected<admission> enter_and_acquire(int64_t, double) override {
+    ++blocking;
+    return make_error(error_code::governance_unavailable, "blocking step");
+  }
+
+  caf::expected<std::pair<bool, bool>>
+  finish(uint64_t, breaker_feed, const std::string&, int64_t,
+         double) override {
+    ++blocking;
+    return make_error(error_code::governance_unavailable, "blocking step");
+  }
+
+  bool pipelined() const override {
+    return true;
+  }
+
+  void enter_and_acquire_async(int64_t est, double, admission_fn done) override {
+    ++admits;
+    later([this, est, done = std::move(done)] {
+      breaker_entry entry;
+      entry.allowed = true;
+      entry.epoch = 7;
+      acquire_result r;
+      r.granted = true;
+      r.granted_permit = permit{"p-1", "a", est};
+      done(std::make_pair(entry, r));
+    });
+  }
+
+  void finish_async(uint64_t, breaker_feed, const std::string&, int64_t,
+                    double, finish_fn done) override {
+    auto n = ++finishes;
+    later([this, n, done = std::move(done)] {
+      if (n == 1)
+        return done(make_error(error_code::governance_unavailable, "down"));
+      ++finished_ok;
+      done(std::make_pair(true, true));
+    });
+  }
+
+private:
+  template <class F>
+  void later(F f) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    threads_.emplace_back([this, f = std::move(f)]() mutable {
+      if (std::this_thread::get_id() == test_thread)
+        foreign_threads = false;
+      f();
+    });
+  }
+
+  std::mutex mtx_;
+  std::vector<std::thread> threads_;
+};
+
 } // namespace
+
+TEST_CASE("a pipelined governance pair is asked without the offload pool, "
+          "its replies come back as messages and a failed attempt end is "
+          "retried") {
+  config cfg;
+  caf::actor_system sys{cfg};
+  limiter_limits limits;
+  limits.source = "a";
+  auto pair = std::make_shared<threaded_pair>();
+  auto pool = std::make_shared<io_pool>();
+  auto lim = sys.spawn(governed_limiter,
+                       std::shared_ptr<limiter_backend>{
+                         make_memory_limiter(limits)},
+                       pool, governance_pair_ptr{pair}, breaker_actor{});
+  caf::scoped_actor self{sys};
+  self->request(lim, caf::infinite, atom::acquire_v, int64_t{100},
+                atom::enter_v)
+    .receive(
+      [&](breaker_entry& e, acquire_result& r) {
+        CHECK(e.allowed);
+        CHECK(e.epoch == 7);
+        CHECK(r.granted);
+        CHECK(r.granted_permit.id == "p-1");
+      },
+      [](caf::error& err) { FAIL(to_string(err)); });
+  self->send(lim, atom::settle_v, std::string{"p-1"}, int64_t{42},
+             atom::release_v, uint64_t{7}, outcome::ok);
+  // The first end fails; the limiter tries again after its retry delay.
+  CHECK(test::eventually([&] { return pair->finished_ok.load() == 1; },
+                         std::chrono::seconds(5)));
+  CHECK(pair->admits == 1);
+  CHECK(pair->finishes == 2);
+  CHECK(pair->blocking == 0);
+  CHECK(pair->foreign_threads);
+  CHECK(pool->threads() == 0); // nothing ran on the offload pool
+  caf::anon_send_exit(lim, caf::exit_reason::user_shutdown);
+  pair->join();
+}
 
 TEST_CASE("an offloaded limiter answers from its own threads and retries settlement until the backend is back") {
   config cfg;
