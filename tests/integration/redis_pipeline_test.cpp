@@ -31,33 +31,44 @@ const redis_script& echo_script() {
 }
 
 /// The replies of the calls of one case, by the argument they were sent
-/// with ("error: ..." for an error), filled on the pipeline's thread.
-struct replies {
-  std::mutex mtx;
-  std::condition_variable cv;
-  std::map<std::string, std::string> by_arg;
-
+/// with ("error: ..." for an error), filled on the pipeline's thread. The
+/// record is shared with the reply functions, so it outlives the last one
+/// even when the case goes on first.
+class replies {
+public:
   redis_pipeline::reply_fn to(const std::string& arg) {
-    return [this, arg](caf::expected<redis_reply> r) {
+    return [st = st_, arg](caf::expected<redis_reply> r) {
       auto text = r ? r->str : "error: " + describe(r.error());
-      {
-        std::lock_guard<std::mutex> guard{mtx};
-        by_arg[arg] = text;
-      }
-      cv.notify_all();
+      std::lock_guard<std::mutex> guard{st->mtx};
+      st->by_arg[arg] = text;
+      st->cv.notify_all();
     };
   }
 
   /// Waits (at most 10 s) until `n` replies came.
   bool wait_for(size_t n) {
-    std::unique_lock<std::mutex> guard{mtx};
-    return cv.wait_for(guard, 10s, [&] { return by_arg.size() >= n; });
+    std::unique_lock<std::mutex> guard{st_->mtx};
+    return st_->cv.wait_for(guard, 10s,
+                            [&] { return st_->by_arg.size() >= n; });
   }
 
   std::string of(const std::string& arg) {
-    std::lock_guard<std::mutex> guard{mtx};
-    return by_arg[arg];
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    return st_->by_arg[arg];
   }
+
+  std::map<std::string, std::string> all() {
+    std::lock_guard<std::mutex> guard{st_->mtx};
+    return st_->by_arg;
+  }
+
+private:
+  struct state {
+    std::mutex mtx;
+    std::condition_variable cv;
+    std::map<std::string, std::string> by_arg;
+  };
+  std::shared_ptr<state> st_ = std::make_shared<state>();
 };
 
 redis_client_ptr client_of(const redis_process& server,
@@ -137,7 +148,7 @@ TEST_CASE("redis pipeline: a dead server answers every call with "
     replies got;
     queue_batch_behind_first(p, got, 10);
     REQUIRE(got.wait_for(11)); // none lost
-    for (auto& [arg, text] : got.by_arg) {
+    for (auto& [arg, text] : got.all()) {
       CAPTURE(arg);
       CHECK(text.rfind("error: ", 0) == 0);
       CHECK(text.find("governance_unavailable") != std::string::npos);
