@@ -86,14 +86,22 @@ void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
   });
 }
 
-/// Like `run` for a backend that does not block (a pipelined one):
-/// `start(reply)` hands the work to the backend, whose own thread calls
-/// `reply(result)` once; `done` then runs inside the actor.
+/// Like `run` for a step in the form `start(reply)`, whose result goes to
+/// `reply` once, from any thread; `done` then runs inside the actor. A
+/// backend that does not block (a pipelined one) is started right here
+/// (`pool` null) and replies from its own thread; one whose step blocks is
+/// started on `pool`.
 template <class Self, class Start, class Done>
-void run_async(Self* self, Start start, Done done) {
+void run_async(Self* self, const std::shared_ptr<io_pool>& pool, Start start,
+               Done done) {
   auto me = caf::actor_cast<caf::actor>(self);
-  start([me = std::move(me), done = std::move(done)](auto res) mutable {
+  auto reply = [me = std::move(me), done = std::move(done)](auto res) mutable {
     deliver_to(std::move(me), std::move(done), std::move(res));
+  };
+  if (!pool)
+    return start(std::move(reply));
+  pool->submit([start = std::move(start), reply = std::move(reply)]() mutable {
+    start(std::move(reply));
   });
 }
 

@@ -22,9 +22,17 @@ void quit_if_drained(limiter_self self) {
     self->quit(*st.exit_reason);
 }
 
-/// Runs `work(now)` (blocking, on the offload pool) or `work(now, reply)`
-/// (a pipelined backend's, which calls `reply` from its own thread), a
-/// settle or release that must happen; when it fails (backend down) it is
+/// Where a step of the governance pair runs: started here when the pair
+/// is pipelined (it replies from its own thread), else on the offload pool
+/// (its steps block).
+std::shared_ptr<io_pool> pair_pool(limiter_self self) {
+  auto& st = self->state;
+  return st.pair && st.pair->pipelined() ? nullptr : st.offload;
+}
+
+/// Runs `work(now)` (a backend's blocking call, on the offload pool) or
+/// `work(now, reply)` (a step of the pair, see `pair_pool`), a settle or
+/// release that must happen; when it fails (backend down) it is
 /// tried again after `retry_delay` (as a local task, so the change stays
 /// pending meanwhile) until it goes through or, once the actor is
 /// exiting, until the drain limit passed.
@@ -56,7 +64,7 @@ void change(limiter_self self, std::string what, Work work, bool first) {
     run(self, self->state.offload, [work, now] { return work(now); },
         std::move(done));
   else
-    run_async(self,
+    run_async(self, pair_pool(self),
               [work, now](auto reply) { work(now, std::move(reply)); },
               std::move(done));
 }
@@ -135,22 +143,13 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
         return;
       }
       auto pair = st.pair;
-      auto what = "outcome, settle and release of permit " + id;
-      if (pair->pipelined())
-        change(
-          self, std::move(what),
-          [pair, id, actual, epoch, kind](double now, auto reply) {
-            pair->finish_async(epoch, feed_for(kind), id, actual, now,
-                               std::move(reply));
-          },
-          true);
-      else
-        change(
-          self, std::move(what),
-          [pair, id, actual, epoch, kind](double now) {
-            return pair->finish(epoch, feed_for(kind), id, actual, now);
-          },
-          true);
+      change(
+        self, "outcome, settle and release of permit " + id,
+        [pair, id, actual, epoch, kind](double now, auto reply) {
+          pair->finish_async(epoch, feed_for(kind), id, actual, now,
+                             std::move(reply));
+        },
+        true);
     },
     [self](atom::acquire, int64_t est, atom::enter)
       -> caf::result<breaker_entry, acquire_result> {
@@ -168,17 +167,12 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
         else
           rp.deliver(unavailable(res.error()));
       };
-      if (pair->pipelined())
-        run_async(
-          self,
-          [pair, est, now](auto reply) {
-            pair->enter_and_acquire_async(est, now, std::move(reply));
-          },
-          std::move(deliver));
-      else
-        run(self, self->state.offload,
-            [pair, est, now] { return pair->enter_and_acquire(est, now); },
-            std::move(deliver));
+      run_async(
+        self, pair_pool(self),
+        [pair, est, now](auto reply) {
+          pair->enter_and_acquire_async(est, now, std::move(reply));
+        },
+        std::move(deliver));
       return rp;
     },
     [self](atom::status) -> caf::result<limiter_status> {

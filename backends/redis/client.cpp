@@ -196,6 +196,8 @@ struct exchange {
   std::string message; ///< error_reply: Redis' text; io_error: what failed
 };
 
+using exchange_list = std::vector<exchange>;
+
 /// One pooled connection.
 struct connection {
   context_ptr ctx;
@@ -449,38 +451,59 @@ private:
     return text.empty() ? "I/O error" : text;
   }
 
-  /// One command on `ctx`; on an I/O error `ctx` is closed (hiredis
-  /// contexts are unusable after one).
-  exchange roundtrip(context_ptr& ctx, const std::vector<std::string>& args) {
+  /// Commands written together on `ctx` (one write), their replies read
+  /// in order. On an I/O error `ctx` is closed (hiredis contexts are
+  /// unusable after one) and the replies not read are io_error.
+  exchange_list exchanges(context_ptr& ctx,
+                          const std::vector<std::vector<std::string>>& argvs) {
+    exchange_list xs(argvs.size());
+    sigpipe_guard no_sigpipe;
     std::vector<const char*> argv;
     std::vector<size_t> lens;
-    argv.reserve(args.size());
-    lens.reserve(args.size());
-    for (auto& a : args) {
-      argv.push_back(a.data());
-      lens.push_back(a.size());
+    size_t appended = 0;
+    for (auto& args : argvs) {
+      argv.clear();
+      lens.clear();
+      for (auto& a : args) {
+        argv.push_back(a.data());
+        lens.push_back(a.size());
+      }
+      if (redisAppendCommandArgv(ctx.get(), static_cast<int>(argv.size()),
+                                 argv.data(), lens.data())
+          != REDIS_OK)
+        break; // out of memory: the rest fail below
+      ++appended;
     }
-    exchange x;
-    redisReply* r = nullptr;
-    {
-      sigpipe_guard no_sigpipe;
-      r = static_cast<redisReply*>(redisCommandArgv(
-        ctx.get(), static_cast<int>(argv.size()), argv.data(), lens.data()));
+    size_t read = 0;
+    std::string problem = "out of memory";
+    for (; read < appended; ++read) {
+      void* raw = nullptr;
+      if (redisGetReply(ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
+        problem = describe_io(ctx.get());
+        break;
+      }
+      auto* r = static_cast<redisReply*>(raw);
+      if (r->type == REDIS_REPLY_ERROR) {
+        xs[read].st = exchange::status::error_reply;
+        xs[read].message.assign(r->str, r->len);
+      } else {
+        xs[read].reply = convert(r);
+      }
+      freeReplyObject(r);
     }
-    if (r == nullptr) {
-      x.st = exchange::status::io_error;
-      x.message = describe_io(ctx.get());
+    if (read < xs.size()) {
       ctx.reset();
-      return x;
+      for (size_t i = read; i < xs.size(); ++i) {
+        xs[i].st = exchange::status::io_error;
+        xs[i].message = problem;
+      }
     }
-    if (r->type == REDIS_REPLY_ERROR) {
-      x.st = exchange::status::error_reply;
-      x.message.assign(r->str, r->len);
-    } else {
-      x.reply = convert(r);
-    }
-    freeReplyObject(r);
-    return x;
+    return xs;
+  }
+
+  /// One command on `ctx` (see `exchanges`).
+  exchange roundtrip(context_ptr& ctx, const std::vector<std::string>& args) {
+    return std::move(exchanges(ctx, {args}).front());
   }
 
   static std::vector<std::string>
@@ -513,55 +536,19 @@ private:
     return send(conn, argv);
   }
 
-  /// `argvs` written together on `conn`, their replies read in order. An
-  /// I/O error closes the connection (the replies not read yet are
-  /// io_error) and retires every connection opened so far.
-  std::vector<exchange>
-  pipeline(connection& conn, const std::vector<std::vector<std::string>>& argvs) {
-    std::vector<exchange> xs(argvs.size());
+  /// `argvs` on a pooled connection (see `exchanges`); an I/O error
+  /// retires every connection opened so far.
+  exchange_list pipeline(connection& conn,
+                         const std::vector<std::vector<std::string>>& argvs) {
     {
       std::lock_guard<std::mutex> guard{mtx_};
       stats_.commands += argvs.size();
     }
-    sigpipe_guard no_sigpipe;
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
-    for (auto& args : argvs) {
-      argv.clear();
-      lens.clear();
-      for (auto& a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      redisAppendCommandArgv(conn.ctx.get(), static_cast<int>(argv.size()),
-                             argv.data(), lens.data());
-    }
-    size_t read = 0;
-    std::string io_problem;
-    for (; read < xs.size(); ++read) {
-      void* raw = nullptr;
-      if (redisGetReply(conn.ctx.get(), &raw) != REDIS_OK || raw == nullptr) {
-        io_problem = describe_io(conn.ctx.get());
-        break;
-      }
-      auto* r = static_cast<redisReply*>(raw);
-      if (r->type == REDIS_REPLY_ERROR) {
-        xs[read].st = exchange::status::error_reply;
-        xs[read].message.assign(r->str, r->len);
-      } else {
-        xs[read].reply = convert(r);
-      }
-      freeReplyObject(r);
-    }
-    if (read < xs.size()) {
-      conn.ctx.reset();
-      for (size_t i = read; i < xs.size(); ++i) {
-        xs[i].st = exchange::status::io_error;
-        xs[i].message = io_problem;
-      }
+    auto xs = exchanges(conn.ctx, argvs);
+    if (!xs.empty() && xs.back().st == exchange::status::io_error) {
       std::lock_guard<std::mutex> guard{mtx_};
       ++generation_;
-      last_error_ = io_problem;
+      last_error_ = xs.back().message;
     }
     return xs;
   }
@@ -569,17 +556,7 @@ private:
   /// A command on a pooled connection; an I/O error retires every
   /// connection opened so far.
   exchange send(connection& conn, const std::vector<std::string>& args) {
-    {
-      std::lock_guard<std::mutex> guard{mtx_};
-      ++stats_.commands;
-    }
-    auto x = roundtrip(conn.ctx, args);
-    if (x.st == exchange::status::io_error) {
-      std::lock_guard<std::mutex> guard{mtx_};
-      ++generation_;
-      last_error_ = x.message;
-    }
-    return x;
+    return std::move(pipeline(conn, {args}).front());
   }
 
   redis_endpoint ep_;

@@ -16,9 +16,7 @@ namespace pgw {
 namespace {
 
 struct job {
-  const redis_script* script;
-  std::vector<std::string> keys;
-  std::vector<std::string> args;
+  redis_client::script_call call;
   redis_pipeline::reply_fn done;
 };
 
@@ -56,7 +54,7 @@ struct redis_pipeline::core {
       std::vector<redis_client::script_call> calls;
       calls.reserve(batch.size());
       for (auto& j : batch)
-        calls.push_back({j.script, std::move(j.keys), std::move(j.args)});
+        calls.push_back(std::move(j.call));
       auto replies = c->client->eval_batch(calls);
       for (size_t i = 0; i < batch.size(); ++i)
         batch[i].done(std::move(replies[i]));
@@ -110,7 +108,7 @@ void redis_pipeline::eval(const redis_script& script,
       // One wake for a batch: the thread takes every call queued.
       wake = core_->jobs.empty();
       core_->jobs.push_back(
-        job{&script, std::move(keys), std::move(args), std::move(done)});
+        job{{&script, std::move(keys), std::move(args)}, std::move(done)});
       done = nullptr;
     }
   }

@@ -75,17 +75,23 @@ private:
   limiter_backend_ptr inner_;
 };
 
-/// A pipelined governance pair (like Redis' with its pipeline): its
-/// `_async` steps answer from a thread of its own; the first attempt end
-/// fails (backend down). Its blocking steps must never be asked.
+/// A governance pair whose first attempt end fails (backend down). When
+/// `pipelined`, like Redis' with its pipeline: its `_async` steps answer
+/// from threads of its own and its blocking steps must never be asked.
+/// Otherwise its steps block (the base class's `_async` forms run them)
+/// and must run on the limiter's offload pool.
 class threaded_pair : public governance_pair {
 public:
+  explicit threaded_pair(bool pipelined) : pipelined_(pipelined) {
+    // nop
+  }
+
   std::atomic<int> blocking{0};
   std::atomic<int> admits{0};
   std::atomic<int> finishes{0};
   std::atomic<int> finished_ok{0};
   std::atomic<bool> foreign_threads{true};
-  std::thread::id test_thread = std::this_thread::get_id();
+  const std::thread::id test_thread = std::this_thread::get_id();
 
   ~threaded_pair() override {
     join();
@@ -98,76 +104,94 @@ public:
     threads_.clear();
   }
 
-  caf::expected<admission> enter_and_acquire(int64_t, double) override {
+  caf::expected<admission> enter_and_acquire(int64_t est, double) override {
     ++blocking;
-    return make_error(error_code::governance_unavailable, "blocking step");
+    if (pipelined_)
+      return make_error(error_code::governance_unavailable, "blocking step");
+    return admit(est);
   }
 
   caf::expected<std::pair<bool, bool>>
   finish(uint64_t, breaker_feed, const std::string&, int64_t,
          double) override {
     ++blocking;
-    return make_error(error_code::governance_unavailable, "blocking step");
+    if (pipelined_)
+      return make_error(error_code::governance_unavailable, "blocking step");
+    return end(++finishes);
   }
 
   bool pipelined() const override {
-    return true;
+    return pipelined_;
   }
 
-  void enter_and_acquire_async(int64_t est, double, admission_fn done) override {
-    ++admits;
-    later([this, est, done = std::move(done)] {
-      breaker_entry entry;
-      entry.allowed = true;
-      entry.epoch = 7;
-      acquire_result r;
-      r.granted = true;
-      r.granted_permit = permit{"p-1", "a", est};
-      done(std::make_pair(entry, r));
-    });
+  void enter_and_acquire_async(int64_t est, double now_s,
+                               admission_fn done) override {
+    if (!pipelined_)
+      return governance_pair::enter_and_acquire_async(est, now_s,
+                                                      std::move(done));
+    later([this, est, done = std::move(done)] { done(admit(est)); });
   }
 
-  void finish_async(uint64_t, breaker_feed, const std::string&, int64_t,
-                    double, finish_fn done) override {
-    auto n = ++finishes;
-    later([this, n, done = std::move(done)] {
-      if (n == 1)
-        return done(make_error(error_code::governance_unavailable, "down"));
-      ++finished_ok;
-      done(std::make_pair(true, true));
-    });
+  void finish_async(uint64_t epoch, breaker_feed feed, const std::string& id,
+                    int64_t actual, double now_s, finish_fn done) override {
+    if (!pipelined_)
+      return governance_pair::finish_async(epoch, feed, id, actual, now_s,
+                                           std::move(done));
+    later([this, n = ++finishes, done = std::move(done)] { done(end(n)); });
   }
 
 private:
+  void note_thread() {
+    if (std::this_thread::get_id() == test_thread)
+      foreign_threads = false;
+  }
+
+  admission admit(int64_t est) {
+    note_thread();
+    ++admits;
+    breaker_entry entry;
+    entry.allowed = true;
+    entry.epoch = 7;
+    acquire_result r;
+    r.granted = true;
+    r.granted_permit = permit{"p-1", "a", est};
+    return {entry, r};
+  }
+
+  /// The `n`th attempt end: the first fails.
+  caf::expected<std::pair<bool, bool>> end(int n) {
+    note_thread();
+    if (n == 1)
+      return make_error(error_code::governance_unavailable, "down");
+    ++finished_ok;
+    return std::make_pair(true, true);
+  }
+
   template <class F>
   void later(F f) {
     std::lock_guard<std::mutex> guard{mtx_};
-    threads_.emplace_back([this, f = std::move(f)]() mutable {
-      if (std::this_thread::get_id() == test_thread)
-        foreign_threads = false;
-      f();
-    });
+    threads_.emplace_back(std::move(f));
   }
 
+  bool pipelined_;
   std::mutex mtx_;
   std::vector<std::thread> threads_;
 };
 
-} // namespace
-
-TEST_CASE("a pipelined governance pair is asked without the offload pool, "
-          "its replies come back as messages and a failed attempt end is "
-          "retried") {
+/// An admission and an attempt's end through a limiter over `pair`, with an
+/// offload pool: the admission is answered, the failed end retried until
+/// taken.
+void admit_and_finish(threaded_pair& pair, std::shared_ptr<io_pool> pool) {
   config cfg;
   caf::actor_system sys{cfg};
   limiter_limits limits;
   limits.source = "a";
-  auto pair = std::make_shared<threaded_pair>();
-  auto pool = std::make_shared<io_pool>();
   auto lim = sys.spawn(governed_limiter,
                        std::shared_ptr<limiter_backend>{
                          make_memory_limiter(limits)},
-                       pool, governance_pair_ptr{pair}, breaker_actor{});
+                       std::move(pool),
+                       governance_pair_ptr{&pair, [](auto*) {}},
+                       breaker_actor{});
   caf::scoped_actor self{sys};
   self->request(lim, caf::infinite, atom::acquire_v, int64_t{100},
                 atom::enter_v)
@@ -182,15 +206,38 @@ TEST_CASE("a pipelined governance pair is asked without the offload pool, "
   self->send(lim, atom::settle_v, std::string{"p-1"}, int64_t{42},
              atom::release_v, uint64_t{7}, outcome::ok);
   // The first end fails; the limiter tries again after its retry delay.
-  CHECK(test::eventually([&] { return pair->finished_ok.load() == 1; },
+  CHECK(test::eventually([&] { return pair.finished_ok.load() == 1; },
                          std::chrono::seconds(5)));
-  CHECK(pair->admits == 1);
-  CHECK(pair->finishes == 2);
-  CHECK(pair->blocking == 0);
-  CHECK(pair->foreign_threads);
-  CHECK(pool->threads() == 0); // nothing ran on the offload pool
   caf::anon_send_exit(lim, caf::exit_reason::user_shutdown);
-  pair->join();
+  self->wait_for(lim);
+  pair.join();
+}
+
+} // namespace
+
+TEST_CASE("a pipelined governance pair is asked without the offload pool, "
+          "its replies come back as messages and a failed attempt end is "
+          "retried") {
+  threaded_pair pair{true};
+  auto pool = std::make_shared<io_pool>();
+  admit_and_finish(pair, pool);
+  CHECK(pair.admits == 1);
+  CHECK(pair.finishes == 2);
+  CHECK(pair.blocking == 0);
+  CHECK(pair.foreign_threads);
+  CHECK(pool->threads() == 0); // nothing ran on the offload pool
+}
+
+TEST_CASE("a governance pair whose steps block is asked on the offload pool "
+          "and a failed attempt end is retried") {
+  threaded_pair pair{false};
+  auto pool = std::make_shared<io_pool>();
+  admit_and_finish(pair, pool);
+  CHECK(pair.admits == 1);
+  CHECK(pair.finishes == 2);
+  CHECK(pair.blocking == 3); // the admission and both ends, blocking
+  CHECK(pair.foreign_threads);
+  CHECK(pool->threads() > 0);
 }
 
 TEST_CASE("an offloaded limiter answers from its own threads and retries settlement until the backend is back") {
