@@ -38,7 +38,7 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
   auto& src = *args.source;
   auto now = self->clock().now();
   attempt_row row;
-  row.call_id = args.call_id;
+  row.call_id = args.call_id();
   row.attempt = args.leg;
   row.scope = src.scope;
   row.source = src.name;
@@ -84,7 +84,7 @@ void log_end(self_ptr self, outcome kind, const attempt_result* res) {
               self->clock().now() - self->state.started_at)
               .count();
   log::debug("attempt", "{} #{} on {}/{} ended {} ({}), status {}, {:.1f} ms",
-             args.call_id, args.leg, args.source->scope, args.source->name,
+             args.call_id(), args.leg, args.source->scope, args.source->name,
              to_string(kind), res ? res->reason : std::string{"stopped"},
              res ? res->http_status : 0, ms);
 }
@@ -120,7 +120,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
   auto& st = self->state;
   st.started_at = self->clock().now();
   log::debug("attempt", "{} #{} starts on {}/{} (model {}{}{})",
-             st.args.call_id, st.args.leg, st.args.source->scope,
+             st.args.call_id(), st.args.leg, st.args.source->scope,
              st.args.source->name, st.args.source->model,
              st.args.hedge ? ", hedge" : "", st.args.probe ? ", probe" : "");
   self->set_exit_handler([self](caf::exit_msg& msg) {

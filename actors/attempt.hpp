@@ -34,7 +34,10 @@ struct attempt_args {
   uint64_t epoch = 0;
   bool probe = false;
   // -- telemetry --
-  std::string call_id;
+  /// The call's id (the request's: no copy per attempt, issue 17).
+  const std::string& call_id() const {
+    return request->call_id;
+  }
   telemetry_actor telemetry;
   std::shared_ptr<const price_table> prices;
   double wall_offset_ms = 0;

@@ -56,6 +56,17 @@ call_decisions call_plan::take() {
   return out;
 }
 
+call_plan::history& call_plan::learnt() {
+  if (!history_)
+    history_ = std::make_unique<history>();
+  return *history_;
+}
+
+const call_plan::history& call_plan::known() const {
+  static const history nothing;
+  return history_ ? *history_ : nothing;
+}
+
 // -- events --------------------------------------------------------------------
 
 void call_plan::start(time_point now, const std::string& pin) {
@@ -64,7 +75,7 @@ void call_plan::start(time_point now, const std::string& pin) {
   if (!pin.empty())
     for (auto& src : args_.scope->sources)
       if (src.name != pin)
-        excluded_.push_back(src.name);
+        learnt().excluded.push_back(src.name);
   last_progress_ = now;
 }
 
@@ -293,8 +304,9 @@ bool call_plan::ready_to_deliver() const {
 /// Every source's last reason, with status and upstream message where
 /// known: what the caller's error lists.
 std::map<std::string, source_error> call_plan::source_errors() const {
-  auto out = last_error_;
-  for (auto& [source, reason] : last_reason_) {
+  auto& h = known();
+  auto out = h.last_error;
+  for (auto& [source, reason] : h.last_reason) {
     auto& e = out[source];
     if (e.reason != reason) // a later skip (cooling, ...) replaced it
       e = source_error{reason, 0, {}, {}};
@@ -305,7 +317,7 @@ std::map<std::string, source_error> call_plan::source_errors() const {
 error_detail call_plan::detail(std::string message) const {
   error_detail detail;
   detail.message = std::move(message);
-  detail.per_source = last_reason_;
+  detail.per_source = known().last_reason;
   detail.call_id = args_.call_id;
   detail.sources = source_errors();
   return detail;
@@ -354,9 +366,10 @@ void call_plan::admit() {
   admitting_ = true;
   call_decision d;
   d.what = act::ask_admission;
-  d.admission.exclude = excluded_;
-  d.admission.failures = failures_;
-  d.admission.demote = demoted_;
+  auto& h = known();
+  d.admission.exclude = h.excluded;
+  d.admission.failures = h.failures;
+  d.admission.demote = h.demoted;
   out_.push_back(std::move(d));
 }
 
@@ -488,20 +501,22 @@ void call_plan::retry_after(double delay_s, time_point now,
 
 void call_plan::on_refused(const admit_result& r, time_point now) {
   for (auto& [source, reason] : r.skipped) {
-    last_reason_[source] = to_string(reason);
+    auto& h = learnt();
+    h.last_reason[source] = to_string(reason);
     source_error e{to_string(reason), 0, {}, {}};
     if (auto why = r.why.find(source); why != r.why.end())
       e.doing = "circuit open, " + why->second;
-    last_error_[source] = std::move(e);
+    h.last_error[source] = std::move(e);
   }
   if (r.refusal == admission_refusal::none) {
-    if (!dead_.empty()) {
+    auto& h = known();
+    if (!h.dead.empty()) {
       fail_msg(error_code::retry_exhausted,
                with_sources("every source is unusable"));
-    } else if (last_rejection_) {
+    } else if (h.last_rejection) {
       fail_with_upstream(error_code::request_rejected,
                          "every source rejected the request",
-                         *last_rejection_);
+                         *h.last_rejection);
     } else {
       fail_msg(error_code::retry_exhausted, "no source left to try");
     }
@@ -540,12 +555,13 @@ void call_plan::on_hedge_timer(uint64_t gen) {
   call_decision d;
   d.what = act::ask_admission;
   d.hedge = true;
-  d.admission.exclude = excluded_;
+  auto& h = known();
+  d.admission.exclude = h.excluded;
   for (auto& l : legs_)
     if (l.round == round_)
       d.admission.exclude.push_back(l.source);
-  d.admission.failures = failures_;
-  d.admission.demote = demoted_;
+  d.admission.failures = h.failures;
+  d.admission.demote = h.demoted;
   hedge_admitting_ = true;
   hedge_gen_ = gen;
   out_.push_back(std::move(d));
@@ -564,8 +580,9 @@ void call_plan::on_deadline(time_point now) {
     doing += l.first_token ? "streaming" : "no first token";
     if (l.hedge)
       doing += " (hedge)";
-    last_reason_[l.source] = "in_flight";
-    last_error_[l.source] = source_error{"in_flight", 0, {}, doing};
+    auto& h = learnt();
+    h.last_reason[l.source] = "in_flight";
+    h.last_error[l.source] = source_error{"in_flight", 0, {}, doing};
   }
   fail_msg(error_code::call_deadline_exceeded,
            with_sources("the call deadline passed"));
@@ -614,7 +631,7 @@ void call_plan::round_failed(time_point now) {
   // A 429 round moves on at once: its source cools down in the gateway's
   // memo, so admission picks another source or waits for the earliest one
   // (SPEC §12). So does a call with no source left to try.
-  if (all_rate_limited || excluded_.size() >= args_.scope->sources.size()) {
+  if (all_rate_limited || known().excluded.size() >= args_.scope->sources.size()) {
     retry_after(0, now);
     return;
   }
@@ -670,7 +687,7 @@ bool call_plan::structured_reask(time_point now) {
       || budget_used_ >= scope.max_attempts) {
     fail_msg(error_code::result_invalid,
              "no answer matched the schema after " + std::to_string(reasks_)
-               + " re-asks; last validation errors:\n" + last_issues_);
+               + " re-asks; last validation errors:\n" + known().last_issues);
     return true;
   }
   ++reasks_;
@@ -688,12 +705,13 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
   // A leg stopped at a live call's commit lost already, whatever it says.
   if (finishing_ || l->label)
     return;
-  last_reason_[l->source] = r.kind == outcome::ok ? "ok" : r.reason;
-  last_error_[l->source] = source_error{last_reason_[l->source],
-                                        r.http_status, r.error_message, {}};
+  auto& h = learnt();
+  h.last_reason[l->source] = r.kind == outcome::ok ? "ok" : r.reason;
+  h.last_error[l->source] = source_error{h.last_reason[l->source],
+                                         r.http_status, r.error_message, {}};
   if (r.kind != outcome::ok && is_costly_failure(r.reason)
-      && !contains(demoted_, l->source))
-    demoted_.push_back(l->source);
+      && !contains(h.demoted, l->source))
+    h.demoted.push_back(l->source);
   // Progress: any upstream answer other than a rate limit, or a success.
   if ((r.http_status != 0 && r.kind != outcome::rate_limited)
       || r.kind == outcome::ok)
@@ -711,7 +729,7 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
   if (structured_downgrade(*l))
     return;
   if (args_.structured && schema_mismatch(r) && args_.note_mismatch)
-    last_issues_ = args_.note_mismatch(*l);
+    h.last_issues = args_.note_mismatch(*l);
   auto kind = r.kind;
   switch (kind) {
     case outcome::ok:
@@ -733,22 +751,22 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
                          r);
       return;
     case outcome::source_rejected:
-      excluded_.push_back(l->source);
-      last_rejection_ = std::make_unique<attempt_result>(r);
+      h.excluded.push_back(l->source);
+      h.last_rejection = std::make_unique<attempt_result>(r);
       break;
     case outcome::rate_limited:
       break;
     case outcome::source_dead:
       // Dead for this call (bad key, no quota, untrusted certificate): not
       // asked again in it (SPEC §12).
-      ++failures_[l->source];
-      if (!contains(dead_, l->source)) {
-        dead_.push_back(l->source);
-        excluded_.push_back(l->source);
+      ++h.failures[l->source];
+      if (!contains(h.dead, l->source)) {
+        h.dead.push_back(l->source);
+        h.excluded.push_back(l->source);
       }
       break;
     default:
-      ++failures_[l->source];
+      ++h.failures[l->source];
       break;
   }
   if (has_live_legs())

@@ -219,13 +219,13 @@ public:
     return reasks_;
   }
   const std::vector<std::string>& excluded() const {
-    return excluded_;
+    return known().excluded;
   }
   const std::vector<std::string>& demoted() const {
-    return demoted_;
+    return known().demoted;
   }
   const std::map<std::string, int32_t>& failures() const {
-    return failures_;
+    return known().failures;
   }
   int64_t budget_used() const {
     return budget_used_;
@@ -275,17 +275,30 @@ private:
   int64_t budget_used_ = 0;
   int64_t rounds_failed_ = 0;
   int32_t attempts_ = 0;
-  std::map<std::string, int32_t> failures_;
-  std::vector<std::string> excluded_;
-  std::map<std::string, std::string> last_reason_;
-  /// The last failure per source with its status and upstream message.
-  std::map<std::string, source_error> last_error_;
-  /// Sources demoted to the tail after one time-costly failure (SPEC §12).
-  std::vector<std::string> demoted_;
-  /// Sources that ended `source_dead` in this call: not asked again in it.
-  std::vector<std::string> dead_;
-  /// The last source_rejected answer, for the error when no source is left.
-  std::unique_ptr<attempt_result> last_rejection_;
+  /// What the call learnt of its sources (failures, exclusions, last
+  /// reasons, demotions): on the heap from the first write, since a call
+  /// in flight on its first attempt has learnt nothing yet (issue 17).
+  struct history {
+    std::map<std::string, int32_t> failures;
+    std::vector<std::string> excluded;
+    std::map<std::string, std::string> last_reason;
+    /// The last failure per source with its status and upstream message.
+    std::map<std::string, source_error> last_error;
+    /// Sources demoted to the tail after one time-costly failure (SPEC §12).
+    std::vector<std::string> demoted;
+    /// Sources that ended `source_dead` in this call: not asked again in it.
+    std::vector<std::string> dead;
+    /// The last source_rejected answer, for the error when no source is
+    /// left.
+    std::unique_ptr<attempt_result> last_rejection;
+    /// Structured output: the last validation errors.
+    std::string last_issues;
+  };
+  /// The history to write to (created at the first write).
+  history& learnt();
+  /// The history to read (an empty one when nothing was learnt).
+  const history& known() const;
+  std::unique_ptr<history> history_;
 
   std::vector<plan_leg> legs_;
   uint64_t next_leg_ = 0;
@@ -307,7 +320,6 @@ private:
 
   // -- structured output (SPEC §12) --
   int32_t reasks_ = 0;
-  std::string last_issues_;
 
   // -- live streaming (issue 13) --
   /// The leg whose first token came first (0: not committed yet).

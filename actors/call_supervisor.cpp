@@ -53,7 +53,7 @@ void write_rows(self_ptr self) {
   if (!st.args.telemetry)
     return;
   call_row row;
-  row.call_id = st.args.call_id;
+  row.call_id = st.args.call_id();
   row.scope = st.args.scope->name;
   row.started_at_ms = wall_ms(st.started_at, st.args.wall_offset_ms);
   row.attempts = plan_of(self).attempts();
@@ -198,7 +198,7 @@ void succeed(self_ptr self, uint64_t id) {
   resp.usage.completion_tokens = res.completion_tokens;
   resp.usage.total_tokens = res.prompt_tokens + res.completion_tokens;
   resp.tool_calls = std::move(res.tool_calls);
-  resp.call_id = st.args.call_id;
+  resp.call_id = st.args.call_id();
   auto& stats = resp.stats;
   stats.attempts = plan_of(self).attempts();
   stats.generation_ms = res.latency_ms;
@@ -254,7 +254,6 @@ void start_leg(self_ptr self, uint64_t id, admit_result& admitted,
   aa.granted_permit = std::move(admitted.granted_permit);
   aa.epoch = admitted.epoch;
   aa.probe = admitted.probe;
-  aa.call_id = st.args.call_id;
   aa.telemetry = st.args.telemetry;
   aa.prices = st.args.prices;
   aa.wall_offset_ms = st.args.wall_offset_ms;
@@ -370,7 +369,7 @@ std::string note_mismatch(self_ptr self, const plan_leg& leg) {
 call_plan_args plan_args(self_ptr self) {
   auto& st = self->state;
   call_plan_args pa;
-  pa.call_id = st.args.call_id;
+  pa.call_id = st.args.call_id();
   pa.scope = st.args.scope;
   pa.live = is_live(st);
   pa.structured = !st.args.request->schema.empty();
@@ -410,7 +409,7 @@ bool consult_cache(self_ptr self) {
     return false;
   const auto& req = *st.args.request;
   cache_lookup q{st.args.cache_key, req.cache, req.max_age_s,
-                 st.args.deadline_s, st.args.call_id, st.args.scope->name};
+                 st.args.deadline_s, st.args.call_id(), st.args.scope->name};
   plan_of(self).consulting_cache();
   self->request(st.args.cache, caf::infinite, atom::cache_get_v, std::move(q))
     .then(

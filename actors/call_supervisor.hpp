@@ -30,8 +30,11 @@ struct call_source {
 
 /// What a supervisor needs; built by its gateway.
 struct call_args {
-  std::string call_id;
+  /// The request; its `call_id` names the call (no copy here: issue 17).
   std::shared_ptr<const chat_request> request;
+  const std::string& call_id() const {
+    return request->call_id;
+  }
   scope_ptr scope;
   /// The scope's sources, by name.
   std::shared_ptr<const std::map<std::string, call_source>> sources;

@@ -106,11 +106,11 @@ void on_report(self_ptr self, const attempt_report& rep) {
   }
 }
 
-/// Drops call `id` from its requester's list; stops watching a requester
-/// that has no live call left.
-void forget_requester(self_ptr self, const std::string& id) {
+/// Drops the call of supervisor `sup` from its requester's list; stops
+/// watching a requester that has no live call left.
+void forget_requester(self_ptr self, const caf::actor_addr& sup) {
   auto& st = self->state;
-  auto p = st.pending.find(id);
+  auto p = st.pending.find(sup);
   if (p == st.pending.end())
     return;
   auto& untyped = static_cast<caf::response_promise&>(p->second);
@@ -118,9 +118,9 @@ void forget_requester(self_ptr self, const std::string& id) {
   auto r = st.calls_of.find(addr);
   if (r == st.calls_of.end())
     return;
-  auto& ids = r->second;
-  ids.erase(std::remove(ids.begin(), ids.end(), id), ids.end());
-  if (ids.empty()) {
+  auto& sups = r->second;
+  sups.erase(std::remove(sups.begin(), sups.end(), sup), sups.end());
+  if (sups.empty()) {
     self->demonitor(addr);
     st.calls_of.erase(r);
   }
@@ -281,7 +281,6 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
     return err;
   }
   call_args args;
-  args.call_id = req.call_id;
   args.scope = st.scope;
   args.sources = st.call_sources;
   args.gateway = self;
@@ -303,38 +302,38 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
     args.cache_key = cache_key(st.scope->name, req);
   }
   args.request = std::make_shared<const chat_request>(std::move(req));
-  auto id = args.call_id;
+  auto id = args.request->call_id;
   auto sup = self->spawn(call_supervisor, std::move(args));
   self->monitor(sup);
+  auto addr = sup.address();
   st.calls.emplace(id, sup);
-  st.call_of.emplace(sup.address(), id);
+  st.call_of.emplace(addr, std::move(id));
   ++st.calls_started;
   auto rp = self->make_response_promise<chat_response>();
-  st.pending.emplace(id, rp);
+  st.pending.emplace(addr, rp);
   // make_response_promise took the sender from the current message.
   auto& sender = static_cast<caf::response_promise&>(rp).source();
   if (sender) {
-    auto addr = caf::actor_cast<caf::actor_addr>(sender);
-    auto& ids = st.calls_of[addr];
-    if (ids.empty())
+    auto& sups = st.calls_of[caf::actor_cast<caf::actor_addr>(sender)];
+    if (sups.empty())
       self->monitor(sender);
-    ids.push_back(id);
+    sups.push_back(addr);
   }
   self->request(sup, caf::infinite, atom::start_v)
     .then(
-      [self, id](chat_response& resp) {
+      [self, addr](chat_response& resp) {
         auto& st = self->state;
-        forget_requester(self, id);
-        if (auto p = st.pending.find(id); p != st.pending.end()) {
+        forget_requester(self, addr);
+        if (auto p = st.pending.find(addr); p != st.pending.end()) {
           ++st.calls_ok;
           p->second.deliver(std::move(resp));
           st.pending.erase(p);
         }
       },
-      [self, id](caf::error& err) {
+      [self, addr](caf::error& err) {
         auto& st = self->state;
-        forget_requester(self, id);
-        if (auto p = st.pending.find(id); p != st.pending.end()) {
+        forget_requester(self, addr);
+        if (auto p = st.pending.find(addr); p != st.pending.end()) {
           ++st.calls_failed;
           p->second.deliver(std::move(err));
           st.pending.erase(p);
@@ -389,9 +388,10 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     auto& st = self->state;
     if (auto r = st.calls_of.find(msg.source); r != st.calls_of.end()) {
       // A requester went away: its calls are cancelled.
-      for (auto& id : r->second)
-        if (auto c = st.calls.find(id); c != st.calls.end())
-          self->send(c->second, atom::cancel_v);
+      for (auto& sup : r->second)
+        if (auto i = st.call_of.find(sup); i != st.call_of.end())
+          if (auto c = st.calls.find(i->second); c != st.calls.end())
+            self->send(c->second, atom::cancel_v);
       st.calls_of.erase(r);
       return;
     }
@@ -402,7 +402,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     st.timers.drop(msg.source);
     st.calls.erase(id);
     st.call_of.erase(i);
-    if (auto p = st.pending.find(id); p != st.pending.end()) {
+    if (auto p = st.pending.find(msg.source); p != st.pending.end()) {
       // The supervisor vanished without answering (it should not): the
       // caller still gets exactly one answer.
       ++st.calls_failed;

@@ -114,11 +114,13 @@ struct gateway_state {
   /// Call id of each live call actor (supervisors, embedding and OCR
   /// calls): who may arm timers.
   std::unordered_map<caf::actor_addr, std::string> call_of;
-  /// Live calls by requesting actor: a requester that goes away cancels
-  /// its calls (SPEC §8, like a deadline).
-  std::unordered_map<caf::actor_addr, std::vector<std::string>> calls_of;
-  /// Callers waiting for an answer, by call id.
-  std::unordered_map<std::string, caf::typed_response_promise<chat_response>>
+  /// Live calls by requesting actor (their supervisors): a requester that
+  /// goes away cancels its calls (SPEC §8, like a deadline).
+  std::unordered_map<caf::actor_addr, std::vector<caf::actor_addr>> calls_of;
+  /// Callers waiting for an answer, by the call's supervisor (an address,
+  /// not a copy of the call id per table: issue 17).
+  std::unordered_map<caf::actor_addr,
+                     caf::typed_response_promise<chat_response>>
     pending;
   /// The timers of the live calls (stall window, deadline, retry, hedge).
   timer_table timers;

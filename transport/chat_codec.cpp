@@ -576,23 +576,29 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
     bool tools = false;
     // Deltas after the finish_reason are not part of the answer.
     if (!finished()) {
-      tools = add_tool_calls(d, tool_calls_,
-                             capture_ ? &delta_.tool_calls : nullptr);
+      if (!tool_calls_
+          && (d.contains("tool_calls") || d.contains("function_call")))
+        tool_calls_ = std::make_unique<tool_call_assembler>();
+      if (tool_calls_)
+        tools = add_tool_calls(d, *tool_calls_,
+                               delta_ ? &delta_->tool_calls : nullptr);
       content_ += content;
       reasoning_ += reasoning;
-      if (capture_) {
-        delta_.content += content;
-        delta_.reasoning_content += reasoning;
+      if (delta_) {
+        delta_->content += content;
+        delta_->reasoning_content += reasoning;
       }
     }
     non_empty = !content.empty() || !reasoning.empty() || tools;
-    if (content_.size() + reasoning_.size() + tool_calls_.bytes()
+    if (content_.size() + reasoning_.size()
+          + (tool_calls_ ? tool_calls_->bytes() : 0)
         > max_answer_bytes_) {
       // Over MAX_RESPONSE_BYTES: the buffers go now, the source is done.
       content_ = std::string{};
       reasoning_ = std::string{};
-      tool_calls_ = tool_call_assembler{};
-      delta_ = stream_delta{};
+      tool_calls_.reset();
+      if (delta_)
+        *delta_ = stream_delta{};
       error_result_ = std::make_unique<attempt_result>();
       error_result_->kind = outcome::source_rejected;
       error_result_->reason = reason_response_too_large;
@@ -634,12 +640,13 @@ void stream_accumulator::finish(attempt_result& out) const {
     out.reason = "stream_cut";
     return;
   }
-  if (content_.empty() && reasoning_.empty() && tool_calls_.empty()) {
+  if (content_.empty() && reasoning_.empty()
+      && (!tool_calls_ || tool_calls_->empty())) {
     out.kind = outcome::result_invalid;
     out.reason = "empty_answer";
     return;
   }
-  if (!finish_tool_calls(tool_calls_, out))
+  if (tool_calls_ && !finish_tool_calls(*tool_calls_, out))
     return;
   out.kind = outcome::ok;
   out.reason = "ok";

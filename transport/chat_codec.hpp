@@ -119,19 +119,23 @@ public:
   /// kept until `take_delta` (content, reasoning and tool-call fragments,
   /// normalised as the final answer is; nothing after the `finish_reason`).
   void capture_deltas() {
-    capture_ = true;
+    if (!delta_)
+      delta_ = std::make_unique<stream_delta>();
   }
 
   /// What the last events added since the previous call (empty when
   /// nothing, or when not capturing).
   stream_delta take_delta() {
-    return std::exchange(delta_, stream_delta{});
+    if (!delta_)
+      return {};
+    return std::exchange(*delta_, stream_delta{});
   }
 
 private:
   std::string content_;
   std::string reasoning_;
-  tool_call_assembler tool_calls_;
+  /// On the heap from the first tool-call delta (most answers have none).
+  std::unique_ptr<tool_call_assembler> tool_calls_;
   std::string finish_reason_;
   std::string model_;
   size_t max_answer_bytes_;
@@ -144,8 +148,8 @@ private:
   /// Set by an error event or the answer cap, which decide the attempt
   /// (on the heap: 344 bytes a stream in flight would otherwise hold).
   std::unique_ptr<attempt_result> error_result_;
-  bool capture_ = false;
-  stream_delta delta_;
+  /// Set by `capture_deltas` (a buffered call never needs one).
+  std::unique_ptr<stream_delta> delta_;
 };
 
 } // namespace pgw

@@ -186,6 +186,17 @@ response_reader::response_reader(const upstream_call& call,
 
 response_reader::~response_reader() = default;
 
+response_reader::head_fields& response_reader::head() {
+  if (!head_)
+    head_ = std::make_unique<head_fields>();
+  return *head_;
+}
+
+const std::string& response_reader::bad_head() const {
+  static const std::string none;
+  return head_ ? head_->bad_head : none;
+}
+
 void response_reader::on_status(int status) {
   status_ = status;
 }
@@ -193,44 +204,49 @@ void response_reader::on_status(int status) {
 bool response_reader::on_field(std::string_view name, std::string_view value) {
   head_bytes_ += name.size() + value.size() + 4;
   if (++head_lines_ > max_header_lines || head_bytes_ > max_header_bytes) {
-    bad_head_ = "headers_too_large";
+    head().bad_head = "headers_too_large";
     return false;
   }
+  auto& h = head();
   // The first of repeated fields counts.
   auto take = [&](std::optional<std::string>& into) {
     if (!into)
       into.emplace(value);
   };
   if (same_name(name, "Content-Type"))
-    take(content_type_);
+    take(h.content_type);
   else if (same_name(name, "Content-Encoding"))
-    take(encoding_);
+    take(h.encoding);
   else if (same_name(name, "Location"))
-    take(location_);
+    take(h.location);
   else if (same_name(name, "Retry-After"))
-    take(retry_after_);
+    take(h.retry_after);
   else if (same_name(name, "retry-after-ms"))
-    take(retry_after_ms_);
+    take(h.retry_after_ms);
   return true;
 }
 
 bool response_reader::on_header_end() {
-  if (encoding_ && !encoding_->empty() && *encoding_ != "identity") {
+  auto& h = head();
+  if (h.encoding && !h.encoding->empty() && *h.encoding != "identity") {
     if (!decompress_) {
-      bad_head_ = "unexpected_content_encoding";
+      h.bad_head = "unexpected_content_encoding";
       return false;
     }
     if (!client_decodes_) {
-      inflater_ = std::make_unique<inflater>(*encoding_);
+      inflater_ = std::make_unique<inflater>(*h.encoding);
       if (!inflater_->supported()) {
-        bad_head_ = "unsupported_content_encoding";
+        h.bad_head = "unsupported_content_encoding";
         return false;
       }
     }
   }
   sse_mode_ = call_.stream && status_ >= 200 && status_ < 300
-              && content_type_
-              && content_type_->find("text/event-stream") != std::string::npos;
+              && h.content_type
+              && h.content_type->find("text/event-stream") != std::string::npos;
+  // Only a redirect's Location and the Retry-After fields are read later.
+  if (!h.location && !h.retry_after && !h.retry_after_ms)
+    head_.reset();
   return true;
 }
 
@@ -336,11 +352,11 @@ bool response_reader::complete(
   }
   bool reusable = false;
   if (fired == timeout_kind::head)
-    bad_head_ = "headers_too_large";
-  if (!bad_head_.empty()) {
+    head().bad_head = "headers_too_large";
+  if (!bad_head().empty()) {
     res.kind = outcome::transient;
     res.reason = "malformed_response";
-    res.error_message = bad_head_;
+    res.error_message = bad_head();
   } else if (undecodable_) {
     res.kind = outcome::transient;
     res.reason = "malformed_response";
@@ -395,14 +411,17 @@ bool response_reader::complete(
     classify_http_error(status_, body_, res);
     if (status_ >= 300 && status_ < 400) // never followed (SPEC §12)
       res.error_message = scrub("redirect to "
-                                + location_.value_or("").substr(0, 500));
+                                + (head_ ? head_->location : std::nullopt)
+                                    .value_or("")
+                                    .substr(0, 500));
     reusable = true;
   }
   if (status_ != 0)
     res.http_status = status_;
-  if (retry_after_ || retry_after_ms_) {
-    auto ra = parse_retry_after(retry_after_ ? &*retry_after_ : nullptr,
-                                retry_after_ms_ ? &*retry_after_ms_ : nullptr,
+  if (head_ && (head_->retry_after || head_->retry_after_ms)) {
+    auto& h = *head_;
+    auto ra = parse_retry_after(h.retry_after ? &*h.retry_after : nullptr,
+                                h.retry_after_ms ? &*h.retry_after_ms : nullptr,
                                 std::chrono::system_clock::now());
     if (ra.non_finite)
       warn.non_finite(src);

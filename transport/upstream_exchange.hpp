@@ -155,12 +155,10 @@ public:
 
   /// Marks the header phase as refused (e.g. the client's own header bound).
   void refuse_head(std::string why) {
-    bad_head_ = std::move(why);
+    head().bad_head = std::move(why);
   }
 
-  const std::string& bad_head() const {
-    return bad_head_;
-  }
+  const std::string& bad_head() const;
 
   int status() const {
     return status_;
@@ -206,12 +204,20 @@ private:
   int status_ = 0;
   size_t head_lines_ = 0;
   size_t head_bytes_ = 0;
-  std::optional<std::string> content_type_;
-  std::optional<std::string> encoding_;
-  std::optional<std::string> location_;
-  std::optional<std::string> retry_after_;
-  std::optional<std::string> retry_after_ms_;
-  std::string bad_head_;
+  /// The head's fields that matter (the first of each), and why the head
+  /// was refused. On the heap while the head is read, and after it only
+  /// when a field the answer needs later came (issue 17: 232 bytes a
+  /// stream in flight would otherwise hold).
+  struct head_fields {
+    std::optional<std::string> content_type;
+    std::optional<std::string> encoding;
+    std::optional<std::string> location;
+    std::optional<std::string> retry_after;
+    std::optional<std::string> retry_after_ms;
+    std::string bad_head;
+  };
+  head_fields& head();
+  std::unique_ptr<head_fields> head_;
   bool sse_mode_ = false;
   std::string body_;
   bool body_too_big_ = false;

@@ -31,6 +31,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
@@ -546,6 +547,15 @@ int bench_inflight(const std::vector<std::string>& args) {
   std::printf("goal RSS <= 1 GB at the peak: %s: %s\n",
               mb(peak.rss_kb).c_str(),
               peak.rss_kb <= 1024 * 1024 ? "met" : "NOT met");
+  // Issue 17: at most 16 gateway threads, and at most 10 kB of gateway RSS
+  // per call, judged on the higher of the two estimates above.
+  std::printf("goal <= 16 threads in this process at the peak: %lld: %s\n",
+              static_cast<long long>(peak.threads),
+              peak.threads <= 16 ? "met" : "NOT met");
+  auto gateway_kb = per_call_kb - std::min(load_kb, load_heap_kb);
+  std::printf("goal gateway RSS per call <= 10 kB (the higher estimate): "
+              "%.1f kB: %s\n",
+              gateway_kb, gateway_kb <= 10.0 ? "met" : "NOT met");
   return failed == 0 && all_in ? exit_ok : exit_other;
 }
 
