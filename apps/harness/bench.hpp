@@ -126,10 +126,22 @@ inline void print_paired(int indent, const char* via_name, sample_set& d,
               indent, "", diff.pct(0.5), diff.pct(0.99), via_name);
 }
 
+/// CPU time (user + system) and context switches of this whole process so
+/// far (getrusage(RUSAGE_SELF)).
+struct process_usage {
+  double cpu_us = 0;
+  long csw = 0;
+};
+
+process_usage usage_now();
+
 struct rate_result {
   int64_t calls = 0;
   int64_t errors = 0;
   double wall_s = 0;
+  /// CPU time (user + system) of this whole process over the run, per
+  /// call: steadier than the rate on a shared VM.
+  double cpu_us_per_call = 0;
 
   double rate() const {
     return wall_s > 0 ? static_cast<double>(calls) / wall_s : 0;
@@ -144,6 +156,7 @@ rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
   std::atomic<int64_t> calls{0}, errors{0};
   std::vector<std::thread> workers;
   auto t0 = clock_type::now();
+  auto cpu0 = usage_now();
   for (int t = 0; t < threads; ++t)
     workers.emplace_back([&] {
       auto one = make_caller();
@@ -165,17 +178,11 @@ rate_result run_for(double seconds, int threads, MakeCaller make_caller) {
   out.wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   out.calls = calls;
   out.errors = errors;
+  if (out.calls > 0)
+    out.cpu_us_per_call = (usage_now().cpu_us - cpu0.cpu_us) / out.calls;
   return out;
 }
 
-/// CPU time (user + system) and context switches of this whole process so
-/// far (getrusage(RUSAGE_SELF)).
-struct process_usage {
-  double cpu_us = 0;
-  long csw = 0;
-};
-
-process_usage usage_now();
 
 /// Sets the CPU affinity of every thread of this process (as `taskset -a
 /// -p` does); threads started later inherit it from their creator. Returns

@@ -25,6 +25,7 @@
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <thread>
 
@@ -58,6 +59,22 @@ int64_t redis_commands(redis_client& c) {
       total += std::strtoll(r->str.c_str() + at + 6, nullptr, 10);
   }
   return total;
+}
+
+/// redis-server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys),
+/// in microseconds; -1 unknown.
+double redis_cpu_us(redis_client& c) {
+  auto r = c.command({"INFO", "cpu"});
+  if (!r)
+    return -1;
+  double total = 0;
+  for (const char* name : {"used_cpu_user:", "used_cpu_sys:"}) {
+    auto at = r->str.find(name);
+    if (at == std::string::npos)
+      return -1;
+    total += std::strtod(r->str.c_str() + at + std::strlen(name), nullptr);
+  }
+  return total * 1e6;
 }
 
 } // namespace
@@ -108,6 +125,7 @@ int bench_throughput(const std::vector<std::string>& args) {
   run_for(1, concurrency, direct_caller);
   auto direct = run_for(seconds, concurrency, direct_caller);
 
+  double redis_cpu = -1; // redis-server's CPU over the Redis mode's run
   auto through_gateway = [&](const env_map& e, int64_t* redis_cmds) {
     auto c = load_settings(e);
     rate_result out;
@@ -130,10 +148,14 @@ int bench_throughput(const std::vector<std::string>& args) {
     };
     run_for(1, concurrency, caller);
     auto before = redis_cmds ? redis_commands(**redis) : 0;
+    auto cpu_before = redis_cmds ? redis_cpu_us(**redis) : -1;
     out = run_for(seconds, concurrency, caller);
     if (redis_cmds) {
       auto after = redis_commands(**redis);
       *redis_cmds = before >= 0 && after >= 0 ? after - before : -1;
+      auto cpu_after = redis_cpu_us(**redis);
+      if (cpu_before >= 0 && cpu_after >= 0)
+        redis_cpu = cpu_after - cpu_before;
     }
     caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
     return out;
@@ -150,10 +172,11 @@ int bench_throughput(const std::vector<std::string>& args) {
   auto line = [](const char* label, const rate_result& r,
                  const rate_result& base) {
     std::printf("%-28s %9.0f calls/s  %8lld calls  errors %lld  ratio to "
-                "direct %.2f\n",
+                "direct %.2f  CPU %6.1f us/call\n",
                 label, r.rate(), static_cast<long long>(r.calls),
                 static_cast<long long>(r.errors),
-                base.rate() > 0 ? r.rate() / base.rate() : 0.0);
+                base.rate() > 0 ? r.rate() / base.rate() : 0.0,
+                r.cpu_us_per_call);
   };
   line("direct (keep-alive)", direct, direct);
   line("gateway, memory backends", memory, direct);
@@ -162,6 +185,13 @@ int bench_throughput(const std::vector<std::string>& args) {
     std::printf("  Redis round trips per call in the Redis mode: %.2f (limiter "
                 "and breaker script calls)\n",
                 static_cast<double>(cmds) / with_redis.calls);
+  if (redis_cpu >= 0 && with_redis.calls > 0)
+    std::printf("  redis-server CPU per call in the Redis mode: %.1f us (INFO "
+                "cpu; on the same vCPUs as this process)\n",
+                redis_cpu / with_redis.calls);
+  std::printf("  CPU per call is this process's (user + system, getrusage) "
+              "over the measured seconds: the callers, the simulator and "
+              "the gateway\n");
   auto ratio = direct.rate() > 0 ? memory.rate() / direct.rate() : 0.0;
   std::printf("\ngoal >= 5000 calls/s through one node, memory backends: "
               "%.0f calls/s: %s\n",

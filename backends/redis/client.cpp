@@ -13,12 +13,14 @@
 
 #include <algorithm>
 #include <cctype>
+#include <charconv>
 #include <cerrno>
 #include <cmath>
 #include <condition_variable>
 #include <csignal>
 #include <ctime>
 #include <mutex>
+#include <string_view>
 #include <pthread.h>
 #include <sys/time.h>
 #include <utility>
@@ -198,6 +200,44 @@ struct exchange {
 
 using exchange_list = std::vector<exchange>;
 
+/// Appends one command in Redis' wire format (RESP: an array of bulk
+/// strings) to `wire`: what hiredis' format functions produce, written
+/// into one buffer for a whole batch.
+class wire_command {
+public:
+  wire_command(std::string& wire, size_t argc) : wire_(wire) {
+    header('*', argc);
+  }
+
+  void arg(std::string_view a) {
+    header('$', a.size());
+    wire_.append(a.data(), a.size());
+    wire_.append("\r\n", 2);
+  }
+
+private:
+  void header(char kind, size_t n) {
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof(buf), n).ptr;
+    wire_.push_back(kind);
+    wire_.append(buf, static_cast<size_t>(end - buf));
+    wire_.append("\r\n", 2);
+  }
+
+  std::string& wire_;
+};
+
+/// `argvs` as commands in wire format, one after the other.
+std::string to_wire(const std::vector<std::vector<std::string>>& argvs) {
+  std::string wire;
+  for (auto& args : argvs) {
+    wire_command cmd{wire, args.size()};
+    for (auto& a : args)
+      cmd.arg(a);
+  }
+  return wire;
+}
+
 /// One pooled connection.
 struct connection {
   context_ptr ctx;
@@ -258,14 +298,36 @@ public:
         out.push_back(conn.error());
       return out;
     }
-    std::vector<std::vector<std::string>> argvs;
-    argvs.reserve(calls.size());
-    for (auto& c : calls)
-      argvs.push_back(evalsha_argv(*c.script, c.keys, c.args));
-    auto xs = pipeline(**conn, argvs);
+    // The batch in one buffer, written with one append (no per-command
+    // formatting, copies of the arguments, or output-buffer regrowth).
+    std::string wire;
+    size_t bytes = 0;
+    for (auto& c : calls) {
+      bytes += 96 + c.script->sha1().size();
+      for (auto& k : c.keys)
+        bytes += k.size() + 16;
+      for (auto& a : c.args)
+        bytes += a.size() + 16;
+    }
+    wire.reserve(bytes);
+    for (auto& c : calls) {
+      wire_command cmd{wire, 3 + c.keys.size() + c.args.size()};
+      cmd.arg("EVALSHA");
+      cmd.arg(c.script->sha1());
+      char n[24];
+      auto end = std::to_chars(n, n + sizeof(n), c.keys.size()).ptr;
+      cmd.arg(std::string_view{n, static_cast<size_t>(end - n)});
+      for (auto& k : c.keys)
+        cmd.arg(k);
+      for (auto& a : c.args)
+        cmd.arg(a);
+    }
+    auto xs = pipeline(**conn, wire, calls.size());
     for (size_t i = 0; i < calls.size(); ++i) {
       if (is_noscript(xs[i]) && (*conn)->ctx)
-        xs[i] = reload(**conn, *calls[i].script, argvs[i]);
+        xs[i] = reload(**conn, *calls[i].script,
+                       evalsha_argv(*calls[i].script, calls[i].keys,
+                                    calls[i].args));
       if (xs[i].st != exchange::status::ok)
         out.push_back(failure(xs[i].message));
       else
@@ -456,24 +518,19 @@ private:
   /// unusable after one) and the replies not read are io_error.
   exchange_list exchanges(context_ptr& ctx,
                           const std::vector<std::vector<std::string>>& argvs) {
-    exchange_list xs(argvs.size());
+    return exchanges(ctx, to_wire(argvs), argvs.size());
+  }
+
+  /// `count` commands already in wire format in `wire` (see above).
+  exchange_list exchanges(context_ptr& ctx, const std::string& wire,
+                          size_t count) {
+    exchange_list xs(count);
     sigpipe_guard no_sigpipe;
-    std::vector<const char*> argv;
-    std::vector<size_t> lens;
     size_t appended = 0;
-    for (auto& args : argvs) {
-      argv.clear();
-      lens.clear();
-      for (auto& a : args) {
-        argv.push_back(a.data());
-        lens.push_back(a.size());
-      }
-      if (redisAppendCommandArgv(ctx.get(), static_cast<int>(argv.size()),
-                                 argv.data(), lens.data())
-          != REDIS_OK)
-        break; // out of memory: the rest fail below
-      ++appended;
-    }
+    if (count > 0
+        && redisAppendFormattedCommand(ctx.get(), wire.data(), wire.size())
+             == REDIS_OK)
+      appended = count; // else out of memory: every call fails below
     size_t read = 0;
     std::string problem = "out of memory";
     for (; read < appended; ++read) {
@@ -540,11 +597,17 @@ private:
   /// retires every connection opened so far.
   exchange_list pipeline(connection& conn,
                          const std::vector<std::vector<std::string>>& argvs) {
+    return pipeline(conn, to_wire(argvs), argvs.size());
+  }
+
+  /// `count` commands in wire format (see `wire_command`).
+  exchange_list pipeline(connection& conn, const std::string& wire,
+                         size_t count) {
     {
       std::lock_guard<std::mutex> guard{mtx_};
-      stats_.commands += argvs.size();
+      stats_.commands += count;
     }
-    auto xs = exchanges(conn.ctx, argvs);
+    auto xs = exchanges(conn.ctx, wire, count);
     if (!xs.empty() && xs.back().st == exchange::status::io_error) {
       std::lock_guard<std::mutex> guard{mtx_};
       ++generation_;
