@@ -1,13 +1,17 @@
 #include "actors/client.hpp"
 
+#include "messages/errors.hpp"
+
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <condition_variable>
 #include <deque>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 namespace pgw {
 
@@ -19,9 +23,56 @@ namespace pgw {
 struct client::requester {
   using chat_promise = std::promise<caf::expected<chat_response>>;
 
+  /// A blocking call's answer: set once by the requester actor, waited for
+  /// by the calling thread. Not a std::promise: its set_value makes two
+  /// futex calls on the actor's thread (the once flag's wake, always made,
+  /// and the state's), this one (issue 17).
+  struct answer_slot {
+    std::mutex mtx;
+    std::condition_variable cv;
+    std::optional<caf::expected<chat_response>> value;
+
+    /// The first answer counts.
+    void set(caf::expected<chat_response> v) {
+      {
+        std::lock_guard<std::mutex> guard{mtx};
+        if (value)
+          return;
+        value.emplace(std::move(v));
+      }
+      cv.notify_one(); // the slot outlives this: the actor holds it
+    }
+
+    caf::expected<chat_response> wait() {
+      std::unique_lock<std::mutex> guard{mtx};
+      cv.wait(guard, [this] { return value.has_value(); });
+      return std::move(*value);
+    }
+  };
+
+  /// The actor's side of a slot: when the call's handlers go without
+  /// answering (the actor system stopping), the caller still gets one
+  /// answer, as a std::promise would have broken.
+  struct slot_guard {
+    std::shared_ptr<answer_slot> slot;
+    explicit slot_guard(std::shared_ptr<answer_slot> s) : slot(std::move(s)) {
+      // nop
+    }
+    slot_guard(const slot_guard&) = delete;
+    slot_guard& operator=(const slot_guard&) = delete;
+    ~slot_guard() {
+      slot->set(make_error(error_code::internal,
+                           "the client's requester stopped before the "
+                           "call's answer"));
+    }
+  };
+
+  /// A queued call; its answer goes to `promise` (chat_async) or `slot`
+  /// (chat).
   struct job {
     chat_request req;
     std::shared_ptr<chat_promise> promise;
+    std::shared_ptr<slot_guard> slot;
   };
 
   struct queue {
@@ -54,15 +105,22 @@ struct client::requester {
           for (auto& j : taken) {
             ++*pending;
             auto promise = std::move(j.promise);
+            auto slot = std::move(j.slot);
+            auto answer = [promise, slot](caf::expected<chat_response> r) {
+              if (slot)
+                slot->slot->set(std::move(r));
+              else
+                promise->set_value(std::move(r));
+            };
             self->request(gw, caf::infinite, atom::chat_v, std::move(j.req))
               .then(
-                [promise, pending, maybe_quit](chat_response& resp) {
-                  promise->set_value(std::move(resp));
+                [answer, pending, maybe_quit](chat_response& resp) {
+                  answer(std::move(resp));
                   --*pending;
                   maybe_quit();
                 },
-                [promise, pending, maybe_quit](caf::error& err) {
-                  promise->set_value(std::move(err));
+                [answer, pending, maybe_quit](caf::error& err) {
+                  answer(std::move(err));
                   --*pending;
                   maybe_quit();
                 });
@@ -84,17 +142,28 @@ struct client::requester {
   std::future<caf::expected<chat_response>> submit(chat_request req) {
     auto promise = std::make_shared<chat_promise>();
     auto fut = promise->get_future();
+    queue_job(job{std::move(req), std::move(promise), nullptr});
+    return fut;
+  }
+
+  caf::expected<chat_response> call(chat_request req) {
+    auto slot = std::make_shared<answer_slot>();
+    queue_job(job{std::move(req), nullptr,
+                  std::make_shared<slot_guard>(slot)});
+    return slot->wait();
+  }
+
+  void queue_job(job j) {
     bool wake;
     {
       std::lock_guard<std::mutex> guard{q->mtx};
       // One wake for a batch: the actor takes every call queued until it
       // runs.
       wake = q->jobs.empty();
-      q->jobs.push_back(job{std::move(req), std::move(promise)});
+      q->jobs.push_back(std::move(j));
     }
     if (wake)
       caf::anon_send(actor, atom::start_v);
-    return fut;
   }
 };
 
@@ -106,7 +175,7 @@ client::client(caf::actor_system& sys, gateway_actor gateway)
 }
 
 caf::expected<chat_response> client::chat(chat_request req) {
-  return chat_async(std::move(req)).get();
+  return requester_->call(std::move(req));
 }
 
 std::future<caf::expected<chat_response>> client::chat_async(chat_request req) {
