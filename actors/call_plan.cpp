@@ -631,7 +631,8 @@ void call_plan::round_failed(time_point now) {
   // A 429 round moves on at once: its source cools down in the gateway's
   // memo, so admission picks another source or waits for the earliest one
   // (SPEC §12). So does a call with no source left to try.
-  if (all_rate_limited || known().excluded.size() >= args_.scope->sources.size()) {
+  if (all_rate_limited
+      || known().excluded.size() >= args_.scope->sources.size()) {
     retry_after(0, now);
     return;
   }

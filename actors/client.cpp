@@ -26,7 +26,7 @@ struct client::requester {
   /// A blocking call's answer: set once by the requester actor, waited for
   /// by the calling thread. Not a std::promise: its set_value makes two
   /// futex calls on the actor's thread (the once flag's wake, always made,
-  /// and the state's), this one (issue 17).
+  /// and the state's); setting a slot makes one (issue 17).
   struct answer_slot {
     std::mutex mtx;
     std::condition_variable cv;

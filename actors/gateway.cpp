@@ -402,6 +402,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     st.timers.drop(msg.source);
     st.calls.erase(id);
     st.call_of.erase(i);
+    forget_requester(self, msg.source);
     if (auto p = st.pending.find(msg.source); p != st.pending.end()) {
       // The supervisor vanished without answering (it should not): the
       // caller still gets exactly one answer.
