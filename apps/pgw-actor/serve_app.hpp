@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <optional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -159,12 +160,16 @@ void send_error(httplib::Response& res, int status, const std::string& message,
                 const std::string& type, const std::string& code,
                 long long retry_after_s = 0);
 
-/// Waits for `pending`; cancels call `call_id` when the client goes
-/// (`gone` set) or the drain time is over.
-template <class T>
-T await_call(context& ctx, client& cl, const std::string& call_id,
-             std::future<T>& pending, bool& gone) {
+/// Runs `call()` (a blocking call of call `call_id`) and returns its answer;
+/// cancels the call when the client goes (`gone` set) or the drain time is
+/// over. For chat, `call` is `client::chat`, which waits on an answer slot
+/// the CAF thread sets with one futex call (a std::future's promise costs
+/// two; issue 13).
+template <class Call>
+auto await_call(context& ctx, client& cl, const std::string& call_id,
+                Call call, bool& gone) -> decltype(call()) {
   std::atomic<bool> left{false};
+  std::optional<decltype(call())> answer;
   {
     // The callback runs only while `reg` lives.
     auto reg = ctx.watch.watch(client_socket,
@@ -173,10 +178,18 @@ T await_call(context& ctx, client& cl, const std::string& call_id,
                                    left = true;
                                  cl.cancel(call_id);
                                });
-    pending.wait();
+    answer.emplace(call());
   }
   gone = left;
-  return pending.get();
+  return std::move(*answer);
+}
+
+/// Waits for `pending` (see above).
+template <class T>
+T await_call(context& ctx, client& cl, const std::string& call_id,
+             std::future<T>& pending, bool& gone) {
+  return await_call(
+    ctx, cl, call_id, [&pending] { return pending.get(); }, gone);
 }
 
 } // namespace pgw::serve

@@ -310,9 +310,9 @@ void handle_chat(context& ctx, const httplib::Request& req,
     return serve_live(ctx, res, ls, std::move(in.req), *scope);
   }
   client cl = scope->chat ? *scope->chat : client{*ctx.sys, scope->gateway};
-  auto pending = cl.chat_async(std::move(in.req));
   bool gone = false;
-  auto result = await_call(ctx, cl, call_id, pending, gone);
+  auto result = await_call(
+    ctx, cl, call_id, [&] { return cl.chat(std::move(in.req)); }, gone);
   double total_s = std::chrono::duration<double>(
                      std::chrono::steady_clock::now() - started)
                      .count();
