@@ -23,6 +23,7 @@
 #include <fmt/format.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cstdio>
 #include <cstring>
@@ -42,23 +43,26 @@ constexpr const char* throughput_usage = R"(usage: pgw-actor bench throughput [o
                    redis-server on a free loopback port for the run)
 )";
 
-/// Total calls of Redis commands so far (INFO commandstats), -1 unknown.
-/// Script calls (EVAL and EVALSHA) Redis has served: our round trips. Redis'
-/// total command count would also count the commands run inside the scripts.
+/// The number after `field` in an INFO reply (`name:value` or, inside a
+/// line, `key=value`), -1 when it is not there.
+double info_field(const std::string& info, const char* field) {
+  auto at = info.find(field);
+  if (at == std::string::npos)
+    return -1;
+  return std::strtod(info.c_str() + at + std::strlen(field), nullptr);
+}
+
+/// Script calls (EVAL and EVALSHA) Redis has served so far (INFO
+/// commandstats): our round trips; -1 unknown. Redis' total command count
+/// would also count the commands run inside the scripts.
 int64_t redis_commands(redis_client& c) {
   auto r = c.command({"INFO", "commandstats"});
   if (!r)
     return -1;
-  int64_t total = 0;
-  for (const char* name : {"cmdstat_eval:", "cmdstat_evalsha:"}) {
-    auto at = r->str.find(name);
-    if (at == std::string::npos)
-      continue;
-    at = r->str.find("calls=", at);
-    if (at != std::string::npos)
-      total += std::strtoll(r->str.c_str() + at + 6, nullptr, 10);
-  }
-  return total;
+  double total = 0; // a command never called has no line
+  for (const char* field : {"cmdstat_eval:calls=", "cmdstat_evalsha:calls="})
+    total += std::max(info_field(r->str, field), 0.0);
+  return static_cast<int64_t>(total);
 }
 
 /// redis-server's CPU time so far (INFO cpu: used_cpu_user + used_cpu_sys),
@@ -67,14 +71,9 @@ double redis_cpu_us(redis_client& c) {
   auto r = c.command({"INFO", "cpu"});
   if (!r)
     return -1;
-  double total = 0;
-  for (const char* name : {"used_cpu_user:", "used_cpu_sys:"}) {
-    auto at = r->str.find(name);
-    if (at == std::string::npos)
-      return -1;
-    total += std::strtod(r->str.c_str() + at + std::strlen(name), nullptr);
-  }
-  return total * 1e6;
+  auto user = info_field(r->str, "used_cpu_user:");
+  auto sys = info_field(r->str, "used_cpu_sys:");
+  return user < 0 || sys < 0 ? -1 : (user + sys) * 1e6;
 }
 
 } // namespace

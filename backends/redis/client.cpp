@@ -215,6 +215,13 @@ public:
     wire_.append("\r\n", 2);
   }
 
+  /// A number as its decimal text.
+  void arg(size_t n) {
+    char buf[24];
+    auto end = std::to_chars(buf, buf + sizeof(buf), n).ptr;
+    arg(std::string_view{buf, static_cast<size_t>(end - buf)});
+  }
+
 private:
   void header(char kind, size_t n) {
     char buf[24];
@@ -314,9 +321,7 @@ public:
       wire_command cmd{wire, 3 + c.keys.size() + c.args.size()};
       cmd.arg("EVALSHA");
       cmd.arg(c.script->sha1());
-      char n[24];
-      auto end = std::to_chars(n, n + sizeof(n), c.keys.size()).ptr;
-      cmd.arg(std::string_view{n, static_cast<size_t>(end - n)});
+      cmd.arg(c.keys.size());
       for (auto& k : c.keys)
         cmd.arg(k);
       for (auto& a : c.args)
