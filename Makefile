@@ -12,7 +12,8 @@ PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        libboost-json1.81-dev libboost1.81-dev libhiredis-dev libfmt-dev \
        doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
-       clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4
+       clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4 \
+       libtcmalloc-minimal4
 
 # -- sanitizer and fuzz builds ------------------------------------------------
 ASAN_BUILD ?= build-asan

@@ -3,6 +3,7 @@
 /// Shared pieces of the `pgw-actor bench` subcommands: callers on threads
 /// and latency percentiles.
 
+#include "apps/cli/allocator.hpp"
 #include "apps/pgw-upstream-sim/sim.hpp"
 #include "config/loader.hpp"
 #include "messages/chat.hpp"

@@ -15,6 +15,7 @@
 
 #include "apps/harness/bench.hpp"
 #include "apps/harness/bench_options.hpp"
+#include "apps/cli/allocator.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -45,7 +46,6 @@
 
 #include <csignal>
 #include <fcntl.h>
-#include <malloc.h>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
@@ -134,10 +134,9 @@ int64_t read_int(const char* path) {
   return in ? x : -1;
 }
 
-/// Bytes the heap has handed out (glibc's `mallinfo2`, all arenas).
+/// kB of the heap handed out and not freed (tcmalloc's or glibc's figure).
 int64_t heap_in_use_kb() {
-  auto mi = ::mallinfo2();
-  return static_cast<int64_t>((mi.uordblks + mi.hblkhd) / 1024);
+  return cli::heap_in_use_bytes() / 1024;
 }
 
 /// Starts `calls` calls through a client whose gateway is a stand-in that
@@ -184,7 +183,7 @@ double load_generator_kb_per_call(caf::actor_system& sys, int calls,
   double per_call = -1;
   {
     client cl{sys, caf::actor_cast<gateway_actor>(stand_in)};
-    ::malloc_trim(0);
+    cli::release_free_memory();
     auto before = proc_status(0, "VmRSS");
     auto heap_before = heap_in_use_kb();
     auto futures = start_held_calls(cl, calls);
@@ -207,7 +206,7 @@ double load_generator_kb_per_call(caf::actor_system& sys, int calls,
   }
   caf::anon_send_exit(stand_in, caf::exit_reason::user_shutdown);
   std::this_thread::sleep_for(std::chrono::milliseconds(100));
-  ::malloc_trim(0);
+  cli::release_free_memory();
   return per_call;
 }
 
@@ -258,6 +257,7 @@ int bench_inflight(const std::vector<std::string>& args) {
               static_cast<unsigned long long>(soft_before),
               static_cast<unsigned long long>(lim.rlim_cur),
               static_cast<unsigned long long>(need));
+  std::printf("malloc: %s\n", allocator_name().c_str());
   if (lim.rlim_cur != RLIM_INFINITY && need > lim.rlim_cur) {
     auto fit = (lim.rlim_cur - spare) / (mode == "process" ? 1 : 2);
     std::printf("N does not fit: %d calls need about %llu descriptors in "
@@ -338,7 +338,7 @@ int bench_inflight(const std::vector<std::string>& args) {
   client cl{sys, *gw};
   // The baseline: everything up, nothing in flight.
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
-  ::malloc_trim(0);
+  cli::release_free_memory();
   auto heap_before = heap_in_use_kb();
   auto rss_before = proc_status(0, "VmRSS");
   auto sim_rss_before = mode == "process" ? proc_status(child->pid(), "VmRSS")

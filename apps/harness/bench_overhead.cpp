@@ -251,8 +251,9 @@ int bench_overhead(const std::vector<std::string>& args) {
 
   std::printf("pgw bench overhead: %d calls per block, concurrency %d, %d "
               "vCPUs allowed (simulator, gateway and callers share them, "
-              "one process)\n\n",
+              "one process)\n",
               calls, concurrency, CPU_COUNT(&allowed));
+  print_allocator();
   int errors = 0;
   std::optional<placement_result> unpinned, pinned;
   if (pin != "only") {

@@ -143,9 +143,10 @@ int bench_serve(const std::vector<std::string>& args) {
   std::printf("pgw bench serve: %d paired sequential calls, then %g s per "
               "throughput mode with %d callers; serve in a child process "
               "(pid %d), the simulator and the callers in this one; %u "
-              "hardware threads shared by all\n\n",
+              "hardware threads shared by all\n",
               calls, seconds, concurrency, static_cast<int>(serve->pid()),
               std::thread::hardware_concurrency());
+  print_allocator();
   std::fflush(stdout);
 
   // -- sequential, paired --

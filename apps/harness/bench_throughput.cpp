@@ -115,9 +115,10 @@ int bench_throughput(const std::vector<std::string>& args) {
   std::printf("pgw bench throughput: %g s per mode after 1 s of warm-up, "
               "%d callers, %u hardware threads shared by the callers, the "
               "simulator (a thread per connection) and the gateway; Redis "
-              "at %s\n\n",
+              "at %s\n",
               seconds, concurrency, std::thread::hardware_concurrency(),
               (*redis)->endpoint().c_str());
+  print_allocator();
   std::fflush(stdout);
 
   auto direct_caller = [&] { return zero->direct_caller(); };

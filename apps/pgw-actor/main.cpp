@@ -2,6 +2,8 @@
 
 #include "commands.hpp"
 
+#include "apps/cli/allocator.hpp"
+
 #include <caf/config.hpp>
 #include <httplib.h>
 #include <openssl/crypto.h>
@@ -46,7 +48,8 @@ commands:
                     --publish (soak, demo --serve-status)
 
 configuration: environment variables plus ./.env (or --env-file F).
---version prints the version and the CAF, cpp-httplib and OpenSSL versions.
+--version prints the version and the CAF, cpp-httplib and OpenSSL versions
+and the malloc in use.
 )";
 
 /// `--help` of the subcommands that have no usage text of their own.
@@ -96,10 +99,11 @@ int main(int argc, char** argv) {
     return args.empty() ? pgw::cli::exit_usage : pgw::cli::exit_ok;
   }
   if (args[0] == "--version") {
-    std::printf("pgw-actor %s (CAF %d.%d.%d, cpp-httplib %s, %s)\n",
+    std::printf("pgw-actor %s (CAF %d.%d.%d, cpp-httplib %s, %s, malloc %s)\n",
                 PGW_VERSION, CAF_MAJOR_VERSION, CAF_MINOR_VERSION,
                 CAF_PATCH_VERSION, CPPHTTPLIB_VERSION,
-                OpenSSL_version(OPENSSL_VERSION));
+                OpenSSL_version(OPENSSL_VERSION),
+                pgw::cli::allocator_name().c_str());
     return pgw::cli::exit_ok;
   }
   auto cmd = args[0];

@@ -185,6 +185,13 @@ TEST_CASE("every subcommand answers --help with exit 0, --version names the libr
   CHECK(has(v.out, "CAF 0.17.6"));
   CHECK(has(v.out, "cpp-httplib 0.11.4"));
   CHECK(has(v.out, "OpenSSL 3."));
+  // The malloc the build chose (PGW_ALLOCATOR) is the one the process runs
+  // on: found at run time, so a link order that left glibc's malloc first
+  // fails here.
+  if (std::string{PGW_ALLOCATOR_USED} == "tcmalloc")
+    CHECK(has(v.out, "malloc tcmalloc 2."));
+  else
+    CHECK(has(v.out, "malloc system"));
 }
 
 TEST_CASE("config check with nothing configured is an error pointing at config/.env.example") {
