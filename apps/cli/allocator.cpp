@@ -76,7 +76,8 @@ int64_t heap_in_use_bytes() {
 void release_free_memory() {
   if (malloc_is_tcmalloc()) {
     static auto release = symbol<release_fn>("MallocExtension_ReleaseFreeMemory");
-    release();
+    if (release != nullptr)
+      release();
     return;
   }
   ::malloc_trim(0);

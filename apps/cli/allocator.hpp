@@ -4,10 +4,9 @@
 ///
 /// `pgw-actor` is linked with tcmalloc (gperftools' tcmalloc_minimal;
 /// CMake's PGW_ALLOCATOR, default `tcmalloc`; `system` in the sanitizer and
-/// fuzz builds): see README
-/// "Memory allocator". The library (libpgw) links no allocator: an
-/// embedding backend keeps its own. These are found at run time, so they
-/// answer for whichever malloc the process really got.
+/// fuzz builds): see README "Memory allocator". The library (libpgw) links
+/// no allocator: an embedding backend keeps its own. These are found at run
+/// time, so they answer for whichever malloc the process really got.
 
 #include <cstdint>
 #include <string>
@@ -24,8 +23,8 @@ std::string allocator_name();
 int64_t heap_in_use_bytes();
 
 /// Gives the heap's free pages back to the system (tcmalloc's
-/// ReleaseFreeMemory; glibc: `malloc_trim`), so that RSS figures start from the heap
-/// in use.
+/// ReleaseFreeMemory; glibc: `malloc_trim`), so that RSS figures start
+/// from the heap in use.
 void release_free_memory();
 
 /// A bench header's last line: "malloc: <allocator_name()>", then the

@@ -15,7 +15,6 @@
 
 #include "apps/harness/bench.hpp"
 #include "apps/harness/bench_options.hpp"
-#include "apps/cli/allocator.hpp"
 #include "apps/cli/cli.hpp"
 
 #include "actors/client.hpp"
@@ -257,7 +256,7 @@ int bench_inflight(const std::vector<std::string>& args) {
               static_cast<unsigned long long>(soft_before),
               static_cast<unsigned long long>(lim.rlim_cur),
               static_cast<unsigned long long>(need));
-  std::printf("malloc: %s\n", allocator_name().c_str());
+  print_allocator();
   if (lim.rlim_cur != RLIM_INFINITY && need > lim.rlim_cur) {
     auto fit = (lim.rlim_cur - spare) / (mode == "process" ? 1 : 2);
     std::printf("N does not fit: %d calls need about %llu descriptors in "
@@ -452,7 +451,7 @@ int bench_inflight(const std::vector<std::string>& args) {
                        ? static_cast<double>(peak.rss_kb - rss_before)
                            / calls
                        : 0.0;
-  std::printf("\nstarted %d calls in %.2f s; all answered after %.2f s\n",
+  std::printf("started %d calls in %.2f s; all answered after %.2f s\n",
               calls, submitted_s, total_s);
   std::printf("peak in flight:   %lld calls active in the gateway, %lld "
               "upstream attempts open (at %.1f s); %lld requests open at "
