@@ -5,6 +5,7 @@
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "config/scrub.hpp"
+#include "config/support/log.hpp"
 #include "config/url.hpp"
 #include "messages/errors.hpp"
 
@@ -373,10 +374,22 @@ const std::map<std::string, setter<global_config>>& global_setters() {
     // Read elsewhere: load_providers, the logger, the CLI's scheduler.
     {"PGW_PROVIDERS_PATH",
      [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+    // Checked here (the CLI hands a value from the env file to them).
     {"PGW_LOG",
-     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+     [](gc&, const std::string& key, const std::string& value) {
+       if (log::parse_level(value))
+         return caf::error{};
+       return bad_value(key, value,
+                        "must be one of debug, info, warn, error, off");
+     }},
     {"PGW_SCHEDULER_THREADS",
-     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+     [](gc&, const std::string& key, const std::string& value) {
+       int threads = 0;
+       if (read_whole(value, threads) == std::errc{} && threads >= 1
+           && threads <= 256)
+         return caf::error{};
+       return bad_value(key, value, "must be an integer from 1 to 256");
+     }},
   };
   return table;
 }

@@ -4,6 +4,7 @@
 
 #include "apps/node/node_builder.hpp"
 #include "config/json_text.hpp"
+#include "config/support/log.hpp"
 
 #include "messages/registry.hpp"
 
@@ -75,6 +76,14 @@ std::optional<settings> load(const std::optional<std::string>& env_file) {
   }
   for (auto& w : cfg->warnings)
     std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
+  // The logger and the scheduler read these two from the process
+  // environment; one given only in the env file reaches them here (a value
+  // in the environment was read first and wins). Both were checked above.
+  for (const char* key : {"PGW_LOG", "PGW_SCHEDULER_THREADS"})
+    if (auto i = env->find(key); i != env->end() && !std::getenv(key))
+      ::setenv(key, i->second.c_str(), 0);
+  if (auto i = env->find("PGW_LOG"); i != env->end())
+    log::set_level(log::parse_level(i->second).value_or(log::level::warn));
   return std::move(*cfg);
 }
 

@@ -99,8 +99,10 @@ int bench_serve(const std::vector<std::string>& args) {
   for (auto& [k, v] : zero->env)
     env.push_back(k + "=" + v);
   // What a sanitizer or a library-path build needs to run the child too.
+  // The thread settings too, so that their effect on serve can be measured.
   for (const char* name : {"LD_LIBRARY_PATH", "ASAN_OPTIONS", "UBSAN_OPTIONS",
-                           "LSAN_OPTIONS", "TSAN_OPTIONS"})
+                           "LSAN_OPTIONS", "TSAN_OPTIONS", "PGW_TRANSPORT",
+                           "PGW_TRANSPORT_THREADS", "PGW_SCHEDULER_THREADS"})
     if (const char* value = std::getenv(name))
       env.push_back(std::string(name) + "=" + value);
   std::unique_ptr<harness::listening_process> serve;

@@ -4,7 +4,6 @@
 #include <atomic>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
 #include <mutex>
 
 namespace pgw::log {
@@ -15,15 +14,8 @@ level initial_level() {
   const char* env = std::getenv("PGW_LOG");
   if (env == nullptr)
     return level::warn;
-  if (std::strcmp(env, "debug") == 0)
-    return level::debug;
-  if (std::strcmp(env, "info") == 0)
-    return level::info;
-  if (std::strcmp(env, "error") == 0)
-    return level::error;
-  if (std::strcmp(env, "off") == 0)
-    return level::off;
-  return level::warn;
+  // Any other text is refused when the configuration is loaded.
+  return parse_level(env).value_or(level::warn);
 }
 
 std::atomic<level>& threshold() {
@@ -57,6 +49,20 @@ const char* name_of(level lvl) {
 }
 
 } // namespace
+
+std::optional<level> parse_level(std::string_view text) {
+  if (text == "debug")
+    return level::debug;
+  if (text == "info")
+    return level::info;
+  if (text == "warn")
+    return level::warn;
+  if (text == "error")
+    return level::error;
+  if (text == "off")
+    return level::off;
+  return std::nullopt;
+}
 
 void set_level(level lvl) {
   threshold() = lvl;

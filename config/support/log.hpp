@@ -6,7 +6,9 @@
 #include <fmt/format.h>
 
 #include <functional>
+#include <optional>
 #include <string>
+#include <string_view>
 
 namespace pgw::log {
 
@@ -14,6 +16,9 @@ enum class level { debug, info, warn, error, off };
 
 /// Sets the threshold (default: warn, or `PGW_LOG` = debug|info|warn|error|off).
 void set_level(level lvl);
+
+/// The level a `PGW_LOG` value names; nullopt for any other text.
+std::optional<level> parse_level(std::string_view text);
 
 level current_level();
 

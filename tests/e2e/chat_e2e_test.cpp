@@ -301,6 +301,32 @@ TEST_CASE("an env file is read, and the environment wins over it") {
   std::remove(path.c_str());
 }
 
+TEST_CASE("PGW_LOG in an env file sets the log level, a bad value is refused") {
+  sim_process sim;
+  auto path = "/tmp/pgw-e2e-log-" + std::to_string(::getpid()) + ".env";
+  auto write = [&](const std::string& level) {
+    std::ofstream f{path};
+    f << "LLM__GENERIC__A__BASE_URL=" << sim.base_url()
+      << "\nLLM__GENERIC__A__MODEL=ok\nPGW_LOG=" << level << "\n";
+  };
+  // debug logs each attempt; without the file's value nothing would show.
+  write("debug");
+  auto debug = run_program({PGW_ACTOR_BIN, "chat", "--env-file", path, "hi"});
+  CHECK(debug.exit_code == 0);
+  CHECK(debug.err.find("#1 starts on LLM/a") != std::string::npos);
+  // The environment wins over the file.
+  auto quiet = run_program({PGW_ACTOR_BIN, "chat", "--env-file", path, "hi"},
+                           {"PGW_LOG=warn"});
+  CHECK(quiet.exit_code == 0);
+  CHECK(quiet.err.find("starts on") == std::string::npos);
+  write("verbose");
+  auto bad = run_program({PGW_ACTOR_BIN, "chat", "--env-file", path, "hi"});
+  CHECK(bad.exit_code == 2);
+  CHECK(bad.err.find("PGW_LOG=verbose: must be one of debug, info, warn, "
+                     "error, off") != std::string::npos);
+  std::remove(path.c_str());
+}
+
 TEST_CASE("pgw-actor demo runs without any configuration") {
   auto r = run_program({PGW_ACTOR_BIN, "demo"});
   INFO(r.err);

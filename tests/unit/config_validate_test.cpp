@@ -357,6 +357,16 @@ TEST_CASE("governance backends are memory or redis") {
                     {"PGW_BREAKER_BACKEND", "redis"}})));
 }
 
+TEST_CASE("PGW_LOG names a level, PGW_SCHEDULER_THREADS is 1..256") {
+  CHECK(loads(base({{"PGW_LOG", "off"}, {"PGW_SCHEDULER_THREADS", "2"}})));
+  CHECK(load_error(base({{"PGW_LOG", "Debug"}}))
+        == "PGW_LOG=Debug: must be one of debug, info, warn, error, off");
+  CHECK(load_error(base({{"PGW_SCHEDULER_THREADS", "0"}}))
+        == "PGW_SCHEDULER_THREADS=0: must be an integer from 1 to 256");
+  CHECK(load_error(base({{"PGW_SCHEDULER_THREADS", "2x"}}))
+        == "PGW_SCHEDULER_THREADS=2x: must be an integer from 1 to 256");
+}
+
 TEST_CASE("PGW_TRANSPORT is beast or httplib, PGW_TRANSPORT_THREADS 0..1024") {
   CHECK(load_error(base({{"PGW_TRANSPORT", "curl"}}))
         == "PGW_TRANSPORT=curl: must be one of beast, httplib (upstream HTTP "
