@@ -67,12 +67,36 @@ struct client::requester {
     }
   };
 
-  /// A queued call; its answer goes to `promise` (chat_async) or `slot`
-  /// (chat).
+  /// The callback of `chat_then`, called once: with the answer, or with an
+  /// `internal` error when the requester stops before it.
+  struct then_guard {
+    std::function<void(caf::expected<chat_response>)> fn;
+    bool called = false;
+    explicit then_guard(std::function<void(caf::expected<chat_response>)> f)
+      : fn(std::move(f)) {
+      // nop
+    }
+    then_guard(const then_guard&) = delete;
+    then_guard& operator=(const then_guard&) = delete;
+    void set(caf::expected<chat_response> r) {
+      called = true;
+      fn(std::move(r));
+    }
+    ~then_guard() {
+      if (!called)
+        fn(make_error(error_code::internal,
+                      "the client's requester stopped before the call's "
+                      "answer"));
+    }
+  };
+
+  /// A queued call; its answer goes to `promise` (chat_async), `slot`
+  /// (chat) or `then` (chat_then).
   struct job {
     chat_request req;
     std::shared_ptr<chat_promise> promise;
     std::shared_ptr<slot_guard> slot;
+    std::shared_ptr<then_guard> then = nullptr;
   };
 
   struct queue {
@@ -106,8 +130,12 @@ struct client::requester {
             ++*pending;
             auto promise = std::move(j.promise);
             auto slot = std::move(j.slot);
-            auto answer = [promise, slot](caf::expected<chat_response> r) {
-              if (slot)
+            auto then = std::move(j.then);
+            auto answer = [promise, slot,
+                           then](caf::expected<chat_response> r) {
+              if (then)
+                then->set(std::move(r));
+              else if (slot)
                 slot->slot->set(std::move(r));
               else
                 promise->set_value(std::move(r));
@@ -180,6 +208,13 @@ caf::expected<chat_response> client::chat(chat_request req) {
 
 std::future<caf::expected<chat_response>> client::chat_async(chat_request req) {
   return requester_->submit(std::move(req));
+}
+
+void client::chat_then(chat_request req,
+                       std::function<void(caf::expected<chat_response>)> done) {
+  requester_->queue_job(requester::job{
+    std::move(req), nullptr, nullptr,
+    std::make_shared<requester::then_guard>(std::move(done))});
 }
 
 // -- live calls (issue 13) -----------------------------------------------------

@@ -58,6 +58,12 @@ public:
   /// Starts one call; the future holds its single answer.
   std::future<caf::expected<chat_response>> chat_async(chat_request req);
 
+  /// Starts one call; `done` gets its single answer, on a CAF thread (it
+  /// must return quickly and never block), or an `internal` error if the
+  /// client's requester stops first.
+  void chat_then(chat_request req,
+                 std::function<void(caf::expected<chat_response>)> done);
+
   /// Starts a live call: `on_delta` gets each piece of the answer as the
   /// source streams it (only from the source that produced the first token
   /// first; the first delta names it), then the returned handle's result

@@ -55,7 +55,10 @@ class quiet_coordinator
 public:
   using super = caf::scheduler::coordinator<wake_after_unlock>;
 
-  using super::super;
+  quiet_coordinator(caf::actor_system& sys, boost::asio::io_context* loop)
+    : super(sys) {
+    data().loop = loop;
+  }
 
   quiet_clock& clock() noexcept override {
     return clock_;
@@ -85,10 +88,13 @@ private:
 
 } // namespace
 
-void use_quiet_clock(caf::actor_system_config& cfg) {
+void use_quiet_clock(caf::actor_system_config& cfg,
+                     boost::asio::io_context* loop) {
+  if (loop != nullptr)
+    cfg.set("scheduler.max-threads", 1); // one thread runs the loop
   cfg.module_factories.push_back(
-    [](caf::actor_system& sys) -> caf::actor_system::module* {
-      return new quiet_coordinator(sys);
+    [loop](caf::actor_system& sys) -> caf::actor_system::module* {
+      return new quiet_coordinator(sys, loop);
     });
 }
 

@@ -16,6 +16,8 @@
 #include <caf/actor_system_config.hpp>
 #include <caf/detail/thread_safe_actor_clock.hpp>
 
+#include <boost/asio/io_context.hpp>
+
 #include <atomic>
 #include <cstdint>
 #include <mutex>
@@ -61,7 +63,12 @@ private:
 /// `quiet_clock`, waking a worker after the job queue's lock is released
 /// rather than under it (`scheduler.max-threads` etc. still apply). Not for the
 /// test coordinator: leave `cfg` alone there.
-void use_quiet_clock(caf::actor_system_config& cfg);
+///
+/// With `loop`, the scheduler runs one worker, which runs `loop` while it has
+/// no job (wake_after_unlock.hpp): give it a loop with work (a work guard)
+/// that outlives the system, and handlers that never block.
+void use_quiet_clock(caf::actor_system_config& cfg,
+                     boost::asio::io_context* loop = nullptr);
 
 /// The quiet clock of `sys`, or null when it runs another scheduler.
 quiet_clock* quiet_clock_of(caf::actor_system& sys);

@@ -195,7 +195,14 @@ struct beast_transport::impl : transport_counters {
 
   // Declared first, destroyed last: every call lives in a handler of its
   // loop, so destroying the loops destroys the calls.
-  std::vector<std::unique_ptr<asio::io_context>> loops;
+  struct loop_deleter {
+    bool owned = true;
+    void operator()(asio::io_context* ctx) const {
+      if (owned)
+        delete ctx;
+    }
+  };
+  std::vector<std::unique_ptr<asio::io_context, loop_deleter>> loops;
   std::vector<asio::executor_work_guard<asio::io_context::executor_type>>
     guards;
   std::vector<std::thread> threads;
@@ -215,11 +222,16 @@ struct beast_transport::impl : transport_counters {
     tls_contexts;
 
   explicit impl(options o) : opts(o) {
+    if (opts.loop != nullptr) {
+      loops.emplace_back(opts.loop, loop_deleter{false});
+      link->self = this;
+      return;
+    }
     size_t n = opts.threads;
     if (n == 0)
       n = std::max(1u, std::thread::hardware_concurrency());
     for (size_t i = 0; i < n; ++i) {
-      loops.push_back(std::make_unique<asio::io_context>(1));
+      loops.emplace_back(new asio::io_context(1), loop_deleter{});
       guards.push_back(asio::make_work_guard(*loops.back()));
       // Creates the loop's reactor (epoll and eventfd descriptors) now, not
       // with the first call: a process out of descriptors later still has
@@ -238,7 +250,8 @@ struct beast_transport::impl : transport_counters {
     }
     guards.clear();
     for (auto& ctx : loops)
-      ctx->stop();
+      if (ctx.get_deleter().owned)
+        ctx->stop();
     for (auto& t : threads) {
       if (t.get_id() == std::this_thread::get_id())
         t.detach(); // a loop's own handler released the transport
@@ -314,6 +327,9 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   }
 
   beast_transport::impl& self;
+  /// `self`, kept alive by a call on an outside loop (which the transport
+  /// cannot stop); null on the transport's own loops, which end the calls.
+  std::shared_ptr<beast_transport::impl> keep;
   size_t loop;
   asio::io_context& ctx;
   upstream_call call;
@@ -768,6 +784,8 @@ beast_transport::start_call(upstream_call call, caf::actor sink, uint64_t tag) {
                      : self.next_loop.fetch_add(1, std::memory_order_relaxed)
                          % self.loops.size();
   auto c = std::make_shared<beast_call>(self, loop);
+  if (!self.loops[loop].get_deleter().owned)
+    c->keep = impl_;
   c->call = std::move(call);
   c->sink = std::move(sink);
   c->tag = tag;

@@ -16,6 +16,10 @@
 
 #include <memory>
 
+namespace boost::asio {
+class io_context;
+} // namespace boost::asio
+
 namespace pgw {
 
 class beast_transport : public transport {
@@ -27,6 +31,11 @@ public:
     size_t max_idle_per_source = 256;
     /// Largest non-streaming body or error body accepted, bytes.
     size_t max_body_bytes = 32 * 1024 * 1024;
+    /// A loop run by someone else (serve's CAF worker) to carry every call
+    /// instead of threads of the transport's own; `threads` is then unused.
+    /// It must outlive the transport's calls: a call still running when the
+    /// transport goes keeps the transport's state until it ends.
+    boost::asio::io_context* loop = nullptr;
   };
 
   beast_transport();
@@ -34,7 +43,7 @@ public:
   explicit beast_transport(options opts);
 
   /// Stops every running call (the sinks hear nothing more) and joins the
-  /// loop threads.
+  /// loop threads; with an outside loop, the calls run on to their end.
   ~beast_transport() override;
 
   std::shared_ptr<call_handle>

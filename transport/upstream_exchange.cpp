@@ -23,7 +23,13 @@ namespace {
 /// Room for the JSON envelope around a non-streamed answer.
 constexpr size_t body_envelope_bytes = 64 * 1024;
 
-bool same_name(std::string_view a, std::string_view b) {
+std::string key_of(const source_config& src) {
+  return src.scope + "/" + src.name;
+}
+
+} // namespace
+
+bool same_header_name(std::string_view a, std::string_view b) {
   if (a.size() != b.size())
     return false;
   for (size_t i = 0; i < a.size(); ++i)
@@ -32,12 +38,6 @@ bool same_name(std::string_view a, std::string_view b) {
       return false;
   return true;
 }
-
-std::string key_of(const source_config& src) {
-  return src.scope + "/" + src.name;
-}
-
-} // namespace
 
 upstream_target target_of(const std::string& base_url) {
   upstream_target t;
@@ -68,7 +68,7 @@ std::string request_path(const upstream_target& target, upstream_kind kind) {
 
 bool source_sets_header(const source_config& src, std::string_view name) {
   for (auto& kv : src.headers)
-    if (same_name(kv.first, name))
+    if (same_header_name(kv.first, name))
       return true;
   return false;
 }
@@ -213,15 +213,15 @@ bool response_reader::on_field(std::string_view name, std::string_view value) {
     if (!into)
       into.emplace(value);
   };
-  if (same_name(name, "Content-Type"))
+  if (same_header_name(name, "Content-Type"))
     take(h.content_type);
-  else if (same_name(name, "Content-Encoding"))
+  else if (same_header_name(name, "Content-Encoding"))
     take(h.encoding);
-  else if (same_name(name, "Location"))
+  else if (same_header_name(name, "Location"))
     take(h.location);
-  else if (same_name(name, "Retry-After"))
+  else if (same_header_name(name, "Retry-After"))
     take(h.retry_after);
-  else if (same_name(name, "retry-after-ms"))
+  else if (same_header_name(name, "retry-after-ms"))
     take(h.retry_after_ms);
   return true;
 }

@@ -25,6 +25,10 @@
 
 namespace pgw {
 
+/// ASCII case-insensitive equality: HTTP header names (and tokens such as
+/// `close`).
+bool same_header_name(std::string_view a, std::string_view b);
+
 class inflater;
 
 /// Header phase bounds (SPEC §12): more is `malformed_response`.

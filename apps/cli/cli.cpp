@@ -39,7 +39,7 @@ int exit_code_of(const caf::error& err) {
   }
 }
 
-system_config::system_config(bool with_io) {
+system_config::system_config(bool with_io, boost::asio::io_context* loop) {
   if (with_io)
     load<caf::io::middleman>();
   pgw::add_message_types(*this);
@@ -60,7 +60,7 @@ system_config::system_config(bool with_io) {
   set("scheduler.max-threads", threads);
   // The same work-sharing scheduler, with a clock that is not woken when an
   // actor that armed no timeout ends (issue 17).
-  use_quiet_clock(*this);
+  use_quiet_clock(*this, loop);
 }
 
 std::optional<settings> load(const std::optional<std::string>& env_file) {

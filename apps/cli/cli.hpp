@@ -20,6 +20,10 @@
 #include <string>
 #include <vector>
 
+namespace boost::asio {
+class io_context;
+} // namespace boost::asio
+
 namespace pgw::cli {
 
 /// Where `soak`, `demo` (and later `serve`) write telemetry by default.
@@ -42,7 +46,10 @@ int exit_code_of(const caf::error& err);
 /// The actor system configuration every subcommand uses.
 struct system_config : caf::actor_system_config {
   /// `with_io`: load CAF's middleman (publishing or reaching other nodes).
-  explicit system_config(bool with_io = false);
+  /// `loop`: the one scheduler thread runs it while idle (serve; see
+  /// use_quiet_clock).
+  explicit system_config(bool with_io = false,
+                         boost::asio::io_context* loop = nullptr);
 };
 
 /// Loads and validates settings (env file + process environment); prints

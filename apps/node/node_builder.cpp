@@ -19,10 +19,14 @@ namespace pgw {
 namespace {
 
 /// The upstream transport PGW_TRANSPORT names (validated: beast or httplib).
-transport_ptr make_transport(const global_config& g) {
+transport_ptr make_transport(const global_config& g,
+                             boost::asio::io_context* loop) {
   if (g.transport == transport_kind::httplib)
     return make_httplib_transport();
-  return make_beast_transport(static_cast<size_t>(g.transport_threads));
+  beast_transport::options opts;
+  opts.threads = static_cast<size_t>(g.transport_threads);
+  opts.loop = loop;
+  return std::make_shared<beast_transport>(opts);
 }
 
 /// Redis governance, when the settings ask for it: one client and one pool
@@ -143,7 +147,8 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
     opts.own_telemetry = true;
   }
   return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
-                       make_transport(cfg.global), std::move(opts));
+                       make_transport(cfg.global, node.transport_loop),
+                       std::move(opts));
 }
 
 } // namespace pgw

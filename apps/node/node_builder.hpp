@@ -17,6 +17,10 @@
 #include <cstdint>
 #include <string>
 
+namespace boost::asio {
+class io_context;
+} // namespace boost::asio
+
 namespace pgw {
 
 /// What a gateway needs beyond its settings.
@@ -30,6 +34,9 @@ struct node_options {
   /// The response cache to use (serve shares one between its scopes);
   /// invalid = one of the gateway's own from PGW_CACHE_BACKEND.
   cache_actor cache;
+  /// The loop the Beast transport runs its calls on instead of threads of
+  /// its own (serve: the CAF worker's); null = its own.
+  boost::asio::io_context* transport_loop = nullptr;
 };
 
 /// The response cache the settings ask for (PGW_CACHE_BACKEND memory or

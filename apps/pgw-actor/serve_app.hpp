@@ -114,8 +114,40 @@ struct context {
   std::string call_prefix; ///< "serve-<pid>-"
 };
 
+/// Counts a request in serve's metrics and, at PGW_LOG=info (serve's
+/// default), writes its access line on stderr: method, path, status (and
+/// `outcome` when a stream ended badly after its 200), scope, source, ms
+/// since `started`, call id.
+void log_request(context& ctx, const httplib::Request& req,
+                 const httplib::Response& res,
+                 std::chrono::steady_clock::time_point started,
+                 const std::string& outcome);
+
 /// `POST /v1/chat/completions`.
 void handle_chat(context& ctx, const httplib::Request& req,
+                 httplib::Response& res);
+
+struct openai_request;
+
+/// A chat request checked and ready to call (serve_chat.cpp).
+struct chat_start {
+  const served_scope* scope = nullptr;
+  std::string call_id;
+  std::string mode; ///< x-pgw-stream-mode, lower case ("" = live)
+  std::chrono::steady_clock::time_point started;
+};
+
+/// What `handle_chat` does once the body is decoded and before the call:
+/// checks the model, the cache controls and the stream mode, and sets the
+/// call's source, tenant and id in `in.req` and the `x-pgw-scope` /
+/// `x-pgw-call-id` headers in `res`; false when `res` holds an error answer.
+bool start_chat(context& ctx, const httplib::Request& req, openai_request& in,
+                httplib::Response& res, chat_start& out);
+
+/// Counts a finished non-live call and sets `res` to its answer (JSON, or
+/// SSE chunks for a buffered stream), or to its error (499 when `gone`).
+void finish_chat(context& ctx, const openai_request& in, const chat_start& st,
+                 caf::expected<chat_response>& result, bool gone,
                  httplib::Response& res);
 
 /// `POST /v1/embeddings` (serve_side.cpp).

@@ -259,65 +259,49 @@ void serve_live(context& ctx, httplib::Response& res,
 
 } // namespace
 
-void handle_chat(context& ctx, const httplib::Request& req,
-                 httplib::Response& res) {
-  auto guard_ptr = std::make_shared<in_flight_guard>(ctx);
-  auto& guard = *guard_ptr;
-  if (guard.overloaded(res))
-    return;
-  openai_request in;
-  if (auto problem = parse_request(req.body, in))
-    return send_error(res, 400, *problem, "invalid_request_error",
-                      "invalid_request");
+bool start_chat(context& ctx, const httplib::Request& req, openai_request& in,
+                httplib::Response& res, chat_start& out) {
   std::string source;
-  auto scope = resolve(ctx, in.model, source);
-  if (scope == nullptr)
-    return send_model_not_found(res, in.model);
+  out.scope = resolve(ctx, in.model, source);
+  if (out.scope == nullptr) {
+    send_model_not_found(res, in.model);
+    return false;
+  }
   if (auto problem = apply_cache_controls(req.get_header_value("Cache-Control"),
                                           req.get_header_value("x-pgw-cache"),
-                                          in.req))
-    return send_error(res, 400, *problem, "invalid_request_error",
-                      "invalid_request");
+                                          in.req)) {
+    send_error(res, 400, *problem, "invalid_request_error", "invalid_request");
+    return false;
+  }
   // Streaming requests are live unless the caller asks for the buffered
   // answer (full transparent failover, then the whole answer as chunks).
-  auto mode = lower(req.get_header_value("x-pgw-stream-mode"));
-  if (!mode.empty() && mode != "live" && mode != "buffered")
-    return send_error(res, 400,
-                      "x-pgw-stream-mode must be live or buffered",
-                      "invalid_request_error", "invalid_request");
+  out.mode = lower(req.get_header_value("x-pgw-stream-mode"));
+  if (!out.mode.empty() && out.mode != "live" && out.mode != "buffered") {
+    send_error(res, 400, "x-pgw-stream-mode must be live or buffered",
+               "invalid_request_error", "invalid_request");
+    return false;
+  }
   // With auth on, each key has its own cache entries (the key's digest; the
   // key itself is never stored).
   if (!ctx.keys.empty())
     in.req.tenant = sha256_hex(req.get_header_value("Authorization"));
-  res.set_header("x-pgw-scope", scope->config->name);
+  res.set_header("x-pgw-scope", out.scope->config->name);
   in.req.source = source;
   in.req.call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
-  const auto call_id = in.req.call_id;
-  res.set_header("x-pgw-call-id", call_id);
-  auto started = std::chrono::steady_clock::now();
-  if (in.stream && mode != "buffered") {
-    auto ls = std::make_shared<live_state>();
-    ls->ctx = &ctx;
-    ls->guard = std::move(guard_ptr);
-    ls->feed = std::make_shared<live_feed>();
-    ls->call_id = call_id;
-    ls->model = in.model;
-    ls->scope = scope->config->name;
-    ls->include_usage = in.include_usage;
-    ls->created = static_cast<long long>(std::time(nullptr));
-    ls->started = started;
-    ls->fd = client_socket;
-    return serve_live(ctx, res, ls, std::move(in.req), *scope);
-  }
-  client cl = scope->chat ? *scope->chat : client{*ctx.sys, scope->gateway};
-  bool gone = false;
-  auto result = await_call(
-    ctx, cl, call_id, [&] { return cl.chat(std::move(in.req)); }, gone);
+  out.call_id = in.req.call_id;
+  res.set_header("x-pgw-call-id", out.call_id);
+  out.started = std::chrono::steady_clock::now();
+  return true;
+}
+
+void finish_chat(context& ctx, const openai_request& in, const chat_start& st,
+                 caf::expected<chat_response>& result, bool gone,
+                 httplib::Response& res) {
   double total_s = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - started)
+                     std::chrono::steady_clock::now() - st.started)
                      .count();
   auto created = static_cast<long long>(std::time(nullptr));
-  const auto& scope_name = scope->config->name;
+  const auto& scope_name = st.scope->config->name;
   if (!result) {
     ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
                           nullptr);
@@ -335,6 +319,40 @@ void handle_chat(context& ctx, const httplib::Request& req,
     res.set_content(completion_json(*result, in.model, created),
                     "application/json");
   }
+}
+
+void handle_chat(context& ctx, const httplib::Request& req,
+                 httplib::Response& res) {
+  auto guard_ptr = std::make_shared<in_flight_guard>(ctx);
+  if (guard_ptr->overloaded(res))
+    return;
+  openai_request in;
+  if (auto problem = parse_request(req.body, in))
+    return send_error(res, 400, *problem, "invalid_request_error",
+                      "invalid_request");
+  chat_start st;
+  if (!start_chat(ctx, req, in, res, st))
+    return;
+  if (in.stream && st.mode != "buffered") {
+    auto ls = std::make_shared<live_state>();
+    ls->ctx = &ctx;
+    ls->guard = std::move(guard_ptr);
+    ls->feed = std::make_shared<live_feed>();
+    ls->call_id = st.call_id;
+    ls->model = in.model;
+    ls->scope = st.scope->config->name;
+    ls->include_usage = in.include_usage;
+    ls->created = static_cast<long long>(std::time(nullptr));
+    ls->started = st.started;
+    ls->fd = client_socket;
+    return serve_live(ctx, res, ls, std::move(in.req), *st.scope);
+  }
+  client cl = st.scope->chat ? *st.scope->chat
+                             : client{*ctx.sys, st.scope->gateway};
+  bool gone = false;
+  auto result = await_call(
+    ctx, cl, st.call_id, [&] { return cl.chat(std::move(in.req)); }, gone);
+  finish_chat(ctx, in, st, result, gone, res);
 }
 
 } // namespace pgw::serve

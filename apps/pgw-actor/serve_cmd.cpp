@@ -4,6 +4,7 @@
 #include "config/json_text.hpp"
 #include "commands.hpp"
 #include "serve_app.hpp"
+#include "serve_front.hpp"
 
 #include "apps/cli/http_connection.hpp"
 #include "apps/node/node_builder.hpp"
@@ -12,6 +13,8 @@
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
 #include <httplib.h>
 
@@ -106,15 +109,6 @@ std::string models_json(const context& ctx) {
   return json_text(json::object{{"object", "list"}, {"data", data}});
 }
 
-/// The route label of a path (bounded for metrics).
-std::string route_of(const std::string& path) {
-  for (const char* r : {"/v1/chat/completions", "/v1/embeddings", "/v1/ocr",
-                        "/v1/models", "/healthz", "/readyz", "/metrics"})
-    if (path == r)
-      return r;
-  return "other";
-}
-
 thread_local std::chrono::steady_clock::time_point request_started;
 
 /// cpp-httplib's server, telling its handlers the socket of the connection
@@ -166,8 +160,9 @@ class server : public httplib::Server {
 /// the calls still running.
 class signal_watch {
 public:
-  signal_watch(context& ctx, httplib::Server& svr, double drain_s)
-    : ctx_(ctx), svr_(svr), drain_s_(drain_s) {
+  signal_watch(context& ctx, httplib::Server& svr, serve::front& front,
+               double drain_s)
+    : ctx_(ctx), svr_(svr), front_(front), drain_s_(drain_s) {
     thread_ = std::thread([this] { run(); });
   }
 
@@ -204,6 +199,7 @@ private:
     log::write(log::level::warn, "serve",
                fmt::format("signal received: draining {} call(s) for up to {} s",
                            ctx_.in_flight.load(), drain_s_));
+    front_.stop();
     svr_.stop();
     auto drain = std::chrono::milliseconds(
       static_cast<int64_t>(std::min(drain_s_, 86400.0 * 30) * 1000));
@@ -215,10 +211,12 @@ private:
                  fmt::format("drain over: cancelling {} call(s)",
                              ctx_.in_flight.load()));
     ctx_.watch.cancel_all();
+    front_.cancel_all();
   }
 
   context& ctx_;
   httplib::Server& svr_;
+  serve::front& front_;
   double drain_s_;
   std::atomic<bool> done_{false};
   std::thread thread_;
@@ -278,30 +276,56 @@ void setup_routes(context& ctx, httplib::Server& svr) {
   });
   svr.set_logger([&ctx](const httplib::Request& req,
                         const httplib::Response& res) {
-    ctx.stats.record_request(route_of(req.path), res.status);
-    if (log::current_level() > log::level::info)
-      return;
-    auto ms = std::chrono::duration<double, std::milli>(
-                std::chrono::steady_clock::now() - request_started)
-                .count();
-    auto header = [&res](const char* name) {
-      auto v = res.get_header_value(name);
-      return v.empty() ? std::string("-") : v;
-    };
     // A stream that broke after its 200 went out says how it ended.
-    auto outcome = serve::stream_outcome.empty()
-                     ? std::string{}
-                     : " " + serve::stream_outcome;
+    serve::log_request(ctx, req, res, request_started, serve::stream_outcome);
     serve::stream_outcome.clear();
-    std::fprintf(stderr, "access %s %s %d%s scope=%s source=%s ms=%.1f call=%s\n",
-                 req.method.c_str(), route_of(req.path) == "other" ? "-" : req.path.c_str(),
-                 res.status, outcome.c_str(), header("x-pgw-scope").c_str(),
-                 header("x-pgw-source").c_str(), ms,
-                 header("x-pgw-call-id").c_str());
   });
 }
 
 } // namespace
+
+} // namespace pgw::cli
+
+namespace pgw::serve {
+
+namespace {
+
+/// The route label of a path (bounded for metrics).
+std::string route_of(const std::string& path) {
+  for (const char* r : {"/v1/chat/completions", "/v1/embeddings", "/v1/ocr",
+                        "/v1/models", "/healthz", "/readyz", "/metrics"})
+    if (path == r)
+      return r;
+  return "other";
+}
+
+} // namespace
+
+void log_request(context& ctx, const httplib::Request& req,
+                 const httplib::Response& res,
+                 std::chrono::steady_clock::time_point started,
+                 const std::string& outcome) {
+  ctx.stats.record_request(route_of(req.path), res.status);
+  if (log::current_level() > log::level::info)
+    return;
+  auto ms = std::chrono::duration<double, std::milli>(
+              std::chrono::steady_clock::now() - started)
+              .count();
+  auto header = [&res](const char* name) {
+    auto v = res.get_header_value(name);
+    return v.empty() ? std::string("-") : v;
+  };
+  std::fprintf(stderr, "access %s %s %d%s scope=%s source=%s ms=%.1f call=%s\n",
+               req.method.c_str(),
+               route_of(req.path) == "other" ? "-" : req.path.c_str(),
+               res.status, outcome.empty() ? "" : (" " + outcome).c_str(),
+               header("x-pgw-scope").c_str(), header("x-pgw-source").c_str(),
+               ms, header("x-pgw-call-id").c_str());
+}
+
+} // namespace pgw::serve
+
+namespace pgw::cli {
 
 int serve_main(const std::vector<std::string>& args) {
   std::optional<std::string> env_file;
@@ -357,7 +381,14 @@ int serve_main(const std::vector<std::string>& args) {
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
 
-  system_config sys_cfg;
+  // The one loop of the process: the CAF worker runs it while idle, and it
+  // carries the front's connections and the Beast transport's calls
+  // (serve_front.hpp). It lives as long as the process (threads of the
+  // actor system may still post to it while the process ends).
+  static auto* loop = new boost::asio::io_context(1);
+  static auto* loop_work = new auto(boost::asio::make_work_guard(*loop));
+  (void) loop_work;
+  system_config sys_cfg{false, loop};
   caf::actor_system sys{sys_cfg};
   ctx.sys = &sys;
   // Ends the gateways and drops their handles before `sys` goes, on every
@@ -373,6 +404,7 @@ int serve_main(const std::vector<std::string>& args) {
   } release{ctx};
   node_options opts;
   opts.default_telemetry_db = default_telemetry_db;
+  opts.transport_loop = loop;
   // One response cache for the process; its keys carry the scope.
   auto process_cache = spawn_cache(sys, *cfg);
   if (!process_cache) {
@@ -417,24 +449,38 @@ int serve_main(const std::vector<std::string>& args) {
     listen_fd = fd;
   });
   setup_routes(ctx, svr);
-  int bound = static_cast<int>(*port);
-  if (bound == 0)
-    bound = svr.bind_to_any_port(host);
-  else if (!svr.bind_to_port(host, bound))
-    bound = -1;
-  if (bound <= 0) {
+  // httplib answers behind the front, on loopback.
+  int backend_port = svr.bind_to_any_port("127.0.0.1");
+  std::unique_ptr<serve::front> front;
+  if (backend_port > 0) {
+    serve::front_options fo;
+    fo.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
+    fo.read_timeout_s = sc.read_timeout_s;
+    fo.write_timeout_s = sc.write_timeout_s;
+    fo.backend_port = static_cast<uint16_t>(backend_port);
+    try {
+      front = std::make_unique<serve::front>(
+        *loop, ctx, host, static_cast<uint16_t>(*port), fo);
+    } catch (const std::exception&) {
+    }
+  }
+  if (!front) {
     std::fprintf(stderr, "pgw-actor serve: cannot listen on %s\n",
                  listen.c_str());
     return exit_other;
   }
   if (listen_fd >= 0)
     ::listen(listen_fd, 4096); // httplib's compiled-in backlog is 5
+  front->start();
   // The first stdout line, read by scripts and tests (`--listen HOST:0`).
-  std::printf("listening %s:%d\n", host.c_str(), bound);
+  std::printf("listening %s:%d\n", host.c_str(), front->port());
   std::fflush(stdout);
   {
-    signal_watch watch{ctx, svr, sc.drain_s};
+    signal_watch watch{ctx, svr, *front, sc.drain_s};
     svr.listen_after_bind();
+    // httplib's requests are done; the front's finish (or are cancelled
+    // at the drain's end by the watch).
+    front->wait_idle();
   }
   std::fprintf(stderr, "pgw-actor serve: stopped\n");
   return exit_ok;

@@ -14,6 +14,8 @@
 #include <doctest/doctest.h>
 #include <httplib.h>
 
+#include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cstdlib>
 #include <fstream>
@@ -381,6 +383,167 @@ TEST_CASE("serve: a non-streaming client that hangs up cancels its call at once"
   CHECK(slow.at("ended_ms").to_number<double>()
           - slow.at("arrived_ms").to_number<double>()
         < 2000);
+}
+
+namespace {
+
+/// One raw client connection: requests written as given, responses read
+/// with their framing (Content-Length or chunked).
+struct raw_connection {
+  int sock = -1;
+  std::string buffered;
+
+  explicit raw_connection(int port) {
+    sock = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(sock >= 0);
+    timeval tv{10, 0};
+    ::setsockopt(sock, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(static_cast<uint16_t>(port));
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::connect(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr)
+            == 0);
+  }
+
+  ~raw_connection() {
+    ::close(sock);
+  }
+
+  void send(const std::string& bytes) {
+    REQUIRE(::send(sock, bytes.data(), bytes.size(), MSG_NOSIGNAL)
+            == static_cast<ssize_t>(bytes.size()));
+  }
+
+  /// Reads until `buffered` holds `n` bytes; false at the end of the stream.
+  bool fill(size_t n) {
+    char chunk[4096];
+    while (buffered.size() < n) {
+      auto got = ::recv(sock, chunk, sizeof chunk, 0);
+      if (got <= 0)
+        return false;
+      buffered.append(chunk, static_cast<size_t>(got));
+    }
+    return true;
+  }
+
+  std::string take_line() {
+    size_t eol;
+    while ((eol = buffered.find("\r\n")) == std::string::npos)
+      REQUIRE(fill(buffered.size() + 1));
+    auto line = buffered.substr(0, eol);
+    buffered.erase(0, eol + 2);
+    return line;
+  }
+
+  struct response {
+    int status = 0;
+    std::string head; ///< status line and headers
+    std::string body;
+  };
+
+  response read_response() {
+    response out;
+    auto status_line = take_line();
+    out.status = std::stoi(status_line.substr(9, 3));
+    out.head = status_line + "\n";
+    size_t length = 0;
+    bool chunked = false;
+    for (auto line = take_line(); !line.empty(); line = take_line()) {
+      out.head += line + "\n";
+      auto lower = line;
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      if (lower.rfind("content-length:", 0) == 0)
+        length = std::stoul(line.substr(15));
+      if (lower == "transfer-encoding: chunked")
+        chunked = true;
+    }
+    if (!chunked) {
+      REQUIRE(fill(length));
+      out.body = buffered.substr(0, length);
+      buffered.erase(0, length);
+      return out;
+    }
+    for (;;) {
+      auto size = std::stoul(take_line(), nullptr, 16);
+      REQUIRE(fill(size + 2));
+      out.body += buffered.substr(0, size);
+      buffered.erase(0, size + 2);
+      if (size == 0)
+        return out;
+    }
+  }
+
+  /// True when the server closed the connection (nothing more to read).
+  bool closed() {
+    return !fill(buffered.size() + 1);
+  }
+};
+
+bool has(const std::string& text, const std::string& part) {
+  return text.find(part) != std::string::npos;
+}
+
+std::string chat_request_bytes(const std::string& body,
+                               const std::string& extra_headers = "") {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+         "Bearer " + the_key + "\r\nContent-Type: application/json\r\n"
+         + extra_headers + "Content-Length: " + std::to_string(body.size())
+         + "\r\n\r\n" + body;
+}
+
+} // namespace
+
+TEST_CASE("serve: one connection carries pipelined, split, streamed and "
+          "closing requests") {
+  serve_fixture f;
+  const std::string plain
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  const std::string streamed
+    = R"({"model":"LLM","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  raw_connection c{f.port};
+  // Two requests in one write: two answers, in order, each its own call.
+  c.send(chat_request_bytes(plain) + chat_request_bytes(plain));
+  auto first = c.read_response();
+  auto second = c.read_response();
+  CHECK(first.status == 200);
+  CHECK(second.status == 200);
+  CHECK(has(first.body, "\"chat.completion\""));
+  CHECK(has(second.body, "\"chat.completion\""));
+  CHECK(json::parse(first.body).at("id") != json::parse(second.body).at("id"));
+  // A request whose body comes in two writes.
+  auto bytes = chat_request_bytes(plain);
+  c.send(bytes.substr(0, bytes.size() - 10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  c.send(bytes.substr(bytes.size() - 10));
+  CHECK(c.read_response().status == 200);
+  // A bad body on the same connection: the usual 400.
+  auto bad = (c.send(chat_request_bytes(R"({"model":"LLM"})")), c.read_response());
+  CHECK(bad.status == 400);
+  CHECK(has(bad.body, "invalid_request"));
+  // A streamed request, then a plain one, on the same connection.
+  c.send(chat_request_bytes(streamed));
+  auto sse = c.read_response();
+  CHECK(sse.status == 200);
+  CHECK(has(sse.body, "data: [DONE]"));
+  c.send(chat_request_bytes(plain));
+  CHECK(c.read_response().status == 200);
+  // `Connection: close`: answered, then closed.
+  raw_connection last{f.port};
+  last.send(chat_request_bytes(plain, "Connection: close\r\n"));
+  auto closing = last.read_response();
+  CHECK(closing.status == 200);
+  CHECK(has(closing.head, "Connection: close"));
+  CHECK(last.closed());
+  // Every request was logged, the 400 too.
+  auto log = f.stderr_text();
+  size_t lines = 0;
+  for (size_t at = log.find("access POST /v1/chat/completions");
+       at != std::string::npos;
+       at = log.find("access POST /v1/chat/completions", at + 1))
+    ++lines;
+  CHECK(lines == 7);
 }
 
 TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {

@@ -58,6 +58,8 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
       }
       chat_response resp;
       resp.content = req.messages.empty() ? "" : req.messages[0].content;
+      if (resp.content == "fail")
+        return caf::make_error(caf::sec::runtime_error, "failed");
       if (resp.content == "hold") {
         auto rp = self->make_response_promise();
         held->emplace_back(rp, resp.content);
@@ -141,4 +143,39 @@ TEST_CASE("client: a call still pending when the client goes is answered, "
   CHECK(res->content == "hold");
   CHECK(eventually([&] { return sys.registry().running() == running; }));
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("client: chat_then calls back once per call with its own answer "
+          "or error") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+  std::vector<std::promise<caf::expected<chat_response>>> answers(10);
+  std::vector<int> times(answers.size(), 0);
+  std::mutex mtx;
+  for (size_t i = 0; i < answers.size(); ++i)
+    cl.chat_then(ask("then " + std::to_string(i)),
+                 [&, i](caf::expected<chat_response> r) {
+                   std::lock_guard<std::mutex> guard{mtx};
+                   if (++times[i] == 1)
+                     answers[i].set_value(std::move(r));
+                 });
+  for (size_t i = 0; i < answers.size(); ++i) {
+    auto res = answers[i].get_future().get();
+    REQUIRE(res);
+    CHECK(res->content == "then " + std::to_string(i));
+  }
+  // A failed call: the callback hears the error.
+  std::promise<caf::expected<chat_response>> failed;
+  cl.chat_then(ask("fail"), [&](caf::expected<chat_response> r) {
+    failed.set_value(std::move(r));
+  });
+  auto res = failed.get_future().get();
+  CHECK_FALSE(res);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  std::lock_guard<std::mutex> guard{mtx};
+  for (int n : times)
+    CHECK(n == 1);
 }

@@ -1,0 +1,519 @@
+// serve's front: the hot path on the worker's loop, every other request piped
+// to the cpp-httplib server behind it (serve_front.hpp).
+
+#include "serve_front.hpp"
+#include "serve_openai.hpp"
+
+#include "transport/upstream_exchange.hpp"
+
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/write.hpp>
+
+#include <httplib.h>
+
+#include <array>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <optional>
+#include <unordered_set>
+
+#include <sys/socket.h>
+
+#include <cerrno>
+
+namespace pgw::serve {
+
+namespace asio = boost::asio;
+using tcp = asio::ip::tcp;
+using boost::system::error_code;
+
+namespace {
+
+/// The longest request head answered here (httplib's line limit).
+constexpr size_t max_head_bytes = 8192;
+
+std::chrono::steady_clock::duration seconds(double s) {
+  return std::chrono::microseconds(static_cast<int64_t>(s * 1e6));
+}
+
+const char* reason_phrase(int status) {
+  switch (status) {
+    case 200: return "OK";
+    case 400: return "Bad Request";
+    case 401: return "Unauthorized";
+    case 404: return "Not Found";
+    case 413: return "Payload Too Large";
+    case 429: return "Too Many Requests";
+    case 499: return "Client Closed Request";
+    case 500: return "Internal Server Error";
+    case 502: return "Bad Gateway";
+    case 503: return "Service Unavailable";
+    case 504: return "Gateway Timeout";
+    default: return "Unknown";
+  }
+}
+
+std::string_view trim(std::string_view s) {
+  auto first = s.find_first_not_of(" \t");
+  if (first == std::string_view::npos)
+    return {};
+  return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
+}
+
+/// A request head the front answers itself; nullopt = pipe it.
+struct hot_head {
+  httplib::Request req; ///< method, path, headers (body added later)
+  size_t body_bytes = 0;
+  bool close = false; ///< `Connection: close`
+};
+
+std::optional<hot_head> parse_hot_head(std::string_view head,
+                                       size_t max_body) {
+  auto eol = head.find("\r\n");
+  auto line = head.substr(0, eol);
+  if (line != "POST /v1/chat/completions HTTP/1.1")
+    return std::nullopt;
+  hot_head out;
+  out.req.method = "POST";
+  out.req.path = "/v1/chat/completions";
+  bool has_length = false;
+  while (eol != std::string_view::npos) {
+    head.remove_prefix(eol + 2);
+    eol = head.find("\r\n");
+    auto field = head.substr(0, eol);
+    if (field.empty())
+      break;
+    auto colon = field.find(':');
+    if (colon == std::string_view::npos || colon == 0)
+      return std::nullopt;
+    auto name = field.substr(0, colon);
+    if (name.find_first_of(" \t") != std::string_view::npos)
+      return std::nullopt;
+    auto value = trim(field.substr(colon + 1));
+    if (same_header_name(name, "Content-Length")) {
+      size_t n = 0;
+      auto [end, ec] = std::from_chars(value.data(),
+                                       value.data() + value.size(), n);
+      if (has_length || ec != std::errc{} || end != value.data() + value.size()
+          || n > max_body)
+        return std::nullopt;
+      has_length = true;
+      out.body_bytes = n;
+    } else if (same_header_name(name, "Transfer-Encoding")
+               || same_header_name(name, "Expect")
+               || same_header_name(name, "Upgrade")) {
+      return std::nullopt;
+    } else if (same_header_name(name, "Connection")
+               && same_header_name(value, "close")) {
+      out.close = true;
+    }
+    out.req.headers.emplace(std::string{name}, std::string{value});
+  }
+  if (!has_length)
+    return std::nullopt;
+  return out;
+}
+
+std::string response_bytes(const httplib::Response& res, bool close) {
+  std::string out;
+  out.reserve(256 + res.body.size());
+  out += "HTTP/1.1 ";
+  out += std::to_string(res.status);
+  out += ' ';
+  out += reason_phrase(res.status);
+  out += "\r\n";
+  for (auto& [name, value] : res.headers) {
+    out += name;
+    out += ": ";
+    out += value;
+    out += "\r\n";
+  }
+  out += "Content-Length: ";
+  out += std::to_string(res.body.size());
+  out += close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n";
+  out += res.body;
+  return out;
+}
+
+} // namespace
+
+struct front::impl : std::enable_shared_from_this<front::impl> {
+  asio::io_context& loop;
+  context& ctx;
+  front_options opts;
+  tcp::acceptor acceptor;
+  bool stopping = false; ///< on the loop
+
+  struct session;
+  /// Sessions waiting for a request (closed by `stop`); on the loop.
+  std::unordered_set<session*> idle;
+  /// Sessions whose call runs (cancelled by `cancel_all`); on the loop.
+  std::unordered_set<session*> calling;
+  bool all_cancelled = false; ///< on the loop
+
+  std::mutex mtx;
+  std::condition_variable cv;
+  int64_t running = 0; ///< hot requests started and not yet written
+
+  impl(asio::io_context& l, context& c, front_options o)
+    : loop(l), ctx(c), opts(o), acceptor(l) {
+    // nop
+  }
+
+  void accept() {
+    acceptor.async_accept([self = shared_from_this()](error_code ec,
+                                                      tcp::socket sock) {
+      if (self->stopping)
+        return;
+      if (!ec) {
+        error_code ignored;
+        sock.set_option(tcp::no_delay(true), ignored);
+        std::make_shared<session>(self, std::move(sock))->next_request();
+      }
+      self->accept();
+    });
+  }
+
+  void request_started() {
+    std::lock_guard<std::mutex> guard{mtx};
+    ++running;
+  }
+
+  void request_ended() {
+    std::lock_guard<std::mutex> guard{mtx};
+    if (--running == 0)
+      cv.notify_all();
+  }
+
+  struct session : std::enable_shared_from_this<session> {
+    std::shared_ptr<impl> owner;
+    tcp::socket sock;
+    asio::steady_timer timer;
+    std::string in; ///< bytes read and not yet answered
+    std::array<char, 16384> chunk{};
+
+    // The request being answered.
+    httplib::Request req;
+    httplib::Response res;
+    openai_request call;
+    chat_start start;
+    std::shared_ptr<in_flight_guard> guard;
+    std::optional<client> caller;
+    bool calling = false; ///< a call runs (and is in `owner->calling`)
+    bool left = false;    ///< the client hung up during the call
+    std::chrono::steady_clock::time_point started;
+    bool close_after = false;
+    std::string out;
+
+    // The pipe to the httplib server.
+    std::unique_ptr<tcp::socket> backend;
+    std::array<char, 16384> down{};
+
+    /// When the connection closes unless something happens (`max` = no
+    /// limit now, while a call runs). One timer checks it lazily: moving
+    /// the deadline costs no system call.
+    std::chrono::steady_clock::time_point deadline
+      = std::chrono::steady_clock::time_point::max();
+    bool timer_armed = false;
+
+    session(std::shared_ptr<impl> o, tcp::socket s)
+      : owner(std::move(o)), sock(std::move(s)), timer(owner->loop) {
+      // nop
+    }
+
+    void expire_in(double s) {
+      deadline = std::chrono::steady_clock::now() + seconds(s);
+      if (!timer_armed || deadline < timer.expiry())
+        arm_timer();
+    }
+
+    void no_deadline() {
+      deadline = std::chrono::steady_clock::time_point::max();
+    }
+
+    void arm_timer() {
+      timer_armed = true;
+      timer.expires_at(deadline);
+      timer.async_wait([weak = weak_from_this()](error_code ec) {
+        auto self = weak.lock();
+        if (!self || ec) // aborted: re-armed (still armed) or closed
+          return;
+        self->timer_armed = false;
+        if (self->deadline == std::chrono::steady_clock::time_point::max())
+          return;
+        if (std::chrono::steady_clock::now() >= self->deadline)
+          return self->close();
+        self->arm_timer();
+      });
+    }
+
+    ~session() {
+      owner->idle.erase(this);
+      owner->calling.erase(this);
+    }
+
+    void close() {
+      owner->idle.erase(this);
+      no_deadline();
+      timer.cancel();
+      error_code ignored;
+      sock.close(ignored);
+      if (backend)
+        backend->close(ignored);
+    }
+
+    /// Answers what `in` holds, or reads more.
+    void next_request() {
+      if (owner->stopping)
+        return close();
+      auto end = in.find("\r\n\r\n");
+      if (end == std::string::npos) {
+        if (in.size() > max_head_bytes)
+          return pipe();
+        return read_more();
+      }
+      if (end + 4 > max_head_bytes)
+        return pipe();
+      auto head = parse_hot_head(std::string_view{in}.substr(0, end + 4),
+                                 owner->opts.max_body_bytes);
+      if (!head)
+        return pipe();
+      if (in.size() < end + 4 + head->body_bytes)
+        return read_more();
+      answer(std::move(*head), end + 4);
+    }
+
+    void read_more() {
+      bool waiting = in.empty();
+      if (waiting)
+        owner->idle.insert(this);
+      expire_in(waiting ? owner->opts.keep_alive_s
+                        : owner->opts.read_timeout_s);
+      sock.async_read_some(
+        asio::buffer(chunk),
+        [self = shared_from_this()](error_code ec, size_t n) {
+          self->owner->idle.erase(self.get());
+          if (ec)
+            return self->close();
+          self->in.append(self->chunk.data(), n);
+          self->next_request();
+        });
+    }
+
+    /// A non-streaming chat completion: answered here, unless its body says
+    /// otherwise (a stream, or one the handler would refuse: piped, so that
+    /// httplib answers it exactly as before).
+    void answer(hot_head head, size_t head_bytes) {
+      auto& ctx = owner->ctx;
+      req = std::move(head.req);
+      req.body.assign(in, head_bytes, head.body_bytes);
+      call = openai_request{};
+      if (!ctx.keys.empty()
+          && !ctx.keys.accepts(req.get_header_value("Authorization")))
+        return pipe();
+      if (parse_request(req.body, call) || call.stream)
+        return pipe();
+      in.erase(0, head_bytes + head.body_bytes);
+      close_after = head.close;
+      started = std::chrono::steady_clock::now();
+      res = httplib::Response{};
+      owner->request_started();
+      guard = std::make_shared<in_flight_guard>(ctx);
+      if (guard->overloaded(res) || !start_chat(ctx, req, call, res, start))
+        return respond(false);
+      client cl = start.scope->chat ? *start.scope->chat
+                                    : client{*ctx.sys, start.scope->gateway};
+      no_deadline(); // the call has its own
+      caller.emplace(cl);
+      left = false;
+      calling = true;
+      owner->calling.insert(this);
+      if (owner->all_cancelled)
+        caller->cancel(start.call_id);
+      watch_hang_up();
+      cl.chat_then(std::move(call.req),
+                   [self = shared_from_this()](
+                     caf::expected<chat_response> result) {
+                     auto& loop = self->owner->loop;
+                     asio::post(loop, [self, r = std::move(result)]() mutable {
+                       self->answered(r);
+                     });
+                   });
+    }
+
+    void answered(caf::expected<chat_response>& result) {
+      calling = false;
+      owner->calling.erase(this);
+      error_code ignored;
+      sock.cancel(ignored); // the hang-up watch
+      finish_chat(owner->ctx, call, start, result, left, res);
+      respond(left);
+    }
+
+    /// While the call runs: a client that hangs up cancels it at once. Data
+    /// instead (a pipelined request) ends the watch; it is read later.
+    void watch_hang_up() {
+      sock.async_wait(
+        tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
+          if (!self->calling || ec == asio::error::operation_aborted)
+            return;
+          char byte;
+          auto n = ::recv(self->sock.native_handle(), &byte, 1,
+                          MSG_PEEK | MSG_DONTWAIT);
+          if (n > 0)
+            return; // the next request
+          if (n < 0 && (errno == EAGAIN || errno == EINTR))
+            return self->watch_hang_up(); // nothing after all
+          self->left = true;
+          self->caller->cancel(self->start.call_id);
+        });
+    }
+
+    void respond(bool gone) {
+      guard.reset();
+      if (res.status == -1)
+        res.status = 200; // as httplib does for a handler that set none
+      if (gone) { // httplib logs 499 and writes nothing
+        finished();
+        return close();
+      }
+      bool close = close_after || owner->stopping;
+      out = response_bytes(res, close);
+      expire_in(owner->opts.write_timeout_s);
+      asio::async_write(sock, asio::buffer(out),
+                        [self = shared_from_this(), close](error_code ec,
+                                                           size_t) {
+                          self->no_deadline();
+                          self->finished();
+                          if (ec || close)
+                            return self->close();
+                          self->next_request();
+                        });
+    }
+
+    /// The request's access line and metrics; it no longer runs.
+    void finished() {
+      log_request(owner->ctx, req, res, started, {});
+      out.clear();
+      owner->request_ended();
+    }
+
+    // -- the pipe -------------------------------------------------------------
+
+    void pipe() {
+      no_deadline(); // httplib keeps its own timeouts
+      backend = std::make_unique<tcp::socket>(owner->loop);
+      tcp::endpoint to{asio::ip::address_v4::loopback(),
+                       owner->opts.backend_port};
+      backend->async_connect(to, [self = shared_from_this()](error_code ec) {
+        if (ec)
+          return self->close();
+        error_code ignored;
+        self->backend->set_option(tcp::no_delay(true), ignored);
+        self->out = std::move(self->in);
+        self->in.clear();
+        asio::async_write(*self->backend, asio::buffer(self->out),
+                          [self](error_code ec, size_t) {
+                            if (ec)
+                              return self->close();
+                            self->out.clear();
+                            self->pipe_up();
+                            self->pipe_down();
+                          });
+      });
+    }
+
+    /// Client → httplib. The client's end (or error) ends the backend's
+    /// sending side, which httplib's disconnect watch sees.
+    void pipe_up() {
+      sock.async_read_some(
+        asio::buffer(chunk), [self = shared_from_this()](error_code ec,
+                                                         size_t n) {
+          if (ec) {
+            error_code ignored;
+            self->backend->shutdown(tcp::socket::shutdown_send, ignored);
+            return;
+          }
+          asio::async_write(*self->backend, asio::buffer(self->chunk, n),
+                            [self](error_code ec, size_t) {
+                              if (ec)
+                                return self->close();
+                              self->pipe_up();
+                            });
+        });
+    }
+
+    /// httplib → client; its end closes both.
+    void pipe_down() {
+      backend->async_read_some(
+        asio::buffer(down), [self = shared_from_this()](error_code ec,
+                                                        size_t n) {
+          if (ec)
+            return self->close();
+          asio::async_write(self->sock, asio::buffer(self->down, n),
+                            [self](error_code ec, size_t) {
+                              if (ec)
+                                return self->close();
+                              self->pipe_down();
+                            });
+        });
+    }
+  };
+};
+
+front::front(asio::io_context& loop, context& ctx, const std::string& host,
+             uint16_t port, front_options opts)
+  : impl_(std::make_shared<impl>(loop, ctx, opts)) {
+  tcp::endpoint at{asio::ip::make_address(host), port};
+  auto& acc = impl_->acceptor;
+  acc.open(at.protocol());
+  acc.set_option(tcp::acceptor::reuse_address(true));
+  acc.bind(at);
+  acc.listen(4096);
+}
+
+front::~front() {
+  stop();
+}
+
+uint16_t front::port() const {
+  return impl_->acceptor.local_endpoint().port();
+}
+
+void front::start() {
+  asio::post(impl_->loop, [self = impl_] { self->accept(); });
+}
+
+void front::stop() {
+  asio::post(impl_->loop, [self = impl_] {
+    if (self->stopping)
+      return;
+    self->stopping = true;
+    error_code ignored;
+    self->acceptor.close(ignored);
+    auto waiting = self->idle;
+    for (auto* s : waiting)
+      s->close();
+  });
+}
+
+void front::cancel_all() {
+  asio::post(impl_->loop, [self = impl_] {
+    self->all_cancelled = true;
+    for (auto* s : self->calling)
+      s->caller->cancel(s->start.call_id);
+  });
+}
+
+void front::wait_idle() {
+  std::unique_lock<std::mutex> lock{impl_->mtx};
+  impl_->cv.wait(lock, [this] { return impl_->running == 0; });
+}
+
+} // namespace pgw::serve

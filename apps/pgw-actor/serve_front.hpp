@@ -1,0 +1,74 @@
+#pragma once
+
+/// serve's front (issues 13 and 17): the HTTP server on the public address,
+/// on the loop the CAF worker runs while idle (actors/wake_after_unlock.hpp),
+/// the loop the Beast transport's calls run on too.
+///
+/// It answers the hot path itself — a non-streaming `POST
+/// /v1/chat/completions` — with the same checks, headers, metrics and access
+/// line as the cpp-httplib handler (`start_chat` / `finish_chat`), the call
+/// started with `client::chat_then` and its answer written from the loop:
+/// read, call, upstream exchange and write share one thread, and no thread
+/// sleeps per request (BENCHMARKS.md, "Both together"). Every other request
+/// — streaming, embeddings, OCR, the GET routes, anything unusual (no
+/// Content-Length, a chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a
+/// body over the limit, a wrong key) — turns its connection into a byte
+/// pipe to the cpp-httplib server behind it on a loopback port, which
+/// answers as before; the connection stays piped until it closes. A client
+/// that hangs up closes the pipe, so httplib's disconnect watch still
+/// cancels the call; on the hot path the front watches the socket itself
+/// (no system call per request) and cancels at once.
+
+#include "serve_app.hpp"
+
+#include <boost/asio/io_context.hpp>
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace pgw::serve {
+
+struct front_options {
+  size_t max_body_bytes = 8 * 1024 * 1024;
+  double read_timeout_s = 30;
+  double write_timeout_s = 30;
+  /// An idle keep-alive connection closes after this long (httplib's too).
+  double keep_alive_s = 2;
+  /// The cpp-httplib server's port on 127.0.0.1.
+  uint16_t backend_port = 0;
+};
+
+class front {
+public:
+  /// Listens on `host:port` (0 = any free port). Throws
+  /// boost::system::system_error when it cannot.
+  front(boost::asio::io_context& loop, context& ctx, const std::string& host,
+        uint16_t port, front_options opts);
+  ~front();
+  front(const front&) = delete;
+  front& operator=(const front&) = delete;
+
+  uint16_t port() const;
+
+  /// Starts accepting (on the loop).
+  void start();
+
+  /// Stops accepting and closes idle connections; a running request is
+  /// answered, then its connection closes. Any thread.
+  void stop();
+
+  /// The drain time is over: cancels every call the front runs, and every
+  /// later one. Any thread.
+  void cancel_all();
+
+  /// Blocks until every request the front answers itself is done.
+  void wait_idle();
+
+  struct impl;
+
+private:
+  std::shared_ptr<impl> impl_;
+};
+
+} // namespace pgw::serve
