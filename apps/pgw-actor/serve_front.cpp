@@ -148,7 +148,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
   context& ctx;
   front_options opts;
   tcp::acceptor acceptor;
-  bool stopping = false; ///< on the loop
+  asio::steady_timer retry; ///< the next accept after a failed one
+  bool stopping = false;    ///< on the loop
 
   struct session;
   /// Sessions waiting for a request (closed by `stop`); on the loop.
@@ -162,7 +163,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
   int64_t running = 0; ///< hot requests started and not yet written
 
   impl(asio::io_context& l, context& c, front_options o)
-    : loop(l), ctx(c), opts(o), acceptor(l) {
+    : loop(l), ctx(c), opts(o), acceptor(l), retry(l) {
     // nop
   }
 
@@ -171,11 +172,15 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
                                                       tcp::socket sock) {
       if (self->stopping)
         return;
-      if (!ec) {
-        error_code ignored;
-        sock.set_option(tcp::no_delay(true), ignored);
-        std::make_shared<session>(self, std::move(sock))->next_request();
+      if (ec) {
+        // Out of descriptors, say: try again shortly rather than spin.
+        self->retry.expires_after(std::chrono::milliseconds(10));
+        self->retry.async_wait([self](error_code) { self->accept(); });
+        return;
       }
+      error_code ignored;
+      sock.set_option(tcp::no_delay(true), ignored);
+      std::make_shared<session>(self, std::move(sock))->next_request();
       self->accept();
     });
   }

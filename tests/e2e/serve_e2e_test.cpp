@@ -546,6 +546,28 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   CHECK(lines == 7);
 }
 
+TEST_CASE("serve: a request that stops halfway is dropped after the read "
+          "timeout, an idle connection after the keep-alive time") {
+  serve_fixture f{{"PGW_SERVE_READ_TIMEOUT_S=0.3"}};
+  auto bytes = chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})");
+  raw_connection half{f.port};
+  half.send(bytes.substr(0, bytes.size() / 2));
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(half.closed()); // (the socket's own receive timeout is 10 s)
+  auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited >= std::chrono::milliseconds(250));
+  CHECK(waited < std::chrono::seconds(5));
+  raw_connection idle{f.port};
+  idle.send(bytes);
+  CHECK(idle.read_response().status == 200);
+  t0 = std::chrono::steady_clock::now();
+  CHECK(idle.closed());
+  waited = std::chrono::steady_clock::now() - t0;
+  CHECK(waited >= std::chrono::milliseconds(1500)); // keep-alive: 2 s
+  CHECK(waited < std::chrono::seconds(8));
+}
+
 TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {
   serve_fixture f{{"PGW_SERVE_DRAIN_S=20", "PGW_LOG=warn"}};
   auto call = f.chat_async("SHORT");
