@@ -96,7 +96,7 @@ struct served_scope {
   const scope_config* config = nullptr;
   gateway_actor gateway;
   /// The chat calls' client, shared by every request (its one requester
-  /// actor sends the calls: no actor per request); null = one per request.
+  /// actor sends the calls: no actor per request); always set.
   std::shared_ptr<client> chat;
 };
 

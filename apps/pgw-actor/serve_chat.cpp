@@ -347,8 +347,7 @@ void handle_chat(context& ctx, const httplib::Request& req,
     ls->fd = client_socket;
     return serve_live(ctx, res, ls, std::move(in.req), *st.scope);
   }
-  client cl = st.scope->chat ? *st.scope->chat
-                             : client{*ctx.sys, st.scope->gateway};
+  client& cl = *st.scope->chat;
   bool gone = false;
   auto result = await_call(
     ctx, cl, st.call_id, [&] { return cl.chat(std::move(in.req)); }, gone);

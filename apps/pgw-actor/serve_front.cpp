@@ -332,8 +332,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       guard = std::make_shared<in_flight_guard>(ctx);
       if (guard->overloaded(res) || !start_chat(ctx, req, call, res, start))
         return respond(false);
-      client cl = start.scope->chat ? *start.scope->chat
-                                    : client{*ctx.sys, start.scope->gateway};
+      client& cl = *start.scope->chat;
       no_deadline(); // the call has its own
       caller.emplace(cl);
       left = false;
