@@ -62,6 +62,16 @@ http_connection::http_connection(int sock, time_t read_timeout_sec,
   ::setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
 }
 
+void http_connection::prefill(std::string_view bytes) {
+  if (bytes.empty())
+    return;
+  buf_.assign(bytes.begin(), bytes.end());
+  if (buf_.size() < read_buffer_size)
+    buf_.resize(read_buffer_size);
+  off_ = 0;
+  len_ = bytes.size();
+}
+
 bool http_connection::is_readable() const {
   if (off_ < len_)
     return true;
@@ -103,6 +113,8 @@ ssize_t http_connection::read(char* ptr, size_t size) {
       while (n < 0 && errno == EINTR);
       return n;
     }
+    if (buf_.size() != read_buffer_size) // a large prefill was read
+      buf_ = std::vector<char>(read_buffer_size);
     ssize_t n;
     do
       n = ::recv(sock_, buf_.data(), buf_.size(), 0);

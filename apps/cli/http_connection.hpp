@@ -23,6 +23,7 @@
 
 #include <cstddef>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <sys/types.h>
@@ -53,6 +54,10 @@ public:
 
   /// Bytes of the next request already read.
   bool buffered() const { return off_ < len_; }
+
+  /// Bytes read from the socket by someone else before the connection was
+  /// handed over (serve's front): read before anything from the socket.
+  void prefill(std::string_view bytes);
 
   /// Send calls made so far (for tests: one per response).
   size_t sends() const { return sends_; }

@@ -3,6 +3,7 @@
 /// `pgw-actor serve`: what the HTTP handlers share.
 
 #include "actors/client.hpp"
+#include "apps/cli/line_writer.hpp"
 #include "actors/interfaces.hpp"
 #include "config/settings.hpp"
 #include "serve_auth.hpp"
@@ -112,10 +113,15 @@ struct context {
   /// Cancels the calls of clients that hang up, and all at the drain's end.
   disconnect_watch watch;
   std::string call_prefix; ///< "serve-<pid>-"
+  /// The access lines' writer thread (stderr), while the level is info or
+  /// lower: a line never waits on stderr (the front writes its lines on
+  /// the thread that runs every actor). Bounded; a line that finds 10,000
+  /// waiting is dropped and counted.
+  std::unique_ptr<cli::line_writer> access_log;
 };
 
 /// Counts a request in serve's metrics and, at PGW_LOG=info (serve's
-/// default), writes its access line on stderr: method, path, status (and
+/// default), queues its access line for stderr: method, path, status (and
 /// `outcome` when a stream ended badly after its 200), scope, source, ms
 /// since `started`, call id.
 void log_request(context& ctx, const httplib::Request& req,

@@ -16,8 +16,10 @@
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/json.hpp>
+#include <fmt/format.h>
 #include <httplib.h>
 
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -119,12 +121,29 @@ thread_local std::chrono::steady_clock::time_point request_started;
 /// on poll rather than select slices, and one `http_connection` stream for
 /// the connection's requests instead of a socket stream per request (each
 /// response in one send, no poll per read or write; http_connection.hpp).
+/// The same loop serves the connections the front hands over
+/// (`serve_handed`).
 class server : public httplib::Server {
+public:
+  /// A connection the front accepted, with the bytes it read from it.
+  void serve_handed(int sock, std::string_view read) {
+    int flags = ::fcntl(sock, F_GETFL);
+    if (flags >= 0 && (flags & O_NONBLOCK) != 0)
+      ::fcntl(sock, F_SETFL, flags & ~O_NONBLOCK); // Asio's; reads block here
+    serve_connection(sock, read);
+  }
+
+private:
   bool process_and_close_socket(socket_t sock) override {
+    return serve_connection(sock, {});
+  }
+
+  bool serve_connection(socket_t sock, std::string_view read) {
     serve::client_socket = sock;
     bool ret = false;
     http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
                          write_timeout_sec_, write_timeout_usec_};
+    strm.prefill(read);
     for (auto count = keep_alive_max_count_;
          count > 0 && svr_sock_ != INVALID_SOCKET
          && (strm.buffered() || next_request(sock));
@@ -153,6 +172,62 @@ class server : public httplib::Server {
     while (n < 0 && errno == EINTR);
     return n > 0;
   }
+};
+
+/// The threads of the connections httplib serves: those the front hands
+/// over and those httplib accepts itself on its loopback port (its task
+/// queue forwards here). A thread owns a connection until it closes. Lives
+/// past httplib's `listen`: `close` ends the hand-overs (a later one is
+/// closed at once) and joins the threads once their connections are done.
+class connection_threads {
+public:
+  connection_threads(server& svr, size_t threads) : svr_(svr), pool_(threads) {
+    // nop
+  }
+
+  ~connection_threads() {
+    close();
+  }
+
+  /// From the front's loop: queues the connection for a thread.
+  void hand_over(int fd, std::string read) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (closed_) {
+      ::close(fd);
+      return;
+    }
+    pool_.enqueue([this, fd, read = std::move(read)] {
+      svr_.serve_handed(fd, read);
+    });
+  }
+
+  void close() {
+    {
+      std::lock_guard<std::mutex> guard{mtx_};
+      if (std::exchange(closed_, true))
+        return;
+    }
+    pool_.shutdown();
+  }
+
+  /// httplib's task queue: its own connections on the same threads; its
+  /// shutdown (when `listen` returns) leaves the threads to `close`.
+  struct forward : httplib::TaskQueue {
+    explicit forward(connection_threads& to) : to_(to) {}
+    void enqueue(std::function<void()> fn) override {
+      to_.pool_.enqueue(std::move(fn));
+    }
+    void shutdown() override {
+      // nop
+    }
+    connection_threads& to_;
+  };
+
+private:
+  server& svr_;
+  httplib::ThreadPool pool_;
+  std::mutex mtx_;
+  bool closed_ = false;
 };
 
 /// Waits for SIGTERM/SIGINT (blocked in every thread, taken here), then
@@ -315,12 +390,16 @@ void log_request(context& ctx, const httplib::Request& req,
     auto v = res.get_header_value(name);
     return v.empty() ? std::string("-") : v;
   };
-  std::fprintf(stderr, "access %s %s %d%s scope=%s source=%s ms=%.1f call=%s\n",
-               req.method.c_str(),
-               route_of(req.path) == "other" ? "-" : req.path.c_str(),
-               res.status, outcome.empty() ? "" : (" " + outcome).c_str(),
-               header("x-pgw-scope").c_str(), header("x-pgw-source").c_str(),
-               ms, header("x-pgw-call-id").c_str());
+  auto line = fmt::format("access {} {} {}{} scope={} source={} ms={:.1f} call={}",
+                          req.method,
+                          route_of(req.path) == "other" ? "-" : req.path,
+                          res.status, outcome.empty() ? "" : " " + outcome,
+                          header("x-pgw-scope"), header("x-pgw-source"), ms,
+                          header("x-pgw-call-id"));
+  if (ctx.access_log)
+    ctx.access_log->push(std::move(line));
+  else
+    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 } // namespace pgw::serve
@@ -380,6 +459,8 @@ int serve_main(const std::vector<std::string>& args) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
+  if (log::current_level() <= log::level::info)
+    ctx.access_log = std::make_unique<line_writer>(STDERR_FILENO, 10000);
 
   // The one loop of the process: the CAF worker runs it while idle, and it
   // carries the front's connections and the Beast transport's calls
@@ -432,7 +513,10 @@ int serve_main(const std::vector<std::string>& args) {
 
   server svr;
   auto threads = static_cast<size_t>(std::min<int64_t>(sc.max_inflight, 4096)) + 8;
-  svr.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+  connection_threads connections{svr, threads};
+  svr.new_task_queue = [&connections] {
+    return new connection_threads::forward(connections);
+  };
   svr.set_tcp_nodelay(true);
   svr.set_keep_alive_max_count(10000);
   svr.set_keep_alive_timeout(2); // an idle connection delays a drain by this much
@@ -449,7 +533,8 @@ int serve_main(const std::vector<std::string>& args) {
     listen_fd = fd;
   });
   setup_routes(ctx, svr);
-  // httplib answers behind the front, on loopback.
+  // httplib answers the connections the front hands over. Its own listener
+  // (loopback, any port) is what its `listen` and `stop` run on.
   int backend_port = svr.bind_to_any_port("127.0.0.1");
   std::unique_ptr<serve::front> front;
   if (backend_port > 0) {
@@ -457,7 +542,9 @@ int serve_main(const std::vector<std::string>& args) {
     fo.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
     fo.read_timeout_s = sc.read_timeout_s;
     fo.write_timeout_s = sc.write_timeout_s;
-    fo.backend_port = static_cast<uint16_t>(backend_port);
+    fo.hand_off = [&connections](int fd, std::string read) {
+      connections.hand_over(fd, std::move(read));
+    };
     try {
       front = std::make_unique<serve::front>(
         *loop, ctx, host, static_cast<uint16_t>(*port), fo);
@@ -478,10 +565,12 @@ int serve_main(const std::vector<std::string>& args) {
   {
     signal_watch watch{ctx, svr, *front, sc.drain_s};
     svr.listen_after_bind();
-    // httplib's requests are done; the front's finish (or are cancelled
-    // at the drain's end by the watch).
+    // httplib's connections end after their current request; the front's
+    // requests finish (or are cancelled at the drain's end by the watch).
+    connections.close();
     front->wait_idle();
   }
+  ctx.access_log.reset(); // its lines before the last one
   std::fprintf(stderr, "pgw-actor serve: stopped\n");
   return exit_ok;
 }

@@ -1,5 +1,5 @@
-// serve's front: the hot path on the worker's loop, every other request piped
-// to the cpp-httplib server behind it (serve_front.hpp).
+// serve's front: the hot path on the worker's loop, every other connection
+// handed to the cpp-httplib server (serve_front.hpp).
 
 #include "serve_front.hpp"
 #include "serve_openai.hpp"
@@ -66,7 +66,7 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
 }
 
-/// A request head the front answers itself; nullopt = pipe it.
+/// A request head the front answers itself; nullopt = hand it over.
 struct hot_head {
   httplib::Request req; ///< method, path, headers (body added later)
   size_t body_bytes = 0;
@@ -216,10 +216,6 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool close_after = false;
     std::string out;
 
-    // The pipe to the httplib server.
-    std::unique_ptr<tcp::socket> backend;
-    std::array<char, 16384> down{};
-
     /// When the connection closes unless something happens (`max` = no
     /// limit now, while a call runs). One timer checks it lazily: moving
     /// the deadline costs no system call.
@@ -269,8 +265,6 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       timer.cancel();
       error_code ignored;
       sock.close(ignored);
-      if (backend)
-        backend->close(ignored);
     }
 
     /// Answers what `in` holds, or reads more.
@@ -280,15 +274,15 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       auto end = in.find("\r\n\r\n");
       if (end == std::string::npos) {
         if (in.size() > max_head_bytes)
-          return pipe();
+          return hand_off();
         return read_more();
       }
       if (end + 4 > max_head_bytes)
-        return pipe();
+        return hand_off();
       auto head = parse_hot_head(std::string_view{in}.substr(0, end + 4),
                                  owner->opts.max_body_bytes);
       if (!head)
-        return pipe();
+        return hand_off();
       if (in.size() < end + 4 + head->body_bytes)
         return read_more();
       answer(std::move(*head), end + 4);
@@ -312,8 +306,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     }
 
     /// A non-streaming chat completion: answered here, unless its body says
-    /// otherwise (a stream, or one the handler would refuse: piped, so that
-    /// httplib answers it exactly as before).
+    /// otherwise (a stream, or one the handler would refuse: handed over, so
+    /// that httplib answers it exactly as before).
     void answer(hot_head head, size_t head_bytes) {
       auto& ctx = owner->ctx;
       req = std::move(head.req);
@@ -321,9 +315,9 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       call = openai_request{};
       if (!ctx.keys.empty()
           && !ctx.keys.accepts(req.get_header_value("Authorization")))
-        return pipe();
+        return hand_off();
       if (parse_request(req.body, call) || call.stream)
-        return pipe();
+        return hand_off();
       in.erase(0, head_bytes + head.body_bytes);
       close_after = head.close;
       started = std::chrono::steady_clock::now();
@@ -408,65 +402,19 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       owner->request_ended();
     }
 
-    // -- the pipe -------------------------------------------------------------
+    // -- the hand-off ---------------------------------------------------------
 
-    void pipe() {
+    /// Gives the connection, with the bytes read from it so far, to the
+    /// cpp-httplib server (`front_options::hand_off`); the session ends.
+    void hand_off() {
       no_deadline(); // httplib keeps its own timeouts
-      backend = std::make_unique<tcp::socket>(owner->loop);
-      tcp::endpoint to{asio::ip::address_v4::loopback(),
-                       owner->opts.backend_port};
-      backend->async_connect(to, [self = shared_from_this()](error_code ec) {
-        if (ec)
-          return self->close();
-        error_code ignored;
-        self->backend->set_option(tcp::no_delay(true), ignored);
-        self->out = std::move(self->in);
-        self->in.clear();
-        asio::async_write(*self->backend, asio::buffer(self->out),
-                          [self](error_code ec, size_t) {
-                            if (ec)
-                              return self->close();
-                            self->out.clear();
-                            self->pipe_up();
-                            self->pipe_down();
-                          });
-      });
-    }
-
-    /// Client → httplib. The client's end (or error) ends the backend's
-    /// sending side, which httplib's disconnect watch sees.
-    void pipe_up() {
-      sock.async_read_some(
-        asio::buffer(chunk), [self = shared_from_this()](error_code ec,
-                                                         size_t n) {
-          if (ec) {
-            error_code ignored;
-            self->backend->shutdown(tcp::socket::shutdown_send, ignored);
-            return;
-          }
-          asio::async_write(*self->backend, asio::buffer(self->chunk, n),
-                            [self](error_code ec, size_t) {
-                              if (ec)
-                                return self->close();
-                              self->pipe_up();
-                            });
-        });
-    }
-
-    /// httplib → client; its end closes both.
-    void pipe_down() {
-      backend->async_read_some(
-        asio::buffer(down), [self = shared_from_this()](error_code ec,
-                                                        size_t n) {
-          if (ec)
-            return self->close();
-          asio::async_write(self->sock, asio::buffer(self->down, n),
-                            [self](error_code ec, size_t) {
-                              if (ec)
-                                return self->close();
-                              self->pipe_down();
-                            });
-        });
+      timer.cancel();
+      error_code ec;
+      int fd = sock.release(ec);
+      if (ec)
+        return close();
+      owner->opts.hand_off(fd, std::move(in));
+      in.clear();
     }
   };
 };

@@ -12,18 +12,19 @@
 /// sleeps per request (BENCHMARKS.md, "Both together"). Every other request
 /// — streaming, embeddings, OCR, the GET routes, anything unusual (no
 /// Content-Length, a chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a
-/// body over the limit, a wrong key) — turns its connection into a byte
-/// pipe to the cpp-httplib server behind it on a loopback port, which
-/// answers as before; the connection stays piped until it closes. A client
-/// that hangs up closes the pipe, so httplib's disconnect watch still
-/// cancels the call; on the hot path the front watches the socket itself
-/// (no system call per request) and cancels at once.
+/// body over the limit, a wrong key) — hands its connection, with the bytes
+/// read from it so far, to the cpp-httplib server (`front_options::
+/// hand_off`), whose thread then owns the socket until it closes and
+/// answers as before. On the hot path the front watches the socket itself
+/// for a client that hangs up (no system call per request) and cancels the
+/// call at once.
 
 #include "serve_app.hpp"
 
 #include <boost/asio/io_context.hpp>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -35,8 +36,10 @@ struct front_options {
   double write_timeout_s = 30;
   /// An idle keep-alive connection closes after this long (httplib's too).
   double keep_alive_s = 2;
-  /// The cpp-httplib server's port on 127.0.0.1.
-  uint16_t backend_port = 0;
+  /// Takes a connection the front does not answer: its socket (blocking
+  /// or not) and the bytes already read from it. Runs on the loop; it must
+  /// not block. Required.
+  std::function<void(int fd, std::string read)> hand_off;
 };
 
 class front {

@@ -8,6 +8,9 @@
 
 #include <boost/json.hpp>
 #include <arpa/inet.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -71,9 +74,20 @@ struct serve_fixture {
   child_process serve;
   int port = 0;
 
+  /// The read end of serve's stderr when it is a FIFO nobody reads.
+  int unread_stderr = -1;
+
+  /// `stderr_unread`: serve's stderr is a FIFO the test opens and does not
+  /// read (`unread_stderr`), as a pipe nobody drains.
   explicit serve_fixture(std::vector<std::string> extra = {},
-                         const std::string& listen = "127.0.0.1:0") {
+                         const std::string& listen = "127.0.0.1:0",
+                         bool stderr_unread = false) {
     std::ofstream(dir + "/scenario.json") << scenario_json;
+    if (stderr_unread) {
+      REQUIRE(::mkfifo((dir + "/stderr").c_str(), 0600) == 0);
+      unread_stderr = ::open((dir + "/stderr").c_str(), O_RDONLY | O_NONBLOCK);
+      REQUIRE(unread_stderr >= 0);
+    }
     std::ofstream(dir + "/keys") << "# test key\n" << the_key_digest << "\n";
     sim = std::make_unique<sim_process>(
       std::vector<std::string>{"--scenario", dir + "/scenario.json"});
@@ -140,6 +154,8 @@ struct serve_fixture {
 
   ~serve_fixture() {
     serve.stop();
+    if (unread_stderr >= 0)
+      ::close(unread_stderr);
     sim.reset();
     std::string cmd = "rm -rf '" + dir + "'";
     if (std::system(cmd.c_str()) != 0)
@@ -159,6 +175,8 @@ struct serve_fixture {
   }
 
   std::string stderr_text() const {
+    if (unread_stderr >= 0)
+      return "(stderr is a FIFO)";
     return slurp(dir + "/stderr");
   }
 
@@ -544,6 +562,46 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
        at = log.find("access POST /v1/chat/completions", at + 1))
     ++lines;
   CHECK(lines == 7);
+}
+
+TEST_CASE("serve: an access log nobody reads does not stall the calls") {
+  // Serve's stderr is a pipe (a FIFO) the test does not read while it
+  // sends 2,000 calls, whose access lines (about 90 bytes each) are more
+  // than the pipe holds (64 KiB). Written where the calls run, they would
+  // stop serve at the pipe's capacity: the front writes its lines on the
+  // thread that runs every actor.
+  serve_fixture f{{}, "127.0.0.1:0", true};
+  auto bytes = chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})");
+  raw_connection c{f.port};
+  constexpr int calls = 2000;
+  int ok = 0;
+  for (int i = 0; i < calls; ++i) {
+    c.send(bytes);
+    ok += c.read_response().status == 200 ? 1 : 0;
+  }
+  CHECK(ok == calls);
+  // Now read the pipe: every line arrives (the writer's queue held them).
+  std::string log;
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  size_t lines = 0;
+  while (lines < calls && std::chrono::steady_clock::now() < until) {
+    pollfd p{f.unread_stderr, POLLIN, 0};
+    if (::poll(&p, 1, 100) <= 0)
+      continue;
+    char buf[65536];
+    auto n = ::read(f.unread_stderr, buf, sizeof buf);
+    if (n <= 0)
+      break;
+    log.append(buf, static_cast<size_t>(n));
+    lines = 0;
+    for (auto at = log.find("access POST /v1/chat/completions 200");
+         at != std::string::npos;
+         at = log.find("access POST /v1/chat/completions 200", at + 1))
+      ++lines;
+  }
+  CHECK(lines == calls);
+  CHECK(log.find("dropped") == std::string::npos);
 }
 
 TEST_CASE("serve: a request that stops halfway is dropped after the read "

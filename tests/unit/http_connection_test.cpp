@@ -153,6 +153,28 @@ TEST_CASE_FIXTURE(connection, "http_connection keeps a pipelined request's bytes
   CHECK(one < two);
 }
 
+TEST_CASE_FIXTURE(connection, "http_connection reads prefilled bytes first, then the socket") {
+  // serve's front read a request's head and part of its body (larger than
+  // the stream's own buffer) before it handed the connection over; the rest
+  // of the body and a second request come from the socket.
+  std::string body(10000, 'a');
+  body += "end";
+  std::string head = "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: "
+                     + std::to_string(body.size()) + "\r\n\r\n";
+  strm.prefill(head + body.substr(0, 6000));
+  pair.send(body.substr(6000)
+            + "POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 3\r\n\r\ntwo");
+  REQUIRE(svr.serve_one(strm));
+  REQUIRE(svr.serve_one(strm));
+  CHECK_FALSE(strm.buffered());
+  auto got = pair.received(); // both were sent in full before this
+  auto one = got.find("got " + body + " from");
+  auto two = got.find("got two from");
+  CHECK(one != std::string::npos);
+  CHECK(two != std::string::npos);
+  CHECK(one < two);
+}
+
 TEST_CASE_FIXTURE(connection, "http_connection fails a write once the peer is gone") {
   pair.send("POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 1\r\n\r\nx");
   // The client resets the connection before the answer goes out.
