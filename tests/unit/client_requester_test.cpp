@@ -4,6 +4,7 @@
 
 #include "actors/client.hpp"
 #include "messages/chat.hpp"
+#include "messages/errors.hpp"
 #include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
@@ -16,6 +17,7 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
@@ -178,4 +180,43 @@ TEST_CASE("client: chat_then calls back once per call with its own answer "
   std::lock_guard<std::mutex> guard{mtx};
   for (int n : times)
     CHECK(n == 1);
+}
+
+TEST_CASE("client: chat_then calls back once, with an internal error, when "
+          "the requester stops before the answer") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+  std::promise<caf::expected<chat_response>> answer;
+  std::atomic<int> times{0};
+  cl.chat_then(ask("hold"), [&](caf::expected<chat_response> r) {
+    if (++times == 1)
+      answer.set_value(std::move(r));
+  });
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> guard{log->mtx};
+    return log->calls == 1;
+  }));
+  // The gateway holds the call; its requester is killed meanwhile (as the
+  // actor system stopping would end it).
+  caf::actor requester;
+  {
+    std::lock_guard<std::mutex> guard{log->mtx};
+    REQUIRE(log->senders.size() == 1);
+    requester = caf::actor_cast<caf::actor>(*log->senders.begin());
+  }
+  REQUIRE(requester);
+  caf::anon_send_exit(requester, caf::exit_reason::kill);
+  auto fut = answer.get_future();
+  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
+  auto res = fut.get();
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == error_code::internal);
+  CHECK(describe(res.error()).find("requester stopped") != std::string::npos);
+  // The held answer, delivered now, reaches nobody.
+  caf::anon_send(gw, atom::start_v);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  CHECK(times == 1);
 }
