@@ -2,6 +2,7 @@
 // plain HTTP: real processes on loopback ports chosen at run time.
 
 #include "apps/pgw-upstream-sim/embeddings.hpp"
+#include "fixtures/eventually.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/sim_process.hpp"
 #include "transport/ocr_codec.hpp"
@@ -21,6 +22,7 @@
 #include <cctype>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <future>
@@ -68,6 +70,16 @@ const char* scenario_json = R"({"models": {
 
 /// A simulator and a `pgw-actor serve` over it, with the scopes the Node
 /// cases use. `extra` adds env entries ("K=V").
+/// How serve_fixture starts serve beyond its environment.
+struct serve_launch {
+  /// serve's stderr is a FIFO the test opens and does not read
+  /// (`serve_fixture::unread_stderr`), as a pipe nobody drains.
+  bool stderr_unread = false;
+  /// serve may hold at most this many descriptors (`ulimit -n`; 0 = as the
+  /// test runner).
+  int fd_limit = 0;
+};
+
 struct serve_fixture {
   std::string dir = temp_dir();
   std::unique_ptr<sim_process> sim;
@@ -77,13 +89,11 @@ struct serve_fixture {
   /// The read end of serve's stderr when it is a FIFO nobody reads.
   int unread_stderr = -1;
 
-  /// `stderr_unread`: serve's stderr is a FIFO the test opens and does not
-  /// read (`unread_stderr`), as a pipe nobody drains.
   explicit serve_fixture(std::vector<std::string> extra = {},
                          const std::string& listen = "127.0.0.1:0",
-                         bool stderr_unread = false) {
+                         serve_launch how = {}) {
     std::ofstream(dir + "/scenario.json") << scenario_json;
-    if (stderr_unread) {
+    if (how.stderr_unread) {
       REQUIRE(::mkfifo((dir + "/stderr").c_str(), 0600) == 0);
       unread_stderr = ::open((dir + "/stderr").c_str(), O_RDONLY | O_NONBLOCK);
       REQUIRE(unread_stderr >= 0);
@@ -142,7 +152,10 @@ struct serve_fixture {
     argv.insert(argv.end(), env.begin(), env.end());
     argv.insert(argv.end(),
                 {"/bin/sh", "-c",
-                 "exec \"$0\" serve --listen \"$2\" 2>\"$1\"",
+                 (how.fd_limit > 0
+                    ? "ulimit -n " + std::to_string(how.fd_limit) + " && "
+                    : std::string{})
+                   + "exec \"$0\" serve --listen \"$2\" 2>\"$1\"",
                  PGW_ACTOR_BIN, dir + "/stderr", listen});
     serve = child_process(argv);
     auto line = serve.read_line();
@@ -570,7 +583,7 @@ TEST_CASE("serve: an access log nobody reads does not stall the calls") {
   // than the pipe holds (64 KiB). Written where the calls run, they would
   // stop serve at the pipe's capacity: the front writes its lines on the
   // thread that runs every actor.
-  serve_fixture f{{}, "127.0.0.1:0", true};
+  serve_fixture f{{}, "127.0.0.1:0", {true, 0}};
   auto bytes = chat_request_bytes(
     R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})");
   raw_connection c{f.port};
@@ -602,6 +615,41 @@ TEST_CASE("serve: an access log nobody reads does not stall the calls") {
   }
   CHECK(lines == calls);
   CHECK(log.find("dropped") == std::string::npos);
+}
+
+TEST_CASE("serve: out of descriptors, the front accepts again once some are "
+          "free") {
+  // serve may hold 96 descriptors; 200 connections arrive. It accepts
+  // until it has none left; the rest wait in the listen backlog. A request
+  // on the last one is answered once the first ones close and free their
+  // descriptors: the front went on accepting after its accepts failed.
+  serve_fixture f{{}, "127.0.0.1:0", {false, 96}};
+  auto bytes = chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})");
+  {
+    raw_connection first{f.port};
+    first.send(bytes);
+    CHECK(first.read_response().status == 200);
+  }
+  std::vector<std::unique_ptr<raw_connection>> conns;
+  for (int i = 0; i < 200; ++i)
+    conns.push_back(std::make_unique<raw_connection>(f.port));
+  auto& last = *conns.back();
+  // serve has taken every descriptor it may hold (the connections it
+  // accepted), so the last connection waits in the backlog.
+  auto fds = [&f] {
+    std::error_code ec;
+    std::filesystem::directory_iterator it{
+      "/proc/" + std::to_string(f.serve.pid()) + "/fd", ec};
+    return ec ? 0 : std::distance(it, std::filesystem::directory_iterator{});
+  };
+  REQUIRE(pgw::test::eventually([&] { return fds() == 96; }));
+  last.send(bytes);
+  conns.erase(conns.begin(), conns.begin() + 150);
+  CHECK(last.read_response().status == 200);
+  conns.clear();
+  CHECK(f.stderr_text().find("access POST /v1/chat/completions 200")
+        != std::string::npos);
 }
 
 TEST_CASE("serve: a request that stops halfway is dropped after the read "
