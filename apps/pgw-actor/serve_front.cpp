@@ -4,6 +4,8 @@
 #include "serve_front.hpp"
 #include "serve_openai.hpp"
 
+#include "actors/client.hpp"
+
 #include "transport/upstream_exchange.hpp"
 
 #include <boost/asio/ip/tcp.hpp>
@@ -19,6 +21,7 @@
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <ctime>
 #include <mutex>
 #include <optional>
 #include <unordered_set>
@@ -120,9 +123,12 @@ std::optional<hot_head> parse_hot_head(std::string_view head,
   return out;
 }
 
-std::string response_bytes(const httplib::Response& res, bool close) {
+/// A response's status line and headers (`res.headers`), then either its
+/// Content-Length or chunked transfer, and `Connection: close` when asked.
+std::string response_head(const httplib::Response& res, bool chunked,
+                          bool close, size_t reserve = 0) {
   std::string out;
-  out.reserve(256 + res.body.size());
+  out.reserve(256 + reserve);
   out += "HTTP/1.1 ";
   out += std::to_string(res.status);
   out += ' ';
@@ -134,12 +140,39 @@ std::string response_bytes(const httplib::Response& res, bool close) {
     out += value;
     out += "\r\n";
   }
-  out += "Content-Length: ";
-  out += std::to_string(res.body.size());
+  if (chunked) {
+    out += "Transfer-Encoding: chunked";
+  } else {
+    out += "Content-Length: ";
+    out += std::to_string(res.body.size());
+  }
   out += close ? "\r\nConnection: close\r\n\r\n" : "\r\n\r\n";
+  return out;
+}
+
+std::string response_bytes(const httplib::Response& res, bool close) {
+  auto out = response_head(res, false, close, res.body.size());
   out += res.body;
   return out;
 }
+
+/// `text` as one chunk of a chunked body (nothing for empty text: an empty
+/// chunk would end the body).
+void append_chunk(std::string& to, const std::string& text) {
+  if (text.empty())
+    return;
+  char size[20];
+  auto [end, ec] = std::to_chars(size, size + sizeof size, text.size(), 16);
+  (void) ec;
+  to.append(size, end);
+  to += "\r\n";
+  to += text;
+  to += "\r\n";
+}
+
+/// A live stream's bytes waiting for a slow client beyond this are given
+/// up: the client counts as gone and the call is cancelled.
+constexpr size_t max_pending_bytes = 4 * 1024 * 1024;
 
 } // namespace
 
@@ -215,6 +248,19 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     std::chrono::steady_clock::time_point started;
     bool close_after = false;
     std::string out;
+    /// How a live stream ended badly after its 200 (the access line).
+    std::string outcome;
+
+    // A live stream (`stream: true`, not buffered): the deltas are written
+    // as SSE chunks as they come, on the loop.
+    std::unique_ptr<live_call> live; ///< while the call runs
+    bool streaming = false;  ///< this request is a live stream
+    bool head_sent = false;  ///< its 200 and first chunk are out
+    bool live_over = false;  ///< its terminal event came (the last bytes queued)
+    bool writing = false;    ///< an async_write of `out` runs
+    bool write_failed = false;
+    std::string pending;     ///< bytes queued behind the running write
+    long long created = 0;
 
     /// When the connection closes unless something happens (`max` = no
     /// limit now, while a call runs). One timer checks it lazily: moving
@@ -316,7 +362,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (!ctx.keys.empty()
           && !ctx.keys.accepts(req.get_header_value("Authorization")))
         return hand_off();
-      if (parse_request(req.body, call) || call.stream)
+      if (parse_request(req.body, call))
         return hand_off();
       in.erase(0, head_bytes + head.body_bytes);
       close_after = head.close;
@@ -332,17 +378,31 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       left = false;
       calling = true;
       owner->calling.insert(this);
-      if (owner->all_cancelled)
-        caller->cancel(start.call_id);
-      watch_hang_up();
-      cl.chat_then(std::move(call.req),
-                   [self = shared_from_this()](
-                     caf::expected<chat_response> result) {
-                     auto& loop = self->owner->loop;
-                     asio::post(loop, [self, r = std::move(result)]() mutable {
-                       self->answered(r);
+      streaming = call.stream && start.mode != "buffered";
+      if (streaming) {
+        start_live(cl);
+      } else {
+        cl.chat_then(std::move(call.req),
+                     [self = shared_from_this()](
+                       caf::expected<chat_response> result) {
+                       auto& loop = self->owner->loop;
+                       asio::post(loop,
+                                  [self, r = std::move(result)]() mutable {
+                                    self->answered(r);
+                                  });
                      });
-                   });
+      }
+      if (owner->all_cancelled)
+        cancel_call();
+      watch_hang_up();
+    }
+
+    /// Cancels the running call (the client left, or the drain is over).
+    void cancel_call() {
+      if (live)
+        live->cancel();
+      else if (caller)
+        caller->cancel(start.call_id);
     }
 
     void answered(caf::expected<chat_response>& result) {
@@ -369,7 +429,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
           if (n < 0 && (errno == EAGAIN || errno == EINTR))
             return self->watch_hang_up(); // nothing after all
           self->left = true;
-          self->caller->cancel(self->start.call_id);
+          self->cancel_call();
         });
     }
 
@@ -397,9 +457,147 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
 
     /// The request's access line and metrics; it no longer runs.
     void finished() {
-      log_request(owner->ctx, req, res, started, {});
+      log_request(owner->ctx, req, res, started, outcome);
+      outcome.clear();
       out.clear();
       owner->request_ended();
+    }
+
+    // -- live streaming -------------------------------------------------------
+
+    void start_live(client& cl) {
+      head_sent = live_over = writing = write_failed = false;
+      pending.clear();
+      created = static_cast<long long>(std::time(nullptr));
+      auto self = shared_from_this();
+      // The callbacks run on the CAF worker, which is this loop's thread;
+      // posted all the same, so that they never run inside another handler.
+      live = std::make_unique<live_call>(cl.chat_stream(
+        std::move(call.req),
+        [self](const stream_delta& d) {
+          asio::post(self->owner->loop, [self, d] { self->live_delta(d); });
+        },
+        [self] {
+          asio::post(self->owner->loop, [self] { self->live_end(); });
+        }));
+    }
+
+    /// A delta: the first one (the call committed to its source) sends the
+    /// 200 and the stream's opening chunk.
+    void live_delta(const stream_delta& d) {
+      if (!live || live_over || write_failed)
+        return;
+      if (!head_sent) {
+        head_sent = true;
+        res.status = 200;
+        res.set_header("x-pgw-source", d.source);
+        res.set_header("x-pgw-cache", d.cache_hit ? "hit" : "miss");
+        res.set_header("x-pgw-stream-mode", "live");
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("Content-Type", "text/event-stream");
+        pending += response_head(res, true, close_after || owner->stopping);
+        append_chunk(pending, stream_open_sse(start.call_id, call.model,
+                                              created));
+      }
+      append_chunk(pending, delta_sse(d, start.call_id, call.model, created));
+      if (pending.size() > max_pending_bytes) { // the client does not read
+        left = true;
+        write_failed = true;
+        pending.clear();
+        live->cancel();
+        return;
+      }
+      flush_live();
+    }
+
+    /// The terminal event (after the last delta): before any delta, an
+    /// ordinary answer (an error, or an answer without deltas in the
+    /// buffered form); after, the closing chunks or one error event.
+    void live_end() {
+      auto result = live->result().get(); // set before on_end runs
+      calling = false;
+      owner->calling.erase(this);
+      auto& ctx = owner->ctx;
+      const auto& scope_name = start.scope->config->name;
+      double total_s = std::chrono::duration<double>(
+                         std::chrono::steady_clock::now() - start.started)
+                         .count();
+      if (!head_sent) {
+        error_code ignored;
+        sock.cancel(ignored); // the hang-up watch; no write runs
+        if (!result) {
+          ctx.stats.record_call(scope_name, {}, code_name(result.error()),
+                                total_s, nullptr);
+          send_call_error(res, result.error(), left);
+        } else {
+          ctx.stats.record_call(scope_name, result->source, "ok", total_s,
+                                &*result);
+          res.set_header("x-pgw-source", result->source);
+          res.set_content(completion_sse(*result, call.model, created,
+                                         call.include_usage),
+                          "text/event-stream");
+        }
+        live.reset();
+        return respond(left);
+      }
+      if (result) {
+        ctx.stats.record_call(scope_name, result->source, "ok", total_s,
+                              &*result);
+        append_chunk(pending, stream_close_sse(*result, call.model, created,
+                                               call.include_usage));
+      } else {
+        outcome = code_name(result.error());
+        ctx.stats.record_call(scope_name, {}, outcome, total_s, nullptr);
+        append_chunk(pending, error_sse(result.error()));
+      }
+      if (left)
+        outcome = "client_gone";
+      pending += "0\r\n\r\n";
+      live_over = true;
+      flush_live();
+    }
+
+    /// Writes what is queued, one write at a time; once the terminal event
+    /// came and everything is out (or the client is gone), the request ends.
+    void flush_live() {
+      if (writing)
+        return;
+      if (write_failed)
+        pending.clear();
+      if (pending.empty()) {
+        if (live_over)
+          end_live();
+        return;
+      }
+      writing = true;
+      out.swap(pending);
+      pending.clear();
+      expire_in(owner->opts.write_timeout_s);
+      asio::async_write(sock, asio::buffer(out),
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          self->writing = false;
+                          self->no_deadline();
+                          self->out.clear();
+                          if (ec && !self->write_failed) {
+                            self->write_failed = true;
+                            self->left = true;
+                            if (self->live)
+                              self->live->cancel();
+                          }
+                          self->flush_live();
+                        });
+    }
+
+    void end_live() {
+      streaming = false;
+      live.reset(); // the call's helper (its callbacks hold this session)
+      error_code ignored;
+      sock.cancel(ignored); // the hang-up watch
+      guard.reset();
+      finished();
+      if (write_failed || close_after || owner->stopping)
+        return close();
+      next_request();
     }
 
     // -- the hand-off ---------------------------------------------------------
@@ -459,7 +657,7 @@ void front::cancel_all() {
   asio::post(impl_->loop, [self = impl_] {
     self->all_cancelled = true;
     for (auto* s : self->calling)
-      s->caller->cancel(s->start.call_id);
+      s->cancel_call();
   });
 }
 

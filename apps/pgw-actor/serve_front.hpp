@@ -4,20 +4,23 @@
 /// on the loop the CAF worker runs while idle (actors/wake_after_unlock.hpp),
 /// the loop the Beast transport's calls run on too.
 ///
-/// It answers the hot path itself — a non-streaming `POST
-/// /v1/chat/completions` — with the same checks, headers, metrics and access
-/// line as the cpp-httplib handler (`start_chat` / `finish_chat`), the call
-/// started with `client::chat_then` and its answer written from the loop:
-/// read, call, upstream exchange and write share one thread, and no thread
+/// It answers chat completions itself — `POST /v1/chat/completions`, JSON
+/// or SSE — with the same checks, headers, metrics and access line as the
+/// cpp-httplib handler (`start_chat` / `finish_chat`): a non-streaming or
+/// buffered call through `client::chat_then`, its answer written from the
+/// loop; a live stream through `client::chat_stream`, each delta written
+/// from the loop as an SSE chunk as it comes (the 200 with the first one;
+/// an error before it is an ordinary answer, after it one error event).
+/// Read, call, upstream exchange and write share one thread, and no thread
 /// sleeps per request (BENCHMARKS.md, "Both together"). Every other request
-/// — streaming, embeddings, OCR, the GET routes, anything unusual (no
-/// Content-Length, a chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a
-/// body over the limit, a wrong key) — hands its connection, with the bytes
-/// read from it so far, to the cpp-httplib server (`front_options::
-/// hand_off`), whose thread then owns the socket until it closes and
-/// answers as before. On the hot path the front watches the socket itself
-/// for a client that hangs up (no system call per request) and cancels the
-/// call at once.
+/// — embeddings, OCR, the GET routes, anything unusual (no Content-Length,
+/// a chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a body over the
+/// limit, a body the handler refuses, a wrong key) — hands its connection,
+/// with the bytes read from it so far, to the cpp-httplib server
+/// (`front_options::hand_off`), whose thread then owns the socket until it
+/// closes and answers as before. While a call runs the front watches the
+/// socket for a client that hangs up (no system call per request) and
+/// cancels the call at once.
 
 #include "serve_app.hpp"
 

@@ -549,17 +549,30 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   std::this_thread::sleep_for(std::chrono::milliseconds(20));
   c.send(bytes.substr(bytes.size() - 10));
   CHECK(c.read_response().status == 200);
-  // A bad body on the same connection: the usual 400.
+  // A streamed request and a plain one in one write: the SSE answer
+  // (chunked, ended), then the plain one.
+  c.send(chat_request_bytes(streamed) + chat_request_bytes(plain));
+  auto sse = c.read_response();
+  CHECK(sse.status == 200);
+  CHECK(has(sse.head, "x-pgw-stream-mode: live"));
+  CHECK(has(sse.body, "\"chat.completion.chunk\""));
+  CHECK(has(sse.body, "data: [DONE]"));
+  CHECK(c.read_response().status == 200);
+  // A stream that fails before its first delta: an ordinary error answer.
+  auto down = (c.send(chat_request_bytes(
+                 R"({"model":"DOWN","stream":true,"messages":[{"role":"user","content":"hi"}]})")),
+               c.read_response());
+  CHECK(down.status == 503);
+  CHECK(has(down.head, "application/json"));
+  CHECK(has(down.head, "Retry-After"));
+  // A bad body on the same connection: the usual 400; a stream after it.
   auto bad = (c.send(chat_request_bytes(R"({"model":"LLM"})")), c.read_response());
   CHECK(bad.status == 400);
   CHECK(has(bad.body, "invalid_request"));
-  // A streamed request, then a plain one, on the same connection.
   c.send(chat_request_bytes(streamed));
-  auto sse = c.read_response();
-  CHECK(sse.status == 200);
-  CHECK(has(sse.body, "data: [DONE]"));
-  c.send(chat_request_bytes(plain));
-  CHECK(c.read_response().status == 200);
+  auto after = c.read_response();
+  CHECK(after.status == 200);
+  CHECK(has(after.body, "data: [DONE]"));
   // `Connection: close`: answered, then closed.
   raw_connection last{f.port};
   last.send(chat_request_bytes(plain, "Connection: close\r\n"));
@@ -574,7 +587,7 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
        at != std::string::npos;
        at = log.find("access POST /v1/chat/completions", at + 1))
     ++lines;
-  CHECK(lines == 7);
+  CHECK(lines == 9);
 }
 
 TEST_CASE("serve: an access log nobody reads does not stall the calls") {
