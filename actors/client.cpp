@@ -15,6 +15,37 @@
 
 namespace pgw {
 
+namespace {
+
+/// A callback called once: with the answer (`set`), or with an `internal`
+/// error naming `why` when it is dropped unanswered (the actor that was to
+/// answer stopped first).
+template <class Response>
+struct once_callback {
+  std::function<void(caf::expected<Response>)> fn;
+  const char* why;
+  bool called = false;
+
+  once_callback(std::function<void(caf::expected<Response>)> f, const char* w)
+    : fn(std::move(f)), why(w) {
+    // nop
+  }
+  once_callback(const once_callback&) = delete;
+  once_callback& operator=(const once_callback&) = delete;
+
+  void set(caf::expected<Response> r) {
+    called = true;
+    fn(std::move(r));
+  }
+
+  ~once_callback() {
+    if (!called)
+      fn(make_error(error_code::internal, why));
+  }
+};
+
+} // namespace
+
 // -- the requester: one actor per client, not one per call --------------------
 
 /// The calls a client hands its requester actor. The client thread queues a
@@ -67,28 +98,7 @@ struct client::requester {
     }
   };
 
-  /// The callback of `chat_then`, called once: with the answer, or with an
-  /// `internal` error when the requester stops before it.
-  struct then_guard {
-    std::function<void(caf::expected<chat_response>)> fn;
-    bool called = false;
-    explicit then_guard(std::function<void(caf::expected<chat_response>)> f)
-      : fn(std::move(f)) {
-      // nop
-    }
-    then_guard(const then_guard&) = delete;
-    then_guard& operator=(const then_guard&) = delete;
-    void set(caf::expected<chat_response> r) {
-      called = true;
-      fn(std::move(r));
-    }
-    ~then_guard() {
-      if (!called)
-        fn(make_error(error_code::internal,
-                      "the client's requester stopped before the call's "
-                      "answer"));
-    }
-  };
+  using then_guard = once_callback<chat_response>;
 
   /// A queued call; its answer goes to `promise` (chat_async), `slot`
   /// (chat) or `then` (chat_then).
@@ -214,7 +224,9 @@ void client::chat_then(chat_request req,
                        std::function<void(caf::expected<chat_response>)> done) {
   requester_->queue_job(requester::job{
     std::move(req), nullptr, nullptr,
-    std::make_shared<requester::then_guard>(std::move(done))});
+    std::make_shared<requester::then_guard>(
+      std::move(done), "the client's requester stopped before the call's "
+                       "answer")});
 }
 
 // -- live calls (issue 13) -----------------------------------------------------
@@ -311,20 +323,34 @@ caf::expected<embed_response> client::embed(std::vector<std::string> inputs) {
 
 namespace {
 
-/// Sends `(atom, req)` to `gw` from a helper actor; the future holds the
-/// single answer.
+/// Sends `(atom, req)` to `gw` from a helper actor; `done` gets the single
+/// answer once, on a CAF thread (an `internal` error if the helper stops
+/// without one).
+template <class Response, class Atom, class Request>
+void ask_then(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
+              Request req,
+              std::function<void(caf::expected<Response>)> done) {
+  auto once = std::make_shared<once_callback<Response>>(
+    std::move(done), "the call's helper stopped before its answer");
+  sys.spawn([gw, atom_value, req = std::move(req),
+             once](caf::event_based_actor* self) {
+    self->request(gw, caf::infinite, atom_value, req)
+      .then([once](Response& resp) { once->set(std::move(resp)); },
+            [once](caf::error& err) { once->set(std::move(err)); });
+  });
+}
+
+/// `ask_then` with the answer in a future.
 template <class Response, class Atom, class Request>
 std::future<caf::expected<Response>>
 ask(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
     Request req) {
   auto promise = std::make_shared<std::promise<caf::expected<Response>>>();
   auto fut = promise->get_future();
-  sys.spawn([gw, atom_value, req = std::move(req),
-             promise](caf::event_based_actor* self) {
-    self->request(gw, caf::infinite, atom_value, req)
-      .then([promise](Response& resp) { promise->set_value(std::move(resp)); },
-            [promise](caf::error& err) { promise->set_value(std::move(err)); });
-  });
+  ask_then<Response>(sys, gw, atom_value, std::move(req),
+                     [promise](caf::expected<Response> r) {
+                       promise->set_value(std::move(r));
+                     });
   return fut;
 }
 
@@ -350,6 +376,18 @@ caf::expected<ocr_response> client::parse_layout(std::string image) {
 
 std::future<caf::expected<ocr_response>> client::ocr_async(ocr_request req) {
   return ask<ocr_response>(sys_, gateway_, atom::ocr_v, std::move(req));
+}
+
+void client::embed_then(embed_request req,
+                        std::function<void(caf::expected<embed_response>)> done) {
+  ask_then<embed_response>(sys_, gateway_, atom::embed_v, std::move(req),
+                           std::move(done));
+}
+
+void client::ocr_then(ocr_request req,
+                      std::function<void(caf::expected<ocr_response>)> done) {
+  ask_then<ocr_response>(sys_, gateway_, atom::ocr_v, std::move(req),
+                         std::move(done));
 }
 
 void client::cancel(const std::string& call_id) {

@@ -81,6 +81,11 @@ public:
   /// Starts one embedding call; the future holds its single answer.
   std::future<caf::expected<embed_response>> embed_async(embed_request req);
 
+  /// Starts one embedding call; `done` gets its single answer on a CAF
+  /// thread (it must return quickly and never block).
+  void embed_then(embed_request req,
+                  std::function<void(caf::expected<embed_response>)> done);
+
   /// The text in `image` (PNG, JPEG or PDF bytes), from an OCR scope.
   caf::expected<ocr_response> recognize_text(std::string image);
 
@@ -89,6 +94,10 @@ public:
 
   /// Starts one OCR call; the future holds its single answer.
   std::future<caf::expected<ocr_response>> ocr_async(ocr_request req);
+
+  /// Starts one OCR call; `done` gets its single answer on a CAF thread.
+  void ocr_then(ocr_request req,
+                std::function<void(caf::expected<ocr_response>)> done);
 
   /// Cancels the call with this id (set `chat_request::call_id` to use it).
   /// The call answers `cancelled` once its attempts are stopped.

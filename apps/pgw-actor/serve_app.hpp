@@ -170,6 +170,26 @@ std::string embeddings_json(const embed_response& resp,
 void handle_ocr(context& ctx, const httplib::Request& req,
                 httplib::Response& res);
 
+/// Writes a side call's answer, or its error (499 when `gone`), into `res`.
+using side_answer = std::function<void(httplib::Response& res, bool gone)>;
+
+/// An embeddings or OCR call checked and ready to start.
+struct side_start {
+  const served_scope* scope = nullptr;
+  std::string call_id;
+  std::chrono::steady_clock::time_point started;
+  /// Starts the call on `cl` (`client::embed_then` / `ocr_then`); `done`
+  /// gets, once, on a CAF thread, the writer of its answer (the call
+  /// counted in the metrics when the writer runs).
+  std::function<void(client& cl, std::function<void(side_answer)> done)> launch;
+};
+
+/// What the side handlers do before the call (`req.path` names the
+/// route): decodes and checks the body, picks the scope, sets
+/// `x-pgw-scope` / `x-pgw-call-id`; false when `res` holds an error answer.
+bool start_side(context& ctx, const httplib::Request& req,
+                httplib::Response& res, side_start& out);
+
 /// Counts a request in flight while it lives.
 struct in_flight_guard {
   context& ctx;

@@ -80,11 +80,14 @@ std::optional<hot_head> parse_hot_head(std::string_view head,
                                        size_t max_body) {
   auto eol = head.find("\r\n");
   auto line = head.substr(0, eol);
-  if (line != "POST /v1/chat/completions HTTP/1.1")
-    return std::nullopt;
   hot_head out;
+  for (const char* path : {"/v1/chat/completions", "/v1/embeddings",
+                           "/v1/ocr"})
+    if (line == std::string("POST ") + path + " HTTP/1.1")
+      out.req.path = path;
+  if (out.req.path.empty())
+    return std::nullopt;
   out.req.method = "POST";
-  out.req.path = "/v1/chat/completions";
   bool has_length = false;
   while (eol != std::string_view::npos) {
     head.remove_prefix(eol + 2);
@@ -169,6 +172,9 @@ void append_chunk(std::string& to, const std::string& text) {
   to += text;
   to += "\r\n";
 }
+
+/// Embeddings and OCR bodies up to this size are answered on the loop.
+constexpr size_t max_side_body_bytes = 256 * 1024;
 
 /// A live stream's bytes waiting for a slow client beyond this are given
 /// up: the client counts as gone and the call is cancelled.
@@ -362,6 +368,13 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (!ctx.keys.empty()
           && !ctx.keys.accepts(req.get_header_value("Authorization")))
         return hand_off();
+      if (req.path != "/v1/chat/completions") {
+        // A large embeddings batch or document is decoded and checked on
+        // an httplib thread, not on the thread every actor shares.
+        if (head.body_bytes > max_side_body_bytes)
+          return hand_off();
+        return answer_side(head_bytes, head.body_bytes, head.close);
+      }
       if (parse_request(req.body, call))
         return hand_off();
       in.erase(0, head_bytes + head.body_bytes);
@@ -395,6 +408,46 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (owner->all_cancelled)
         cancel_call();
       watch_hang_up();
+    }
+
+    /// An embeddings or OCR request: answered here, with the handler's
+    /// checks and answer (`start_side`), the call started with
+    /// `client::embed_then` / `ocr_then`.
+    void answer_side(size_t head_bytes, size_t body_bytes, bool close) {
+      auto& ctx = owner->ctx;
+      in.erase(0, head_bytes + body_bytes);
+      close_after = close;
+      started = std::chrono::steady_clock::now();
+      res = httplib::Response{};
+      owner->request_started();
+      guard = std::make_shared<in_flight_guard>(ctx);
+      side_start side;
+      if (guard->overloaded(res) || !start_side(ctx, req, res, side))
+        return respond(false);
+      client& cl = *side.scope->chat;
+      no_deadline(); // the call has its own
+      caller.emplace(cl);
+      start.call_id = side.call_id; // for cancel_call
+      left = false;
+      calling = true;
+      owner->calling.insert(this);
+      side.launch(cl, [self = shared_from_this()](side_answer write) {
+        asio::post(self->owner->loop, [self, write = std::move(write)] {
+          self->side_answered(write);
+        });
+      });
+      if (owner->all_cancelled)
+        cancel_call();
+      watch_hang_up();
+    }
+
+    void side_answered(const side_answer& write) {
+      calling = false;
+      owner->calling.erase(this);
+      error_code ignored;
+      sock.cancel(ignored); // the hang-up watch
+      write(res, left);
+      respond(left);
     }
 
     /// Cancels the running call (the client left, or the drain is over).

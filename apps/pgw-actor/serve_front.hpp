@@ -11,16 +11,18 @@
 /// loop; a live stream through `client::chat_stream`, each delta written
 /// from the loop as an SSE chunk as it comes (the 200 with the first one;
 /// an error before it is an ordinary answer, after it one error event).
-/// Read, call, upstream exchange and write share one thread, and no thread
-/// sleeps per request (BENCHMARKS.md, "Both together"). Every other request
-/// — embeddings, OCR, the GET routes, anything unusual (no Content-Length,
-/// a chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a body over the
-/// limit, a body the handler refuses, a wrong key) — hands its connection,
-/// with the bytes read from it so far, to the cpp-httplib server
-/// (`front_options::hand_off`), whose thread then owns the socket until it
-/// closes and answers as before. While a call runs the front watches the
-/// socket for a client that hangs up (no system call per request) and
-/// cancels the call at once.
+/// Embeddings and OCR requests up to 256 KiB are answered here too
+/// (`start_side`, `client::embed_then` / `ocr_then`). Read, call, upstream
+/// exchange and write share one thread, and no thread sleeps per request
+/// (BENCHMARKS.md, "Both together"). Every other request — the GET routes,
+/// a larger embeddings or OCR body, anything unusual (no Content-Length, a
+/// chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a body over the
+/// limit, a chat body the handler refuses, a wrong key) — hands its
+/// connection, with the bytes read from it so far, to the cpp-httplib
+/// server (`front_options::hand_off`), whose thread then owns the socket
+/// until it closes and answers as before. While a call runs the front
+/// watches the socket for a client that hangs up (no system call per
+/// request) and cancels the call at once.
 
 #include "serve_app.hpp"
 

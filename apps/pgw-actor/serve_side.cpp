@@ -11,6 +11,8 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <functional>
+#include <future>
 #include <cstring>
 
 namespace pgw::serve {
@@ -35,22 +37,6 @@ std::string base64_floats(const std::vector<float>& vec) {
       bytes += static_cast<char>((bits >> (8 * i)) & 0xFF);
   }
   return base64_encode(bytes);
-}
-
-/// The start both side handlers share: counted in flight while it runs,
-/// 503 past PGW_SERVE_MAX_INFLIGHT, 400 for a body that is not a JSON
-/// object; `handle(ctx, body, res)` does the rest.
-template <class Handler>
-void serve_side_request(context& ctx, const httplib::Request& req,
-                        httplib::Response& res, Handler handle) {
-  in_flight_guard guard{ctx};
-  if (guard.overloaded(res))
-    return;
-  boost::system::error_code ec;
-  auto doc = json::parse(req.body, ec);
-  if (ec || !doc.is_object())
-    return send_bad_request(res, "the body is not a JSON object");
-  handle(ctx, doc.as_object(), res);
 }
 
 /// The served scope named by `model` (`SCOPE` or `SCOPE/source`, which
@@ -105,20 +91,28 @@ std::optional<std::string> embed_inputs(const json::object& body,
   return {};
 }
 
-/// Runs one call through `start` and answers: the error, or `ok(result)`.
-template <class Start, class Ok>
-void run_call(context& ctx, httplib::Response& res, const served_scope& scope,
-              Start start, Ok ok) {
-  auto call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
-  res.set_header("x-pgw-call-id", call_id);
-  auto started = std::chrono::steady_clock::now();
-  client cl{*ctx.sys, scope.gateway};
-  auto pending = start(cl, call_id);
-  bool gone = false;
-  auto result = await_call(ctx, cl, call_id, pending, gone);
-  double total_s = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - started)
-                     .count();
+/// Seconds since `started`.
+double seconds_since(std::chrono::steady_clock::time_point started) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now()
+                                       - started)
+    .count();
+}
+
+/// Names the call (`x-pgw-call-id`) and records where it starts.
+void begin_side(context& ctx, const served_scope& scope, httplib::Response& res,
+                side_start& out) {
+  out.scope = &scope;
+  out.call_id = ctx.call_prefix + std::to_string(++ctx.next_call);
+  res.set_header("x-pgw-call-id", out.call_id);
+  out.started = std::chrono::steady_clock::now();
+}
+
+/// Counts a finished side call and answers: the error (499 when `gone`),
+/// or `ok(result)`.
+template <class Response, class Ok>
+void finish_side(context& ctx, const served_scope& scope, double total_s,
+                 const caf::expected<Response>& result, bool gone,
+                 httplib::Response& res, Ok ok) {
   const auto& scope_name = scope.config->name;
   if (!result) {
     ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
@@ -135,6 +129,32 @@ void run_call(context& ctx, httplib::Response& res, const served_scope& scope,
   ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
   res.set_header("x-pgw-source", first);
   ok(*result);
+}
+
+/// A side call's `launch`: starts `call` with `(cl.*then)(call, callback)`
+/// (`client::embed_then` / `ocr_then`); the callback hands `done` the
+/// answer's writer, which counts the call in the metrics and, on success,
+/// calls `write(res, answer)`.
+template <class Response, class Call, class Then, class Write>
+std::function<void(client&, std::function<void(side_answer)>)>
+side_launcher(context& ctx, const side_start& st, Call call, Then then,
+              Write write) {
+  auto scope = st.scope;
+  auto started = st.started;
+  call.call_id = st.call_id;
+  return [&ctx, scope, started, call = std::move(call), then,
+          write](client& cl, std::function<void(side_answer)> done) mutable {
+    (cl.*then)(std::move(call),
+               [&ctx, scope, started, write,
+                done = std::move(done)](caf::expected<Response> result) {
+                 double total_s = seconds_since(started);
+                 done([&ctx, scope, total_s, write, r = std::move(result)](
+                        httplib::Response& res, bool gone) {
+                   finish_side(ctx, *scope, total_s, r, gone, res,
+                               [&](const Response& resp) { write(res, resp); });
+                 });
+               });
+  };
 }
 
 /// The bytes of a `data:...;base64,...` URL; a message otherwise.
@@ -211,64 +231,73 @@ std::string embeddings_json(const embed_response& resp,
 
 namespace {
 
-void answer_embeddings(context& ctx, json::object& body,
-                       httplib::Response& res) {
+bool start_embeddings(context& ctx, json::object& body, httplib::Response& res,
+                      side_start& out) {
   bool base64 = false;
   if (auto* f = body.if_contains("encoding_format"); f && !f->is_null()) {
     if (!f->is_string()
-        || (f->as_string() != "float" && f->as_string() != "base64"))
-      return send_bad_request(res, "`encoding_format` must be float or base64");
+        || (f->as_string() != "float" && f->as_string() != "base64")) {
+      send_bad_request(res, "`encoding_format` must be float or base64");
+      return false;
+    }
     base64 = f->as_string() == "base64";
   }
-  if (auto* d = body.if_contains("dimensions"); d && !d->is_null())
-    return send_bad_request(res, "`dimensions` is not supported: the vector "
-                                 "size is the source model's");
+  if (auto* d = body.if_contains("dimensions"); d && !d->is_null()) {
+    send_bad_request(res, "`dimensions` is not supported: the vector size is "
+                          "the source model's");
+    return false;
+  }
   embed_request call;
-  if (auto problem = embed_inputs(body, call.inputs))
-    return send_bad_request(res, *problem);
+  if (auto problem = embed_inputs(body, call.inputs)) {
+    send_bad_request(res, *problem);
+    return false;
+  }
   std::string model;
   auto scope = scope_for(ctx, body, {source_kind::embedding}, "embeddings", res, model,
                          call.source);
   if (scope == nullptr)
-    return;
-  run_call(
-    ctx, res, *scope,
-    [&call](client& cl, const std::string& id) {
-      call.call_id = id;
-      return cl.embed_async(std::move(call));
-    },
-    [&](const embed_response& resp) {
+    return false;
+  begin_side(ctx, *scope, res, out);
+  out.launch = side_launcher<embed_response>(
+    ctx, out, std::move(call),
+    &client::embed_then,
+    [model, base64](httplib::Response& res, const embed_response& resp) {
       res.set_content(embeddings_json(resp, model, base64), "application/json");
     });
+  return true;
 }
 
-void answer_ocr(context& ctx, json::object& body, httplib::Response& res) {
+bool start_ocr(context& ctx, json::object& body, httplib::Response& res,
+               side_start& out) {
   ocr_request call;
-  if (auto problem = ocr_document(body, call.image))
-    return send_bad_request(res, *problem);
+  if (auto problem = ocr_document(body, call.image)) {
+    send_bad_request(res, *problem);
+    return false;
+  }
   // pgw's extension: `"layout": true` parses the layout (blocks).
   if (auto* l = body.if_contains("layout"); l && !l->is_null()) {
-    if (!l->is_bool())
-      return send_bad_request(res, "`layout` must be true or false");
+    if (!l->is_bool()) {
+      send_bad_request(res, "`layout` must be true or false");
+      return false;
+    }
     call.layout = l->as_bool();
   }
   std::string model;
   auto scope = scope_for(ctx, body, {source_kind::ocr_vision, source_kind::ocr_monkey}, "OCR", res,
                          model, call.source);
   if (scope == nullptr)
-    return;
+    return false;
   auto size = call.image.size();
   image_type type = image_type::png;
   int64_t pages = sniff_image(call.image, type) ? page_count(call.image, type)
                                                 : 1;
   bool layout = call.layout;
-  run_call(
-    ctx, res, *scope,
-    [&call](client& cl, const std::string& id) {
-      call.call_id = id;
-      return cl.ocr_async(std::move(call));
-    },
-    [&](const ocr_response& resp) {
+  begin_side(ctx, *scope, res, out);
+  out.launch = side_launcher<ocr_response>(
+    ctx, out, std::move(call),
+    &client::ocr_then,
+    [model, size, pages, layout](httplib::Response& res,
+                                 const ocr_response& resp) {
       json::object page{{"index", 0},
                         {"markdown", resp.text},
                         {"images", json::array{}},
@@ -278,7 +307,7 @@ void answer_ocr(context& ctx, json::object& body, httplib::Response& res) {
         auto blocks = json::parse(resp.blocks_json, ec);
         page["blocks"] = ec ? json::value(json::array{}) : std::move(blocks);
       }
-      json::object out{
+      json::object out_body{
         {"pages", json::array{std::move(page)}},
         {"model", model},
         {"usage_info",
@@ -288,20 +317,53 @@ void answer_ocr(context& ctx, json::object& body, httplib::Response& res) {
                              {"call_stats",
                               json::parse(cli::call_stats_json(resp.stats))}}},
       };
-      res.set_content(json_text(out), "application/json");
+      res.set_content(json_text(out_body), "application/json");
     });
+  return true;
+}
+
+/// Both side routes over the httplib thread: counted in flight, started,
+/// waited for (a client that hangs up cancels the call), answered.
+void handle_side(context& ctx, const httplib::Request& req,
+                 httplib::Response& res) {
+  in_flight_guard guard{ctx};
+  if (guard.overloaded(res))
+    return;
+  side_start st;
+  if (!start_side(ctx, req, res, st))
+    return;
+  client& cl = *st.scope->chat;
+  auto slot = std::make_shared<std::promise<side_answer>>();
+  auto pending = slot->get_future();
+  st.launch(cl, [slot](side_answer a) { slot->set_value(std::move(a)); });
+  bool gone = false;
+  auto write = await_call(ctx, cl, st.call_id, pending, gone);
+  write(res, gone);
 }
 
 } // namespace
 
+bool start_side(context& ctx, const httplib::Request& req,
+                httplib::Response& res, side_start& out) {
+  boost::system::error_code ec;
+  auto doc = json::parse(req.body, ec);
+  if (ec || !doc.is_object()) {
+    send_bad_request(res, "the body is not a JSON object");
+    return false;
+  }
+  if (req.path == "/v1/ocr")
+    return start_ocr(ctx, doc.as_object(), res, out);
+  return start_embeddings(ctx, doc.as_object(), res, out);
+}
+
 void handle_embeddings(context& ctx, const httplib::Request& req,
                        httplib::Response& res) {
-  serve_side_request(ctx, req, res, answer_embeddings);
+  handle_side(ctx, req, res);
 }
 
 void handle_ocr(context& ctx, const httplib::Request& req,
                 httplib::Response& res) {
-  serve_side_request(ctx, req, res, answer_ocr);
+  handle_side(ctx, req, res);
 }
 
 } // namespace pgw::serve

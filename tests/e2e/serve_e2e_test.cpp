@@ -924,6 +924,20 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
   auto empty = post(R"({"model":"EMBED","input":["a",""]})");
   CHECK(empty.first == 400);
   CHECK(empty.second.find("input 1 is empty") != std::string::npos);
+  // A batch over 256 KiB (decoded on an httplib thread, not the front's):
+  // the same answer, one vector per input, in order.
+  json::array inputs;
+  for (int i = 0; i < 300; ++i)
+    inputs.emplace_back(std::to_string(i) + std::string(1000, 'w'));
+  auto big = cli.Post("/v1/embeddings", f.auth(),
+                      json::serialize(json::object{{"model", "EMBED"},
+                                                   {"input", inputs}}),
+                      "application/json");
+  REQUIRE(big);
+  CHECK(big->status == 200);
+  auto data = json::parse(big->body).at("data").as_array();
+  REQUIRE(data.size() == 300);
+  CHECK(data[299].at("index").as_int64() == 299);
 }
 
 TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
