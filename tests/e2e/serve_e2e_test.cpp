@@ -193,6 +193,20 @@ struct serve_fixture {
     return slurp(dir + "/stderr");
   }
 
+  /// serve's stderr once `done(text)` holds, or as it is after 5 s: the
+  /// access lines are written by a thread of their own, just after each
+  /// answer goes out.
+  template <class Pred>
+  std::string stderr_when(Pred done) const {
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    auto text = stderr_text();
+    while (!done(text) && std::chrono::steady_clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      text = stderr_text();
+    }
+    return text;
+  }
+
   std::string url() const {
     return "http://127.0.0.1:" + std::to_string(port) + "/v1";
   }
@@ -347,7 +361,9 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
   INFO(check.out << check.err << "\n" << m->body);
   CHECK(check.exit_code == 0);
   // The access log: one line per request, no key.
-  auto log = f.stderr_text();
+  auto log = f.stderr_when([](const std::string& text) {
+    return text.find("access GET /v1/models 401") != std::string::npos;
+  });
   CHECK(log.find("access POST /v1/chat/completions 200 scope=LLM source=a")
         != std::string::npos);
   CHECK(log.find("access GET /v1/models 401") != std::string::npos);
@@ -581,12 +597,16 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   CHECK(has(closing.head, "Connection: close"));
   CHECK(last.closed());
   // Every request was logged, the 400 too.
-  auto log = f.stderr_text();
-  size_t lines = 0;
-  for (size_t at = log.find("access POST /v1/chat/completions");
-       at != std::string::npos;
-       at = log.find("access POST /v1/chat/completions", at + 1))
-    ++lines;
+  auto count = [](const std::string& log) {
+    size_t lines = 0;
+    for (size_t at = log.find("access POST /v1/chat/completions");
+         at != std::string::npos;
+         at = log.find("access POST /v1/chat/completions", at + 1))
+      ++lines;
+    return lines;
+  };
+  auto lines = count(
+    f.stderr_when([&](const std::string& log) { return count(log) >= 9; }));
   CHECK(lines == 9);
 }
 
@@ -888,7 +908,10 @@ TEST_CASE("serve: the openai SDK's embeddings (float, base64, SDK default) "
   REQUIRE(m);
   CHECK(m->body.find(R"(route="/v1/embeddings",status="200")") != std::string::npos);
   CHECK(m->body.find(R"(scope="EMBED")") != std::string::npos);
-  CHECK(f.stderr_text().find("access POST /v1/embeddings 200 scope=EMBED source=e")
+  CHECK(f.stderr_when([](const std::string& log) {
+          return log.find("access POST /v1/embeddings 200 scope=EMBED source=e")
+                 != std::string::npos;
+        }).find("access POST /v1/embeddings 200 scope=EMBED source=e")
         != std::string::npos);
 }
 
