@@ -260,7 +260,6 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     // A live stream (`stream: true`, not buffered): the deltas are written
     // as SSE chunks as they come, on the loop.
     std::unique_ptr<live_call> live; ///< while the call runs
-    bool streaming = false;  ///< this request is a live stream
     bool head_sent = false;  ///< its 200 and first chunk are out
     bool live_over = false;  ///< its terminal event came (the last bytes queued)
     bool writing = false;    ///< an async_write of `out` runs
@@ -357,9 +356,10 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
         });
     }
 
-    /// A non-streaming chat completion: answered here, unless its body says
-    /// otherwise (a stream, or one the handler would refuse: handed over, so
-    /// that httplib answers it exactly as before).
+    /// A request with its whole body: a chat completion (JSON, buffered or
+    /// live SSE) answered here unless the handler would refuse its body
+    /// (handed over, so that httplib answers it exactly as before); an
+    /// embeddings or OCR request (`answer_side`).
     void answer(hot_head head, size_t head_bytes) {
       auto& ctx = owner->ctx;
       req = std::move(head.req);
@@ -391,8 +391,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       left = false;
       calling = true;
       owner->calling.insert(this);
-      streaming = call.stream && start.mode != "buffered";
-      if (streaming) {
+      if (call.stream && start.mode != "buffered") { // a live stream
         start_live(cl);
       } else {
         cl.chat_then(std::move(call.req),
@@ -642,7 +641,6 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     }
 
     void end_live() {
-      streaming = false;
       live.reset(); // the call's helper (its callbacks hold this session)
       error_code ignored;
       sock.cancel(ignored); // the hang-up watch

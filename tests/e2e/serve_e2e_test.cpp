@@ -198,12 +198,8 @@ struct serve_fixture {
   /// answer goes out.
   template <class Pred>
   std::string stderr_when(Pred done) const {
-    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-    auto text = stderr_text();
-    while (!done(text) && std::chrono::steady_clock::now() < until) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      text = stderr_text();
-    }
+    std::string text;
+    pgw::test::eventually([&] { return done(text = stderr_text()); });
     return text;
   }
 
