@@ -198,9 +198,10 @@ bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) 
 /// the first delta; an error before it is an ordinary HTTP error answer,
 /// after it the rest goes out as SSE chunks while the source streams.
 void serve_live(context& ctx, httplib::Response& res,
-                const std::shared_ptr<live_state>& ls, chat_request call_req,
-                const served_scope& scope) {
-  client cl{*ctx.sys, scope.gateway};
+                const std::shared_ptr<live_state>& ls, openai_request& in,
+                const chat_start& st) {
+  client cl{*ctx.sys, st.scope->gateway};
+  auto call_req = std::move(in.req);
   auto feed = ls->feed;
   ls->call = std::make_unique<live_call>(cl.chat_stream(
     std::move(call_req),
@@ -231,22 +232,10 @@ void serve_live(context& ctx, httplib::Response& res,
     }
   }
   if (source.empty() && ls->ended()) {
+    // Before any delta: an ordinary answer (an error, or an answer without
+    // deltas in the buffered form).
     auto result = ls->call->wait();
-    if (!result) {
-      double total_s = std::chrono::duration<double>(
-                         std::chrono::steady_clock::now() - ls->started)
-                         .count();
-      ls->ctx->stats.record_call(ls->scope, {}, code_name(result.error()),
-                                 total_s, nullptr);
-      return send_call_error(res, result.error(), ls->client_left);
-    }
-    // An answer without deltas (the sink always gets one first): the
-    // buffered form.
-    ls->ctx->stats.record_call(ls->scope, result->source, "ok", 0, &*result);
-    res.set_header("x-pgw-source", result->source);
-    return res.set_content(completion_sse(*result, ls->model, ls->created,
-                                          ls->include_usage),
-                           "text/event-stream");
+    return finish_chat(ctx, in, st, result, ls->client_left, res);
   }
   res.set_header("x-pgw-source", source);
   res.set_header("x-pgw-cache", cache_hit ? "hit" : "miss");
@@ -345,7 +334,7 @@ void handle_chat(context& ctx, const httplib::Request& req,
     ls->created = static_cast<long long>(std::time(nullptr));
     ls->started = st.started;
     ls->fd = client_socket;
-    return serve_live(ctx, res, ls, std::move(in.req), *st.scope);
+    return serve_live(ctx, res, ls, in, st);
   }
   client& cl = *st.scope->chat;
   bool gone = false;

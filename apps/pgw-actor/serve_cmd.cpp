@@ -545,6 +545,16 @@ int serve_main(const std::vector<std::string>& args) {
     fo.hand_off = [&connections](int fd, std::string read) {
       connections.hand_over(fd, std::move(read));
     };
+    // Through the access log's thread when there is one (the loop must not
+    // wait on stderr).
+    fo.warn = [&ctx](const std::string& text) {
+      if (log::current_level() > log::level::warn)
+        return;
+      if (ctx.access_log)
+        ctx.access_log->push("[warn] serve: " + text);
+      else
+        log::write(log::level::warn, "serve", text);
+    };
     try {
       front = std::make_unique<serve::front>(
         *loop, ctx, host, static_cast<uint16_t>(*port), fo);

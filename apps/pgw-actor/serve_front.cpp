@@ -188,6 +188,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
   front_options opts;
   tcp::acceptor acceptor;
   asio::steady_timer retry; ///< the next accept after a failed one
+  bool accept_failing = false; ///< the last accept failed (on the loop)
   bool stopping = false;    ///< on the loop
 
   struct session;
@@ -212,11 +213,19 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (self->stopping)
         return;
       if (ec) {
-        // Out of descriptors, say: try again shortly rather than spin.
+        // Out of descriptors, say: try again shortly rather than spin. The
+        // operator hears of it once per run of failures.
+        if (!self->accept_failing && self->opts.warn)
+          self->opts.warn("cannot accept a connection (" + ec.message()
+                          + "); trying again every 10 ms");
+        self->accept_failing = true;
         self->retry.expires_after(std::chrono::milliseconds(10));
         self->retry.async_wait([self](error_code) { self->accept(); });
         return;
       }
+      if (self->accept_failing && self->opts.warn)
+        self->opts.warn("accepting connections again");
+      self->accept_failing = false;
       error_code ignored;
       sock.set_option(tcp::no_delay(true), ignored);
       std::make_shared<session>(self, std::move(sock))->next_request();
@@ -570,28 +579,17 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       calling = false;
       owner->calling.erase(this);
       auto& ctx = owner->ctx;
+      if (!head_sent) {
+        error_code ignored;
+        sock.cancel(ignored); // the hang-up watch; no write runs
+        finish_chat(ctx, call, start, result, left, res);
+        live.reset();
+        return respond(left);
+      }
       const auto& scope_name = start.scope->config->name;
       double total_s = std::chrono::duration<double>(
                          std::chrono::steady_clock::now() - start.started)
                          .count();
-      if (!head_sent) {
-        error_code ignored;
-        sock.cancel(ignored); // the hang-up watch; no write runs
-        if (!result) {
-          ctx.stats.record_call(scope_name, {}, code_name(result.error()),
-                                total_s, nullptr);
-          send_call_error(res, result.error(), left);
-        } else {
-          ctx.stats.record_call(scope_name, result->source, "ok", total_s,
-                                &*result);
-          res.set_header("x-pgw-source", result->source);
-          res.set_content(completion_sse(*result, call.model, created,
-                                         call.include_usage),
-                          "text/event-stream");
-        }
-        live.reset();
-        return respond(left);
-      }
       if (result) {
         ctx.stats.record_call(scope_name, result->source, "ok", total_s,
                               &*result);
@@ -645,6 +643,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       error_code ignored;
       sock.cancel(ignored); // the hang-up watch
       guard.reset();
+      if (write_failed && outcome.empty())
+        outcome = "client_gone"; // the call ended well; its end never got out
       finished();
       if (write_failed || close_after || owner->stopping)
         return close();

@@ -45,6 +45,10 @@ struct front_options {
   /// or not) and the bytes already read from it. Runs on the loop; it must
   /// not block. Required.
   std::function<void(int fd, std::string read)> hand_off;
+  /// Takes a line for the operator: the front cannot accept connections
+  /// (out of descriptors, say) and tries again every 10 ms, or accepts
+  /// again. Runs on the loop; it must not block. Optional.
+  std::function<void(const std::string& text)> warn;
 };
 
 class front {
