@@ -67,8 +67,10 @@ if op == 'record' and ARGV[11] == 's' then
     local now = math.max(tonumber(t[1]) * 1000000 + tonumber(t[2]),
                          tonumber(q[5] or '0'))
     if math.floor(now / (window / 2)) == tonumber(q[4]) then
-      redis.call('HINCRBY', key, 'a0', 1)
-      if redis.call('PTTL', key) < retention / 2 then
+      -- The retention (a day, and more than the window) is looked at every
+      -- 64th attempt here, and by the first record of each bucket below.
+      if redis.call('HINCRBY', key, 'a0', 1) % 64 == 0
+         and redis.call('PTTL', key) < retention / 2 then
         redis.call('PEXPIRE', key, string.format('%.0f', retention))
       end
       return 1

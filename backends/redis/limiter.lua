@@ -7,10 +7,13 @@
 --
 -- KEYS[1] win    ZSET   permit number -> acquisition time (us)
 -- KEYS[2] tok    HASH   permit number -> tokens (estimate or settled);
---                       field "sum" -> tokens of every entry in `win`
+--                       field "sum" -> tokens of every entry in `win`,
+--                       field "newest" -> the newest acquisition time (us)
 -- KEYS[3] lease  ZSET   permit number -> lease expiry (us), live leases only
 -- KEYS[4] seq    STRING the last permit number (INCR)
--- KEYS[5] stats  HASH   counters of limiter_status; "clock" (us)
+-- KEYS[5] stats  HASH   counters of limiter_status ("both": permits settled
+--                       and released by one settle_release, counted in
+--                       settled and released); "clock" (us)
 -- KEYS[6] open   ZSET   permit number -> when it may be forgotten (us), for
 --                       the permits not settled yet (see
 --                       backends/memory/limiter.hpp: forgotten once its
@@ -22,7 +25,10 @@
 -- `lease` and the token sum, which can only overstate the usage (entries
 -- that aged out stay until the next pruning). Only when a limit looks
 -- reached does it prune and decide on exact figures; it also prunes every
--- 64th permit and on status, so the sets stay small.
+-- 64th permit and on status, so the sets stay small. Each redis.call costs
+-- about a microsecond on top of its command: the token sum and the newest
+-- acquisition are one read, a permit's tokens and the newest one write,
+-- and a settle_release that settles and releases counts both at once.
 --
 -- ARGV[1] operation: acquire | settle | release | settle_release | status
 -- ARGV[2] window (us)   ARGV[3] lease (us)   ARGV[4] retention (ms)
@@ -102,11 +108,15 @@ end
 
 -- -- settle and release: one permit ------------------------------------------------
 
-local function settle(n, actual)
+-- `count`: whether it counts itself in stats (settle_release counts a
+-- permit settled and released once, as "both").
+local function settle(n, actual, count)
   if redis.call('ZREM', open, n) == 0 then
     return 0 -- settled before, forgotten, or never issued
   end
-  redis.call('HINCRBY', stats, 'settled', 1)
+  if count then
+    redis.call('HINCRBY', stats, 'settled', 1)
+  end
   local est = redis.call('HGET', tok, n)
   if est then
     -- May exceed what the estimate reserved (see the memory limiter). An
@@ -118,7 +128,8 @@ local function settle(n, actual)
   return 1
 end
 
-local function release(n)
+-- `counter`: the stats field a release counts in.
+local function release(n, counter)
   local expiry = redis.call('ZSCORE', lease, n)
   if not expiry then
     return 0 -- released before, expired, or never issued
@@ -129,35 +140,40 @@ local function release(n)
     redis.call('HINCRBY', stats, 'leases_expired', 1)
     return 0
   end
-  redis.call('HINCRBY', stats, 'released', 1)
+  redis.call('HINCRBY', stats, counter, 1)
   return 1
 end
 
 if op == 'settle' then
-  return settle(ARGV[5], tokens(ARGV[6]))
+  return settle(ARGV[5], tokens(ARGV[6]), true)
 end
 
 if op == 'release' then
-  return release(ARGV[5])
+  return release(ARGV[5], 'released')
 end
 
 if op == 'settle_release' then
-  local settled = settle(ARGV[5], tokens(ARGV[6]))
-  return {settled, release(ARGV[5])}
+  local settled = settle(ARGV[5], tokens(ARGV[6]), false)
+  local released = release(ARGV[5], settled == 1 and 'both' or 'released')
+  if settled == 1 and released == 0 then
+    redis.call('HINCRBY', stats, 'settled', 1)
+  end
+  return {settled, released}
 end
 
 -- -- clock and pruning ------------------------------------------------------------
 
 local raw = redis_time()
--- The acquire path reads only the newest acquisition; status and pruning
--- also the saved clock.
+-- The acquire path reads only the newest acquisition (with the token sum);
+-- status and pruning also the saved clock.
 local now = raw
 if op ~= 'acquire' then
   now = saved_clock(raw)
 end
-local newest = redis.call('ZRANGE', win, -1, -1, 'WITHSCORES')
-if #newest == 2 and tonumber(newest[2]) > now then
-  now = tonumber(newest[2])
+local head = redis.call('HMGET', tok, 'sum', 'newest')
+local newest = tonumber(head[2] or '0')
+if newest > now then
+  now = newest
 end
 
 -- Drops what time has ended: leases that ran out (their slots are free),
@@ -246,7 +262,10 @@ if op == 'acquire' then
     if est > tpm then
       return refuse('tpm', window)
     end
-    local sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
+    local sum = tonumber(head[1] or '0')
+    if pruned then
+      sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
+    end
     if sum + est > tpm and not pruned then
       prune()
       sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
@@ -299,7 +318,7 @@ if op == 'acquire' then
   -- Granted.
   local n = s(number)
   redis.call('ZADD', win, s(now), n)
-  redis.call('HSET', tok, n, s(est))
+  redis.call('HSET', tok, n, s(est), 'newest', s(now))
   redis.call('HINCRBY', tok, 'sum', s(est))
   redis.call('ZADD', lease, s(now + lease_len), n)
   redis.call('ZADD', open, s(now + math.max(lease_len, window)), n)
@@ -325,12 +344,17 @@ if op == 'status' then
   keep()
   local c = redis.call('HMGET', stats, 'acquired', 'settled', 'released',
                        'refused_rpm', 'refused_tpm', 'refused_concurrency',
-                       'leases_expired')
+                       'leases_expired', 'both')
   local out = {redis.call('ZCARD', win),
                tonumber(redis.call('HGET', tok, 'sum') or '0'),
                redis.call('ZCARD', lease)}
-  for i = 1, #c do
-    out[#out + 1] = tonumber(c[i] or '0')
+  local both = tonumber(c[8] or '0')
+  for i = 1, 7 do
+    local x = tonumber(c[i] or '0')
+    if i == 2 or i == 3 then
+      x = x + both
+    end
+    out[#out + 1] = x
   end
   return out
 end

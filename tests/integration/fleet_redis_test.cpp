@@ -52,14 +52,22 @@ env_map governed_env(const sim_process& sim, const redis_process& redis) {
 
 /// `field` of the limiter's shared counters (the one source's), as Redis
 /// holds them; read with plain commands, which are not script calls.
+/// "settled" and "released" include "both" (permits one settle_release
+/// settled and released: limiter.lua counts them once).
 int64_t limiter_counter(redis_client& c, const std::string& field) {
   auto keys = c.command({"KEYS", "*:lim:stats"});
   REQUIRE(keys);
   if (keys->elements.size() != 1)
     return 0;
-  auto v = c.command({"HGET", keys->elements[0].str, field});
-  REQUIRE(v);
-  return v->is_nil() ? 0 : std::stoll(v->str);
+  auto read = [&](const std::string& name) -> int64_t {
+    auto v = c.command({"HGET", keys->elements[0].str, name});
+    REQUIRE(v);
+    return v->is_nil() ? 0 : std::stoll(v->str);
+  };
+  auto n = read(field);
+  if (field == "settled" || field == "released")
+    n += read("both");
+  return n;
 }
 
 /// Script calls (EVAL and EVALSHA) Redis served since its last RESETSTAT.
