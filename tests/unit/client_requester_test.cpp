@@ -4,7 +4,9 @@
 
 #include "actors/client.hpp"
 #include "messages/chat.hpp"
+#include "messages/embed.hpp"
 #include "messages/errors.hpp"
+#include "messages/ocr.hpp"
 #include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
@@ -77,7 +79,67 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
       }
       held->clear();
     },
+    // The side calls: a vector per input (its length = the input's), or an
+    // error for "fail"; the image as text, held for "hold".
+    [self, log](atom::embed, embed_request& req)
+      -> caf::result<embed_response> {
+      {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        log->senders.insert(
+          caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        ++log->calls;
+      }
+      embed_response resp;
+      for (auto& in : req.inputs) {
+        if (in == "fail")
+          return make_error(error_code::request_rejected, "no vectors");
+        resp.vectors.emplace_back(in.size(), 0.5f);
+      }
+      return resp;
+    },
+    [self, log, held](atom::ocr, ocr_request& req)
+      -> caf::result<ocr_response> {
+      {
+        std::lock_guard<std::mutex> guard{log->mtx};
+        log->senders.insert(
+          caf::actor_cast<caf::actor_addr>(self->current_sender()));
+        ++log->calls;
+      }
+      if (req.image == "hold") {
+        // Never answered (kept so that the helper's request stays open).
+        held->emplace_back(self->make_response_promise(), "");
+        return caf::delegated<ocr_response>{};
+      }
+      ocr_response resp;
+      resp.text = req.image;
+      return resp;
+    },
   };
+}
+
+/// Waits for the fake gateway's one call (which it holds), kills the actor
+/// that sent it — the client's requester or a side call's helper, as the
+/// actor system stopping would end it — and returns the answer the call's
+/// callback then gave (`answer`, set by the callback).
+template <class Response>
+caf::expected<Response>
+answer_once_sender_killed(seen& log,
+                          std::future<caf::expected<Response>> answer) {
+  REQUIRE(eventually([&] {
+    std::lock_guard<std::mutex> guard{log.mtx};
+    return log.calls == 1;
+  }));
+  caf::actor sender;
+  {
+    std::lock_guard<std::mutex> guard{log.mtx};
+    REQUIRE(log.senders.size() == 1);
+    sender = caf::actor_cast<caf::actor>(*log.senders.begin());
+  }
+  REQUIRE(sender);
+  caf::anon_send_exit(sender, caf::exit_reason::kill);
+  REQUIRE(answer.wait_for(std::chrono::seconds(10))
+          == std::future_status::ready);
+  return answer.get();
 }
 
 chat_request ask(const std::string& text) {
@@ -195,23 +257,8 @@ TEST_CASE("client: chat_then calls back once, with an internal error, when "
     if (++times == 1)
       answer.set_value(std::move(r));
   });
-  REQUIRE(eventually([&] {
-    std::lock_guard<std::mutex> guard{log->mtx};
-    return log->calls == 1;
-  }));
-  // The gateway holds the call; its requester is killed meanwhile (as the
-  // actor system stopping would end it).
-  caf::actor requester;
-  {
-    std::lock_guard<std::mutex> guard{log->mtx};
-    REQUIRE(log->senders.size() == 1);
-    requester = caf::actor_cast<caf::actor>(*log->senders.begin());
-  }
-  REQUIRE(requester);
-  caf::anon_send_exit(requester, caf::exit_reason::kill);
-  auto fut = answer.get_future();
-  REQUIRE(fut.wait_for(std::chrono::seconds(10)) == std::future_status::ready);
-  auto res = fut.get();
+  // The gateway holds the call; its requester is killed meanwhile.
+  auto res = answer_once_sender_killed(*log, answer.get_future());
   REQUIRE_FALSE(res);
   CHECK(code_of(res.error()) == error_code::internal);
   CHECK(describe(res.error()).find("requester stopped") != std::string::npos);
@@ -219,4 +266,84 @@ TEST_CASE("client: chat_then calls back once, with an internal error, when "
   caf::anon_send(gw, atom::start_v);
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
   CHECK(times == 1);
+}
+
+TEST_CASE("client: embed_then and ocr_then call back once each, with the "
+          "answer or the gateway's error") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+  auto actors_before = sys.registry().running();
+  struct tally {
+    std::atomic<int> times{0};
+  };
+  auto embedded = std::make_shared<tally>();
+  auto failed = std::make_shared<tally>();
+  auto read = std::make_shared<tally>();
+  std::promise<caf::expected<embed_response>> vectors;
+  std::promise<caf::expected<embed_response>> refusal;
+  std::promise<caf::expected<ocr_response>> text;
+  embed_request two;
+  two.inputs = {"ab", "abcd"};
+  cl.embed_then(two, [&, embedded](caf::expected<embed_response> r) {
+    if (++embedded->times == 1)
+      vectors.set_value(std::move(r));
+  });
+  embed_request bad;
+  bad.inputs = {"ok", "fail"};
+  cl.embed_then(bad, [&, failed](caf::expected<embed_response> r) {
+    if (++failed->times == 1)
+      refusal.set_value(std::move(r));
+  });
+  ocr_request page;
+  page.image = "page text";
+  cl.ocr_then(page, [&, read](caf::expected<ocr_response> r) {
+    if (++read->times == 1)
+      text.set_value(std::move(r));
+  });
+  auto v = vectors.get_future().get();
+  REQUIRE(v);
+  REQUIRE(v->vectors.size() == 2);
+  CHECK(v->vectors[0].size() == 2);
+  CHECK(v->vectors[1].size() == 4);
+  auto e = refusal.get_future().get();
+  REQUIRE_FALSE(e);
+  CHECK(code_of(e.error()) == error_code::request_rejected);
+  auto o = text.get_future().get();
+  REQUIRE(o);
+  CHECK(o->text == "page text");
+  // Every helper has ended (no callback can come again) once the system
+  // runs as many actors as before the calls.
+  CHECK(eventually(
+    [&] { return sys.registry().running() == actors_before; }));
+  CHECK(embedded->times == 1);
+  CHECK(failed->times == 1);
+  CHECK(read->times == 1);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("client: ocr_then calls back once, with an internal error, when "
+          "its helper stops before the answer") {
+  client_config cfg;
+  caf::actor_system sys{cfg};
+  auto log = std::make_shared<seen>();
+  auto gw = sys.spawn(fake_gateway, log);
+  client cl{sys, caf::actor_cast<gateway_actor>(gw)};
+  std::promise<caf::expected<ocr_response>> answer;
+  auto times = std::make_shared<std::atomic<int>>(0);
+  ocr_request held;
+  held.image = "hold";
+  cl.ocr_then(held, [&, times](caf::expected<ocr_response> r) {
+    if (++*times == 1)
+      answer.set_value(std::move(r));
+  });
+  auto res = answer_once_sender_killed(*log, answer.get_future());
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == error_code::internal);
+  CHECK(describe(res.error()).find("helper stopped before its answer")
+        != std::string::npos);
+  CHECK(*times == 1);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
