@@ -696,13 +696,18 @@ TEST_CASE("serve: out of descriptors, the front accepts again once some are "
 }
 
 TEST_CASE("serve: a live stream whose client stops reading is dropped once "
-          "it falls behind, and its upstream call cancelled") {
+          "it falls behind, and serve goes on answering") {
   // The upstream streams 200,000 tokens (some 40 MB of SSE) as fast as it
   // can; the client reads nothing. Once serve's socket takes no more, a
   // write waits past the write timeout (0.5 s; here after ~3.5 s under
   // ASan), or 4 MiB queue behind it (~8 s under ASan with a 30 s write
-  // timeout): serve closes the connection, cancels the call (the upstream
-  // connection closes before the stream's end) and logs client_gone.
+  // timeout): serve closes the connection, cancels the call and logs
+  // client_gone — also when the upstream's stream ended first and only its
+  // last bytes could not be written. (Whether the upstream connection
+  // closed before the stream's end is not checked here: under this flood
+  // the cancel can reach the attempt only after the deltas queued before
+  // it, and the simulator may finish first. The hang-up tests check that
+  // at a real stream's pace.)
   serve_fixture f{{"PGW_SERVE_WRITE_TIMEOUT_S=0.5"}};
   raw_connection c{f.port, 4096};
   c.send(chat_request_bytes(
@@ -715,23 +720,9 @@ TEST_CASE("serve: a live stream whose client stops reading is dropped once "
                       "scope=FLOOD ")
              != std::string::npos;
     },
-    std::chrono::seconds(15));
+    std::chrono::seconds(30));
   CHECK(log.find("access POST /v1/chat/completions 200 client_gone "
                  "scope=FLOOD source=f ") != std::string::npos);
-  httplib::Client s{"127.0.0.1", f.sim->port()};
-  json::object flood;
-  CHECK(pgw::test::eventually([&] {
-    auto got = s.Get("/_sim/log");
-    if (!got)
-      return false;
-    auto parsed = json::parse(got->body);
-    for (auto& r : parsed.at("requests").as_array())
-      if (r.at("model").as_string() == "flood" && !r.at("ended_ms").is_null())
-        flood = r.as_object();
-    return !flood.empty();
-  }));
-  REQUIRE_FALSE(flood.empty());
-  CHECK(flood.at("client_closed").as_bool());
   // serve goes on answering.
   raw_connection next{f.port};
   next.send(chat_request_bytes(
