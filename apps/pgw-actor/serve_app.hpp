@@ -113,10 +113,11 @@ struct context {
   /// Cancels the calls of clients that hang up, and all at the drain's end.
   disconnect_watch watch;
   std::string call_prefix; ///< "serve-<pid>-"
-  /// The access lines' writer thread (stderr), while the level is info or
-  /// lower: a line never waits on stderr (the front writes its lines on
-  /// the thread that runs every actor). Bounded; a line that finds 10,000
-  /// waiting is dropped and counted.
+  /// The writer thread of serve's stderr lines from its loop (the access
+  /// lines at the info level, the front's warnings), while the level is
+  /// warn or lower: a line never waits on stderr (the front writes its
+  /// lines on the thread that runs every actor). Bounded; a line that finds
+  /// 10,000 waiting is dropped and counted.
   std::unique_ptr<cli::line_writer> access_log;
 };
 

@@ -197,6 +197,7 @@ bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) 
 /// Serves a streaming request live: waits (invisibly failing over) until
 /// the first delta; an error before it is an ordinary HTTP error answer,
 /// after it the rest goes out as SSE chunks while the source streams.
+/// Takes `in.req` (the call's request).
 void serve_live(context& ctx, httplib::Response& res,
                 const std::shared_ptr<live_state>& ls, openai_request& in,
                 const chat_start& st) {

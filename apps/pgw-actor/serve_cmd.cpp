@@ -396,10 +396,8 @@ void log_request(context& ctx, const httplib::Request& req,
                           res.status, outcome.empty() ? "" : " " + outcome,
                           header("x-pgw-scope"), header("x-pgw-source"), ms,
                           header("x-pgw-call-id"));
-  if (ctx.access_log)
+  if (ctx.access_log) // always at this level
     ctx.access_log->push(std::move(line));
-  else
-    std::fprintf(stderr, "%s\n", line.c_str());
 }
 
 } // namespace pgw::serve
@@ -459,7 +457,7 @@ int serve_main(const std::vector<std::string>& args) {
   sigaddset(&set, SIGTERM);
   sigaddset(&set, SIGINT);
   pthread_sigmask(SIG_BLOCK, &set, nullptr);
-  if (log::current_level() <= log::level::info)
+  if (log::current_level() <= log::level::warn)
     ctx.access_log = std::make_unique<line_writer>(STDERR_FILENO, 10000);
 
   // The one loop of the process: the CAF worker runs it while idle, and it
@@ -545,15 +543,11 @@ int serve_main(const std::vector<std::string>& args) {
     fo.hand_off = [&connections](int fd, std::string read) {
       connections.hand_over(fd, std::move(read));
     };
-    // Through the access log's thread when there is one (the loop must not
-    // wait on stderr).
+    // Through the stderr writer's thread (the loop must not wait on
+    // stderr); there is none above the warn level.
     fo.warn = [&ctx](const std::string& text) {
-      if (log::current_level() > log::level::warn)
-        return;
       if (ctx.access_log)
-        ctx.access_log->push("[warn] serve: " + text);
-      else
-        log::write(log::level::warn, "serve", text);
+        ctx.access_log->push(log::line(log::level::warn, "serve", text));
     };
     try {
       front = std::make_unique<serve::front>(

@@ -108,14 +108,11 @@ end
 
 -- -- settle and release: one permit ------------------------------------------------
 
--- `count`: whether it counts itself in stats (settle_release counts a
--- permit settled and released once, as "both").
-local function settle(n, actual, count)
+-- settle and release count nothing in stats but expired leases: the
+-- operations count what they did (`count`).
+local function settle(n, actual)
   if redis.call('ZREM', open, n) == 0 then
     return 0 -- settled before, forgotten, or never issued
-  end
-  if count then
-    redis.call('HINCRBY', stats, 'settled', 1)
   end
   local est = redis.call('HGET', tok, n)
   if est then
@@ -128,8 +125,7 @@ local function settle(n, actual, count)
   return 1
 end
 
--- `counter`: the stats field a release counts in.
-local function release(n, counter)
+local function release(n)
   local expiry = redis.call('ZSCORE', lease, n)
   if not expiry then
     return 0 -- released before, expired, or never issued
@@ -140,24 +136,39 @@ local function release(n, counter)
     redis.call('HINCRBY', stats, 'leases_expired', 1)
     return 0
   end
-  redis.call('HINCRBY', stats, counter, 1)
   return 1
 end
 
+-- One increment for what an operation did: "both" for a permit settled and
+-- released at once (status adds it to settled and released).
+local function count(settled, released)
+  local field = nil
+  if settled == 1 then
+    field = released == 1 and 'both' or 'settled'
+  elseif released == 1 then
+    field = 'released'
+  end
+  if field then
+    redis.call('HINCRBY', stats, field, 1)
+  end
+end
+
 if op == 'settle' then
-  return settle(ARGV[5], tokens(ARGV[6]), true)
+  local settled = settle(ARGV[5], tokens(ARGV[6]))
+  count(settled, 0)
+  return settled
 end
 
 if op == 'release' then
-  return release(ARGV[5], 'released')
+  local released = release(ARGV[5])
+  count(0, released)
+  return released
 end
 
 if op == 'settle_release' then
-  local settled = settle(ARGV[5], tokens(ARGV[6]), false)
-  local released = release(ARGV[5], settled == 1 and 'both' or 'released')
-  if settled == 1 and released == 0 then
-    redis.call('HINCRBY', stats, 'settled', 1)
-  end
+  local settled = settle(ARGV[5], tokens(ARGV[6]))
+  local released = release(ARGV[5])
+  count(settled, released)
   return {settled, released}
 end
 
@@ -263,11 +274,8 @@ if op == 'acquire' then
       return refuse('tpm', window)
     end
     local sum = tonumber(head[1] or '0')
-    if pruned then
-      sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
-    end
-    if sum + est > tpm and not pruned then
-      prune()
+    if pruned or sum + est > tpm then
+      prune() -- (once) then the exact sum
       sum = tonumber(redis.call('HGET', tok, 'sum') or '0')
     end
     if sum + est > tpm then

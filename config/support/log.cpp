@@ -77,14 +77,18 @@ void set_sink(std::function<void(level, const std::string&)> fn) {
   sink() = std::move(fn);
 }
 
-void write(level lvl, const char* component, const std::string& text) {
+std::string line(level lvl, const char* component, const std::string& text) {
   // Log lines may carry upstream text: scrubbed of secrets (config/scrub.hpp).
-  auto line = fmt::format("[{}] {}: {}", name_of(lvl), component, scrub(text));
+  return fmt::format("[{}] {}: {}", name_of(lvl), component, scrub(text));
+}
+
+void write(level lvl, const char* component, const std::string& text) {
+  auto out = line(lvl, component, text);
   std::lock_guard<std::mutex> guard{sink_mutex()};
   if (sink())
-    sink()(lvl, line);
+    sink()(lvl, out);
   else
-    std::fprintf(stderr, "%s\n", line.c_str());
+    std::fprintf(stderr, "%s\n", out.c_str());
 }
 
 } // namespace pgw::log

@@ -29,6 +29,10 @@ void set_sink(std::function<void(level, const std::string&)> sink);
 /// Writes one line "[level] component: text" when `lvl` passes.
 void write(level lvl, const char* component, const std::string& text);
 
+/// The line `write` would write (text scrubbed of secrets), for a caller
+/// that hands it to a writer of its own (serve's stderr thread).
+std::string line(level lvl, const char* component, const std::string& text);
+
 template <class... Ts>
 void warn(const char* component, fmt::format_string<Ts...> fmt_str,
           Ts&&... xs) {

@@ -45,21 +45,27 @@ struct seen {
   std::mutex mtx;
   std::set<caf::actor_addr> senders;
   int calls = 0;
+
+  /// Counts a call and remembers who sent it.
+  void note(caf::event_based_actor* self) {
+    std::lock_guard<std::mutex> guard{mtx};
+    senders.insert(caf::actor_cast<caf::actor_addr>(self->current_sender()));
+    ++calls;
+  }
 };
 
 /// Answers `chat` with the request's first message as content; a call whose
-/// content is "hold" is answered only on `(atom::start)`.
+/// content is "hold" is answered only on `(atom::start)`. The side calls: a
+/// vector per input (its length = the input's), or an error for "fail";
+/// the image as text, never answered for "hold".
 caf::behavior fake_gateway(caf::event_based_actor* self,
                            std::shared_ptr<seen> log) {
   auto held = std::make_shared<std::vector<
     std::pair<caf::response_promise, std::string>>>();
+  auto parked = std::make_shared<std::vector<caf::response_promise>>();
   return {
     [self, log, held](atom::chat, chat_request& req) -> caf::result<chat_response> {
-      {
-        std::lock_guard<std::mutex> guard{log->mtx};
-        log->senders.insert(caf::actor_cast<caf::actor_addr>(self->current_sender()));
-        ++log->calls;
-      }
+      log->note(self);
       chat_response resp;
       resp.content = req.messages.empty() ? "" : req.messages[0].content;
       if (resp.content == "fail")
@@ -79,16 +85,9 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
       }
       held->clear();
     },
-    // The side calls: a vector per input (its length = the input's), or an
-    // error for "fail"; the image as text, held for "hold".
     [self, log](atom::embed, embed_request& req)
       -> caf::result<embed_response> {
-      {
-        std::lock_guard<std::mutex> guard{log->mtx};
-        log->senders.insert(
-          caf::actor_cast<caf::actor_addr>(self->current_sender()));
-        ++log->calls;
-      }
+      log->note(self);
       embed_response resp;
       for (auto& in : req.inputs) {
         if (in == "fail")
@@ -97,17 +96,12 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
       }
       return resp;
     },
-    [self, log, held](atom::ocr, ocr_request& req)
+    [self, log, parked](atom::ocr, ocr_request& req)
       -> caf::result<ocr_response> {
-      {
-        std::lock_guard<std::mutex> guard{log->mtx};
-        log->senders.insert(
-          caf::actor_cast<caf::actor_addr>(self->current_sender()));
-        ++log->calls;
-      }
+      log->note(self);
       if (req.image == "hold") {
-        // Never answered (kept so that the helper's request stays open).
-        held->emplace_back(self->make_response_promise(), "");
+        // Kept, so that the helper's request stays open.
+        parked->push_back(self->make_response_promise());
         return caf::delegated<ocr_response>{};
       }
       ocr_response resp;
@@ -276,31 +270,28 @@ TEST_CASE("client: embed_then and ocr_then call back once each, with the "
   auto gw = sys.spawn(fake_gateway, log);
   client cl{sys, caf::actor_cast<gateway_actor>(gw)};
   auto actors_before = sys.registry().running();
-  struct tally {
-    std::atomic<int> times{0};
-  };
-  auto embedded = std::make_shared<tally>();
-  auto failed = std::make_shared<tally>();
-  auto read = std::make_shared<tally>();
+  std::atomic<int> embedded{0};
+  std::atomic<int> failed{0};
+  std::atomic<int> read{0};
   std::promise<caf::expected<embed_response>> vectors;
   std::promise<caf::expected<embed_response>> refusal;
   std::promise<caf::expected<ocr_response>> text;
   embed_request two;
   two.inputs = {"ab", "abcd"};
-  cl.embed_then(two, [&, embedded](caf::expected<embed_response> r) {
-    if (++embedded->times == 1)
+  cl.embed_then(two, [&](caf::expected<embed_response> r) {
+    if (++embedded == 1)
       vectors.set_value(std::move(r));
   });
   embed_request bad;
   bad.inputs = {"ok", "fail"};
-  cl.embed_then(bad, [&, failed](caf::expected<embed_response> r) {
-    if (++failed->times == 1)
+  cl.embed_then(bad, [&](caf::expected<embed_response> r) {
+    if (++failed == 1)
       refusal.set_value(std::move(r));
   });
   ocr_request page;
   page.image = "page text";
-  cl.ocr_then(page, [&, read](caf::expected<ocr_response> r) {
-    if (++read->times == 1)
+  cl.ocr_then(page, [&](caf::expected<ocr_response> r) {
+    if (++read == 1)
       text.set_value(std::move(r));
   });
   auto v = vectors.get_future().get();
@@ -318,9 +309,9 @@ TEST_CASE("client: embed_then and ocr_then call back once each, with the "
   // runs as many actors as before the calls.
   CHECK(eventually(
     [&] { return sys.registry().running() == actors_before; }));
-  CHECK(embedded->times == 1);
-  CHECK(failed->times == 1);
-  CHECK(read->times == 1);
+  CHECK(embedded == 1);
+  CHECK(failed == 1);
+  CHECK(read == 1);
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
 
@@ -332,11 +323,11 @@ TEST_CASE("client: ocr_then calls back once, with an internal error, when "
   auto gw = sys.spawn(fake_gateway, log);
   client cl{sys, caf::actor_cast<gateway_actor>(gw)};
   std::promise<caf::expected<ocr_response>> answer;
-  auto times = std::make_shared<std::atomic<int>>(0);
+  std::atomic<int> times{0};
   ocr_request held;
   held.image = "hold";
-  cl.ocr_then(held, [&, times](caf::expected<ocr_response> r) {
-    if (++*times == 1)
+  cl.ocr_then(held, [&](caf::expected<ocr_response> r) {
+    if (++times == 1)
       answer.set_value(std::move(r));
   });
   auto res = answer_once_sender_killed(*log, answer.get_future());
@@ -344,6 +335,6 @@ TEST_CASE("client: ocr_then calls back once, with an internal error, when "
   CHECK(code_of(res.error()) == error_code::internal);
   CHECK(describe(res.error()).find("helper stopped before its answer")
         != std::string::npos);
-  CHECK(*times == 1);
+  CHECK(times == 1);
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
