@@ -57,9 +57,10 @@ std::vector<std::string> child_env(const spawn_options& opts) {
       out.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
       auto home = std::getenv("HOME");
       out.push_back(std::string{"HOME="} + (home ? home : "/tmp"));
-      for (auto& name : opts.keep)
-        if (auto v = std::getenv(name.c_str()))
-          out.push_back(name + "=" + v);
+      for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                               "TSAN_OPTIONS"})
+        if (auto v = std::getenv(name))
+          out.push_back(std::string{name} + "=" + v);
       break;
     }
     case env_mode::replace:

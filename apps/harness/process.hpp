@@ -23,8 +23,9 @@ int free_loopback_port();
 enum class env_mode {
   add,     ///< added to the inherited environment (replacing same names)
   replace, ///< the child's whole environment (when not empty)
-  /// PATH, HOME and the `keep` variables of ours, then `env`: a developer's
-  /// own `LLM__…` variables cannot change what the child does.
+  /// PATH, HOME and the sanitizer settings (a sanitizer build's child is
+  /// instrumented too: its suppressions and halt_on_error hold), then `env`: a developer's own `LLM__…`
+  /// variables cannot change what the child does.
   clean,
 };
 
@@ -32,8 +33,6 @@ enum class env_mode {
 struct spawn_options {
   std::vector<std::string> env;
   env_mode mode = env_mode::add;
-  /// With env_mode::clean: names of our variables the child keeps.
-  std::vector<std::string> keep;
   /// The child's standard streams (dup'ed onto 0, 1, 2); -1: ours.
   int stdin_fd = -1;
   int stdout_fd = -1;
@@ -174,8 +173,8 @@ struct run_result {
 };
 
 /// Runs `argv` with extra `env` ("K=V") and `input` on stdin; waits for it.
-/// With `clean_env`, the child gets only PATH, HOME and `env`
-/// (env_mode::clean).
+/// With `clean_env`, the child gets only PATH, HOME, the sanitizer settings
+/// and `env` (env_mode::clean).
 run_result run_program(std::vector<std::string> argv,
                        std::vector<std::string> env = {},
                        const std::string& input = "", bool clean_env = true);

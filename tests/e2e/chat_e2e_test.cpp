@@ -358,7 +358,7 @@ TEST_CASE_FIXTURE(e2e_fixture, "hedging: A hangs, B is healthy, AFTER_S 0.2: ans
   CHECK(out.at("call_stats").at("hedge_won").as_bool());
 }
 
-TEST_CASE_FIXTURE(e2e_fixture, "every source hanging and --deadline 0.5: exit 5 within 0.8 s of a healthy call, every connection closed") {
+TEST_CASE_FIXTURE(e2e_fixture, "every source hanging and --deadline 0.5: exit 5, both connections closed by the deadline, the CLI within 1.5 s of a healthy call") {
   auto baseline = healthy_run_s();
   auto env = concat(source("A", "hang"), source("B", "hang"));
   env.push_back("LLM__HEDGE__AFTER_S=0.2");
@@ -371,17 +371,32 @@ TEST_CASE_FIXTURE(e2e_fixture, "every source hanging and --deadline 0.5: exit 5 
   MESSAGE("healthy call " << baseline << " s, hanging sources " << elapsed
                           << " s");
   CHECK(r.exit_code == 5);
-  CHECK(elapsed < baseline + 0.8);
+  // The deadline itself, on the simulator's clock: from the first leg's
+  // arrival (after the call began) to the last connection's close, at most
+  // the deadline plus a margin for a loaded sanitizer run; without the
+  // deadline both would hang until the test's own limit. The CLI's whole run
+  // (start-up and exit included, which vary with load) only has to stay
+  // near a healthy call's.
+  CHECK(elapsed < baseline + 1.5);
   auto entries = ended_log(3);
   size_t hanging = 0;
+  double first_arrived = 1e9, last_ended = 0;
   for (auto& e : entries) {
     if (e.at("model") != "hang")
       continue;
     ++hanging;
     CHECK(e.at("client_closed").as_bool());
-    CHECK_FALSE(e.at("ended_ms").is_null());
+    REQUIRE_FALSE(e.at("ended_ms").is_null());
+    first_arrived = std::min(first_arrived, e.at("arrived_ms").to_number<double>());
+    last_ended = std::max(last_ended, e.at("ended_ms").to_number<double>());
   }
-  CHECK(hanging == 2);
+  REQUIRE(hanging == 2);
+  MESSAGE("first arrival to last close " << last_ended - first_arrived
+                                         << " ms");
+  CHECK(last_ended - first_arrived < 500 + 300);
+  // Not cut short: both legs stay open until the deadline (the first
+  // arrives within a few ms of the call's start).
+  CHECK(last_ended - first_arrived > 300);
 }
 
 TEST_CASE_FIXTURE(e2e_fixture, "SIGTERM cancels the call: its connection is closed and the answer is cancelled") {
