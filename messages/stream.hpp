@@ -8,6 +8,7 @@
 #include <caf/meta/type_name.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,10 @@ struct stream_delta {
   std::string source;
   /// Set on the first delta too: the answer comes from the response cache.
   bool cache_hit = false;
+  /// Not part of the message's data (not inspected): while a delta is
+  /// alive it counts against its transport's deltas in flight
+  /// (transport/stream_relay.hpp).
+  std::shared_ptr<const void> hold;
 
   bool empty() const {
     return content.empty() && reasoning_content.empty() && tool_calls.empty();

@@ -105,16 +105,25 @@ bool tool_call_assembler::add_one(const json::value& value,
     call.name += name;
   call.arguments += arguments;
   if (deltas != nullptr && (fresh || name_grew || !arguments.empty())) {
-    tool_call_delta d;
-    d.index = static_cast<int32_t>(slot);
-    if (fresh) {
-      d.id = id.empty() ? "call_" + std::to_string(slot) : id;
-      d.type = call.type;
+    // Events relayed together (stream_relay) make one delta: a call's
+    // later fragment joins its fragment there.
+    if (!fresh && !deltas->empty()
+        && deltas->back().index == static_cast<int32_t>(slot)) {
+      if (name_grew)
+        deltas->back().name += name;
+      deltas->back().arguments += arguments;
+    } else {
+      tool_call_delta d;
+      d.index = static_cast<int32_t>(slot);
+      if (fresh) {
+        d.id = id.empty() ? "call_" + std::to_string(slot) : id;
+        d.type = call.type;
+      }
+      if (name_grew)
+        d.name = name;
+      d.arguments = arguments;
+      deltas->push_back(std::move(d));
     }
-    if (name_grew)
-      d.name = name;
-    d.arguments = arguments;
-    deltas->push_back(std::move(d));
   }
   bytes_ += id.size() + name.size() + arguments.size();
   return !id.empty() || !name.empty() || !arguments.empty();

@@ -42,7 +42,7 @@ struct upstream_call {
   std::string content_type;
   /// Live streaming (issue 13): send the sink each streamed delta as it
   /// arrives (see `transport::start`). Transports get this for free by
-  /// feeding events through `relay_event` (transport/stream_relay.hpp).
+  /// feeding events through a `stream_relay` (transport/stream_relay.hpp).
   bool forward_deltas = false;
 };
 
@@ -69,7 +69,8 @@ public:
   ///   delta arrives (streaming only);
   /// - with `call.forward_deltas`, after the first token, each event's
   ///   addition to the answer as `(atom::delta, tag, stream_delta)`, in
-  ///   order, normalised as the final answer is (tool-call indices, string
+  ///   order (several joined in one while the sink is behind:
+  ///   transport/stream_relay.hpp), normalised as the final answer is (tool-call indices, string
   ///   arguments), none after the `finish_reason`;
   /// - then exactly one `(atom::done, tag, attempt_result)` — unless the call
   ///   was cancelled first, in which case nothing more is promised.

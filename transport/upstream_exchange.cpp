@@ -314,13 +314,16 @@ response_reader::step response_reader::on_decoded(const char* data,
   }
   bool trailing = done_seen_ && handled < events_.size();
   events_.clear();
+  // What this piece's events added and is held goes now.
+  if (sink_)
+    relay_.flush(acc_, call_, sink_, tag_, stream_relay::read_limit);
   out.keep_reading = !(error_seen_ || trailing || parser_.failed());
   return out;
 }
 
 stream_accumulator::step response_reader::on_event(const sse_event& ev) {
   if (sink_)
-    return relay_event(acc_, ev, call_, sink_, tag_);
+    return relay_.on_event(acc_, ev, call_, sink_, tag_);
   return acc_.on_event(ev);
 }
 
@@ -336,6 +339,9 @@ void response_reader::finish_events() {
       error_seen_ = true;
   }
   events_.clear();
+  // What is still held goes before the transport's done.
+  if (sink_)
+    relay_.flush(acc_, call_, sink_, tag_, stream_relay::no_limit);
 }
 
 bool response_reader::complete(

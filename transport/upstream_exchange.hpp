@@ -7,6 +7,7 @@
 /// exchange ended (SPEC §4, §10, §12).
 
 #include "transport/chat_codec.hpp"
+#include "transport/stream_relay.hpp"
 #include "transport/sse_parser.hpp"
 #include "transport/transport.hpp"
 
@@ -127,8 +128,8 @@ public:
 
   ~response_reader();
 
-  /// SSE events go through `relay_event` to `sink` (the first token and,
-  /// with `forward_deltas`, each delta, in order). Without it the reader
+  /// SSE events go through a `stream_relay` to `sink` (the first token
+  /// and, with `forward_deltas`, the deltas, in order). Without it the reader
   /// only accumulates; the transport sends the first token itself.
   void relay_to(caf::actor sink, uint64_t tag) {
     sink_ = std::move(sink);
@@ -194,8 +195,8 @@ private:
   /// A piece of the body as it reads after decoding.
   step on_decoded(const char* data, size_t n);
 
-  /// Feeds one SSE event to the accumulator (through `relay_event` when a
-  /// sink is set).
+  /// Feeds one SSE event to the accumulator (through `relay_` when a sink
+  /// is set).
   stream_accumulator::step on_event(const sse_event& ev);
 
   const upstream_call& call_;
@@ -233,6 +234,7 @@ private:
   bool error_seen_ = false;
   caf::actor sink_;
   uint64_t tag_ = 0;
+  stream_relay relay_;
 };
 
 } // namespace pgw

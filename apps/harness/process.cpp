@@ -57,10 +57,6 @@ std::vector<std::string> child_env(const spawn_options& opts) {
       out.push_back("PATH=/usr/local/bin:/usr/bin:/bin");
       auto home = std::getenv("HOME");
       out.push_back(std::string{"HOME="} + (home ? home : "/tmp"));
-      for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
-                               "TSAN_OPTIONS"})
-        if (auto v = std::getenv(name))
-          out.push_back(std::string{name} + "=" + v);
       break;
     }
     case env_mode::replace:
@@ -72,6 +68,10 @@ std::vector<std::string> child_env(const spawn_options& opts) {
         out.emplace_back(*e);
       break;
   }
+  // `env` may still set them.
+  if (opts.mode != env_mode::add)
+    for (auto& kv : sanitizer_settings())
+      out.push_back(kv);
   // Later entries replace earlier ones of the same name (as putenv did).
   for (auto& kv : opts.env) {
     auto name = name_of(kv);
@@ -290,6 +290,17 @@ sim_process::sim_process(const std::string& binary,
                          std::chrono::milliseconds timeout)
   : listening_process(sim_argv(binary, std::move(extra_args)), {},
                       env_mode::add, timeout) {
+}
+
+// -- sanitizer_settings ---------------------------------------------------------
+
+std::vector<std::string> sanitizer_settings() {
+  std::vector<std::string> out;
+  for (const char* name : {"ASAN_OPTIONS", "UBSAN_OPTIONS", "LSAN_OPTIONS",
+                           "TSAN_OPTIONS"})
+    if (auto v = std::getenv(name))
+      out.push_back(std::string{name} + "=" + v);
+  return out;
 }
 
 // -- run_program --------------------------------------------------------------

@@ -19,13 +19,19 @@ namespace pgw::harness {
 /// Throws std::runtime_error when no socket can be bound.
 int free_loopback_port();
 
+/// Our sanitizer settings ("ASAN_OPTIONS=…" and the like, those set): a
+/// sanitizer build's child is instrumented too, and its suppressions and
+/// halt_on_error must hold there as well.
+std::vector<std::string> sanitizer_settings();
+
 /// How a child's `env` entries ("K=V") apply.
 enum class env_mode {
   add,     ///< added to the inherited environment (replacing same names)
-  replace, ///< the child's whole environment (when not empty)
-  /// PATH, HOME and the sanitizer settings (a sanitizer build's child is
-  /// instrumented too: its suppressions and halt_on_error hold), then `env`: a developer's own `LLM__…`
-  /// variables cannot change what the child does.
+  /// `env` is the child's whole environment (when not empty), with the
+  /// sanitizer settings.
+  replace,
+  /// PATH, HOME and the sanitizer settings, then `env`: a developer's own
+  /// `LLM__…` variables cannot change what the child does.
   clean,
 };
 

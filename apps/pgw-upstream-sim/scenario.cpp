@@ -274,7 +274,8 @@ script_entry parse_script_entry(const json::value& v, const std::string& path) {
 model_spec parse_model(const json::value& v, const std::string& path) {
   auto& obj = as_object(v, path);
   only_fields(obj, path,
-              {"tokens", "ttft_ms", "token_ms", "latency", "usage", "faults",
+              {"tokens", "token_bytes", "ttft_ms", "token_ms", "latency",
+               "usage", "faults",
                "script", "stream", "outage", "tool_calls", "content",
                "json_content", "reject_formats", "dim", "max_inputs",
                "ocr_fail", "ocr_fail_p"});
@@ -303,6 +304,11 @@ model_spec parse_model(const json::value& v, const std::string& path) {
     m.ocr_fail_p = x->to_number<double>();
   }
   read_field(obj, path, "tokens", m.base.tokens, as_count);
+  if (auto* x = obj.if_contains("token_bytes")) {
+    m.base.token_bytes = as_count(*x, path + ".token_bytes");
+    if (m.base.token_bytes > 65536)
+      fail(path + ".token_bytes", "must be an integer in [0, 65536]");
+  }
   read_field(obj, path, "ttft_ms", m.base.ttft_ms, as_ms);
   read_field(obj, path, "token_ms", m.base.token_ms, as_ms);
   read_field(obj, path, "latency", m.base.latency, parse_latency);
@@ -500,13 +506,16 @@ plan decide(const std::string& name, const model_spec& m, uint64_t seed,
 }
 
 std::vector<std::string> answer_tokens(const std::string& model, uint64_t seed,
-                                       int count) {
+                                       int count, int token_bytes) {
   std::vector<std::string> out;
   uint64_t state = seed;
   state = splitmix64(state) ^ fnv1a(model);
   for (int i = 0; i < count; ++i) {
-    auto* w = words[splitmix64(state) % word_count];
-    out.push_back(i == 0 ? std::string(w) : " " + std::string(w));
+    std::string w = words[splitmix64(state) % word_count];
+    std::string token = i == 0 ? w : " " + w;
+    while (token.size() < static_cast<size_t>(token_bytes))
+      token += w;
+    out.push_back(std::move(token));
   }
   return out;
 }
@@ -519,9 +528,10 @@ void check_scenario(const std::string& scenario_json) {
   detail::parse_scenario(scenario_json);
 }
 
-std::string answer_text(const std::string& model, uint64_t seed, int tokens) {
+std::string answer_text(const std::string& model, uint64_t seed, int tokens,
+                        int token_bytes) {
   std::string out;
-  for (auto& t : detail::answer_tokens(model, seed, tokens))
+  for (auto& t : detail::answer_tokens(model, seed, tokens, token_bytes))
     out += t;
   return out;
 }

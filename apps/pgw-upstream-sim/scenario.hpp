@@ -63,6 +63,9 @@ struct fault_spec {
 /// The base fields of a model.
 struct behaviour {
   int tokens = 20;
+  /// Each generated token's word repeated to at least this many bytes (0:
+  /// the word alone): a few events carry megabytes.
+  int token_bytes = 0;
   double ttft_ms = 0;
   double token_ms = 0;
   latency_spec latency;
@@ -147,8 +150,9 @@ plan decide(const std::string& name, const model_spec& m, uint64_t seed,
 /// A uniform draw in [0, 1) that depends only on its arguments.
 double draw(uint64_t seed, const std::string& name, uint64_t n, uint64_t salt);
 
-/// The answer's tokens: joined, they equal answer_text(model, seed, count).
+/// The answer's tokens: joined, they equal answer_text(model, seed, count,
+/// token_bytes).
 std::vector<std::string> answer_tokens(const std::string& model, uint64_t seed,
-                                       int count);
+                                       int count, int token_bytes = 0);
 
 } // namespace pgw::sim::detail

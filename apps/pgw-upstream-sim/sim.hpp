@@ -29,8 +29,10 @@ void check_scenario(const std::string& scenario_json);
 
 /// The deterministic answer text `model` produces with `tokens` tokens under
 /// `seed`: what a complete answer's content equals, so tests detect
-/// truncation. A shorter answer is a prefix of a longer one.
-std::string answer_text(const std::string& model, uint64_t seed, int tokens);
+/// truncation. A shorter answer is a prefix of a longer one. `token_bytes`:
+/// the model's `token_bytes` (each word repeated to at least that length).
+std::string answer_text(const std::string& model, uint64_t seed, int tokens,
+                        int token_bytes = 0);
 
 /// A running simulator: binds in the constructor, serves on its own threads
 /// (one per connection) until `stop()` or destruction.

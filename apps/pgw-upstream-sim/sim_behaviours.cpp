@@ -101,7 +101,7 @@ std::vector<std::string> answer_of(const detail::plan& p,
                                    const std::string& model, uint64_t seed,
                                    int produced) {
   if (!p.b.content)
-    return detail::answer_tokens(model, seed, produced);
+    return detail::answer_tokens(model, seed, produced, p.b.token_bytes);
   auto tokens = content_tokens(*p.b.content);
   tokens.resize(std::min(tokens.size(), static_cast<size_t>(produced)));
   return tokens;

@@ -570,6 +570,33 @@ TEST_CASE("sim: reject ctx dead unauth: status and error code") {
   }
 }
 
+TEST_CASE("sim: token_bytes makes each token a word repeated to that length, streamed or not") {
+  temp_file file(R"({"models": {"big": {"tokens": 5, "token_bytes": 1000}}})");
+  sim_process sim({"--scenario", file.path});
+  httplib::Client c("127.0.0.1", sim.port());
+  configure(c);
+  auto expected = answer_text("big", 1, 5, 1000);
+  CHECK(expected.size() >= 5000);
+  CHECK(expected.size() < 5000 + 5 * 16); // one word at most past each
+  auto whole = post(c, chat("big"));
+  REQUIRE(whole);
+  auto doc = json::parse(whole->body).as_object();
+  CHECK(doc.at("choices").as_array().at(0).at("message").at("content")
+        == expected.c_str());
+  CHECK(doc.at("usage").at("completion_tokens") == 5);
+  auto streamed = post(c, chat("big", true));
+  REQUIRE(streamed);
+  auto v = parse_sse(streamed->body);
+  CHECK(v.content == expected);
+  CHECK(v.content_events == 5);
+  // Out of range: refused with its path.
+  temp_file bad(R"({"models": {"big": {"token_bytes": 70000}}})");
+  auto r = pgw::test::run_program(
+    {PGW_SIM_BIN, "--listen", "127.0.0.1:0", "--scenario", bad.path});
+  CHECK(r.exit_code != 0);
+  CHECK(r.err.find("models.big.token_bytes") != std::string::npos);
+}
+
 TEST_CASE("sim: a scenario file adds models: script with retry-after-ms and message") {
   temp_file file(R"({"models": {
     "custom": {"script": [{"status": 503, "retry_after_ms": 250,

@@ -9,6 +9,7 @@
 #include "messages/registry.hpp"
 #include "fixtures/transport_kinds.hpp"
 #include "messages/stream.hpp"
+#include "transport/stream_relay.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
@@ -56,7 +57,8 @@ const char* test_scenario = R"({"models": {
   "ra-ms":     {"faults": [{"p": 1.0, "status": 429, "retry_after_ms": "1500"}]},
   "stall-long": {"stream": {"stall_after": 3, "stall_ms": 20000}},
   "slow-ttft": {"ttft_ms": 3000, "tokens": 5},
-  "long-answer": {"tokens": 40, "token_ms": 20}
+  "long-answer": {"tokens": 40, "token_ms": 20},
+  "flood":       {"tokens": 20000, "token_ms": 0}
 }})";
 
 std::string write_scenario() {
@@ -110,12 +112,20 @@ struct transport_fixture {
     return json::serialize(b);
   }
 
-  call_result run(std::shared_ptr<source_config> src, bool stream) {
-    caf::scoped_actor self{sys};
+  /// A chat call to `model` of the simulator's, streamed or not.
+  upstream_call chat_call(std::shared_ptr<source_config> src, bool stream,
+                          bool forward_deltas = false) {
     upstream_call call;
     call.body = body(src->model, stream);
     call.stream = stream;
-    call.source = src;
+    call.source = std::move(src);
+    call.forward_deltas = forward_deltas;
+    return call;
+  }
+
+  call_result run(std::shared_ptr<source_config> src, bool stream) {
+    caf::scoped_actor self{sys};
+    auto call = chat_call(src, stream);
     auto t0 = std::chrono::steady_clock::now();
     auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 7);
     call_result out;
@@ -495,19 +505,51 @@ TEST_CASE("beast: calls in flight share the loop threads, and closing the "
   CHECK_FALSE(got_done);
 }
 
+PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: a sink that handles "
+                                      "none until the end gets at most 1025 "
+                                      "for 20,000 events, adding up to the "
+                                      "answer") {
+  // 20,000 tokens as fast as the simulator writes them; the sink (this
+  // actor) receives only the done message first, so every delta sent stays
+  // alive in its mailbox. Before deltas were bounded, each event was one.
+  caf::scoped_actor self{sys};
+  auto handle = tp->start(chat_call(source("flood"), true, true),
+                          caf::actor_cast<caf::actor>(self), 4);
+  caf::optional<attempt_result> res;
+  self->receive([&](atom::done, uint64_t, attempt_result& r) { res = std::move(r); },
+                caf::after(std::chrono::seconds(60)) >> [&] {
+                  FAIL("no answer from the transport within 60 s");
+                });
+  REQUIRE(res);
+  REQUIRE(res->kind == outcome::ok);
+  std::string text;
+  long deltas = 0;
+  for (bool more = true; more;)
+    self->receive([&](atom::first_token, uint64_t) {},
+                  [&](atom::delta, uint64_t, stream_delta& d) {
+                    text += d.content;
+                    ++deltas;
+                  },
+                  caf::after(std::chrono::milliseconds(0)) >> [&] {
+                    more = false;
+                  });
+  MESSAGE(deltas << " deltas for " << res->content.size() << " bytes");
+  CHECK(deltas >= 2);
+  // One per event up to event_limit alive, then one per read up to
+  // read_limit, then the rest at the end.
+  CHECK(deltas <= stream_relay::read_limit + 1);
+  CHECK(text == res->content);
+  CHECK(res->content.size() > 20000);
+}
+
 PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: each delta after "
                                       "the first token, in order, adding up "
                                       "to the answer") {
   for (bool forward : {true, false}) {
     CAPTURE(forward);
     caf::scoped_actor self{sys};
-    upstream_call call;
-    auto src = source("long-answer");
-    call.body = body(src->model, true);
-    call.stream = true;
-    call.source = src;
-    call.forward_deltas = forward;
-    auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 9);
+    auto handle = tp->start(chat_call(source("long-answer"), true, forward),
+                            caf::actor_cast<caf::actor>(self), 9);
     bool first_token = false;
     bool delta_before_token = false;
     std::string text;

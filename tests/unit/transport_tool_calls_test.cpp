@@ -241,24 +241,32 @@ TEST_CASE("live deltas: each event's addition is captured, tool-call fragments n
   auto d = acc.take_delta();
   CHECK(d.content == "Hi");
   CHECK(acc.take_delta().empty()); // taken once
-  // Two calls that both reuse index 0, the second without an id.
+  // Two fragments of one call taken together (events relayed as one
+  // delta) are one entry; the second fragment alone is a continuation.
   acc.on_event(tool_delta(R"([{"index":0,"id":"a","function":{"name":"f","arguments":"{\"x\""}}])"));
-  acc.on_event(tool_delta(R"([{"index":0,"function":{"arguments":":1}"}}])"));
+  acc.on_event(tool_delta(R"([{"index":0,"function":{"arguments":":1"}}])"));
   d = acc.take_delta();
-  REQUIRE(d.tool_calls.size() == 2);
+  REQUIRE(d.tool_calls.size() == 1);
   CHECK(d.tool_calls[0].index == 0);
   CHECK(d.tool_calls[0].id == "a");
   CHECK(d.tool_calls[0].type == "function");
   CHECK(d.tool_calls[0].name == "f");
-  CHECK(d.tool_calls[0].arguments == R"({"x")");
-  CHECK(d.tool_calls[1].index == 0);
-  CHECK(d.tool_calls[1].id.empty()); // a continuation carries no id
-  CHECK(d.tool_calls[1].arguments == ":1}");
-  acc.on_event(tool_delta(R"([{"id":"b","function":{"name":"g","arguments":{"y":2}}}])"));
+  CHECK(d.tool_calls[0].arguments == R"({"x":1)");
+  acc.on_event(tool_delta(R"([{"index":0,"function":{"arguments":"}"}}])"));
   d = acc.take_delta();
   REQUIRE(d.tool_calls.size() == 1);
+  CHECK(d.tool_calls[0].index == 0);
+  CHECK(d.tool_calls[0].id.empty()); // a continuation carries no id
+  CHECK(d.tool_calls[0].arguments == "}");
+  acc.on_event(tool_delta(R"([{"id":"b","function":{"name":"g","arguments":{"y":2}}}])"));
+  // A fragment of another call between two of the first keeps them apart.
+  acc.on_event(tool_delta(R"([{"id":"a","function":{"arguments":" "}}])"));
+  d = acc.take_delta();
+  REQUIRE(d.tool_calls.size() == 2);
   CHECK(d.tool_calls[0].index == 1); // a new id is a new slot
   CHECK(d.tool_calls[0].arguments == R"({"y":2})"); // always a string
+  CHECK(d.tool_calls[1].index == 0);
+  CHECK(d.tool_calls[1].arguments == " ");
   // Nothing after the finish_reason.
   acc.on_event(finish_chunk("stop"));
   acc.on_event(sse_event{"", R"({"choices":[{"index":0,"delta":{"content":"late"}}]})"});
