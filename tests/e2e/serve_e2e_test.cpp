@@ -539,6 +539,15 @@ bool has(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+/// How many times `part` occurs in `text` (e.g. access lines in a log).
+size_t occurrences(const std::string& text, const std::string& part) {
+  size_t n = 0;
+  for (auto at = text.find(part); at != std::string::npos;
+       at = text.find(part, at + 1))
+    ++n;
+  return n;
+}
+
 std::string chat_request_bytes(const std::string& body,
                                const std::string& extra_headers = "") {
   return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
@@ -605,12 +614,7 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   CHECK(last.closed());
   // Every request was logged, the 400 too.
   auto count = [](const std::string& log) {
-    size_t lines = 0;
-    for (size_t at = log.find("access POST /v1/chat/completions");
-         at != std::string::npos;
-         at = log.find("access POST /v1/chat/completions", at + 1))
-      ++lines;
-    return lines;
+    return occurrences(log, "access POST /v1/chat/completions");
   };
   auto lines = count(
     f.stderr_when([&](const std::string& log) { return count(log) >= 9; }));
@@ -703,12 +707,7 @@ TEST_CASE("serve: out of descriptors, the front accepts again once some are "
   conns.clear();
   // The first request's access line and the last one's.
   auto answered = [](const std::string& text) {
-    size_t n = 0;
-    for (auto at = text.find("access POST /v1/chat/completions 200");
-         at != std::string::npos;
-         at = text.find("access POST /v1/chat/completions 200", at + 1))
-      ++n;
-    return n;
+    return occurrences(text, "access POST /v1/chat/completions 200");
   };
   auto log = f.stderr_when([&](const std::string& text) {
     return text.find("[warn] serve: accepting connections again")
