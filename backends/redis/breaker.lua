@@ -38,8 +38,13 @@ if op ~= 'enter' and op ~= 'record' and op ~= 'release' and op ~= 'status' then
   return redis.error_reply('breaker.lua: unknown operation ' .. tostring(op))
 end
 
--- Numbers as exact decimal text (tostring would round to 14 digits).
+-- Numbers as exact decimal text (tostring would round to 14 digits); %d
+-- for whole numbers a double holds exactly, the same text as %.0f at a
+-- third of its cost in Lua 5.1.
 local function s(x)
+  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
+    return string.format('%d', x)
+  end
   return string.format('%.0f', x)
 end
 
@@ -71,7 +76,7 @@ if op == 'record' and ARGV[11] == 's' then
       -- 64th attempt here, and by the first record of each bucket below.
       if redis.call('HINCRBY', key, 'a0', 1) % 64 == 0
          and redis.call('PTTL', key) < retention / 2 then
-        redis.call('PEXPIRE', key, string.format('%.0f', retention))
+        redis.call('PEXPIRE', key, s(retention))
       end
       return 1
     end
