@@ -24,7 +24,7 @@ namespace pgw {
 /// a delta per event, held content never waits past its read unless the
 /// caller is `read_limit` deltas behind, and a caller slower than a
 /// flooding upstream gets fewer, larger deltas: the messages queued for it
-/// stay bounded (before: one per event, some 200 bytes each beyond the
+/// stay bounded (before: one per event, some 300 bytes each beyond the
 /// content) and a cancel does not wait behind them. What is held is part of
 /// the answer, bounded by MAX_RESPONSE_BYTES.
 class stream_relay {

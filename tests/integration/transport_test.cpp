@@ -58,14 +58,30 @@ const char* test_scenario = R"({"models": {
   "stall-long": {"stream": {"stall_after": 3, "stall_ms": 20000}},
   "slow-ttft": {"ttft_ms": 3000, "tokens": 5},
   "long-answer": {"tokens": 40, "token_ms": 20},
-  "flood":       {"tokens": 20000, "token_ms": 0}
+  "flood":       {"tokens": 20000, "token_ms": 0},
+  "burst-stall": {"content": "BURST", "token_ms": 0,
+                  "stream": {"stall_after": 100, "stall_ms": 20000}}
 }})";
+
+/// The "burst-stall" model's answer: 100 tokens of 8 bytes (the
+/// simulator cuts given content in 8-byte tokens), all sent at once, then
+/// the stream stalls for 20 s.
+std::string burst_content() {
+  std::string out;
+  for (int i = 0; i < 100; ++i) {
+    auto n = std::to_string(1000 + i);
+    out += "tok" + n + " ";
+  }
+  return out;
+}
 
 std::string write_scenario() {
   auto path = std::string{"/tmp/pgw-transport-scenario-"}
               + std::to_string(::getpid()) + ".json";
+  std::string text = test_scenario;
+  text.replace(text.find("BURST"), 5, burst_content());
   std::ofstream out{path};
-  out << test_scenario;
+  out << text;
   return path;
 }
 
@@ -540,6 +556,38 @@ PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: a sink that handles "
   CHECK(deltas <= stream_relay::read_limit + 1);
   CHECK(text == res->content);
   CHECK(res->content.size() > 20000);
+}
+
+PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: with 32 deltas "
+                                      "alive, what a read brought goes out "
+                                      "at the read's end, not when the "
+                                      "stream goes on") {
+  // 100 events at once, then a 20 s stall. The sink keeps every delta it
+  // receives (each holds its ticket), so after the 32nd the events are
+  // held; the flush at the end of each read sends them. Without it they
+  // would wait for the stream's end (the stall, or the idle timeout).
+  caf::scoped_actor self{sys};
+  auto handle = tp->start(chat_call(source("burst-stall"), true, true),
+                          caf::actor_cast<caf::actor>(self), 6);
+  auto burst = burst_content();
+  std::vector<stream_delta> kept;
+  std::string text;
+  bool ended = false;
+  auto give_up = std::chrono::steady_clock::now() + 5s;
+  while (text.size() < burst.size() && !ended
+         && std::chrono::steady_clock::now() < give_up)
+    self->receive([&](atom::first_token, uint64_t) {},
+                  [&](atom::delta, uint64_t, stream_delta& d) {
+                    text += d.content;
+                    kept.push_back(std::move(d));
+                  },
+                  [&](atom::done, uint64_t, attempt_result&) { ended = true; },
+                  caf::after(std::chrono::milliseconds(100)) >> [] {});
+  CHECK_FALSE(ended); // the stream is still stalled
+  CHECK(text == burst);
+  // One per event while fewer than 32 were alive, then one per read.
+  CHECK(kept.size() > static_cast<size_t>(stream_relay::event_limit));
+  handle->cancel();
 }
 
 PGW_TRANSPORT_CASE(transport_fixture, "forward_deltas: each delta after "
