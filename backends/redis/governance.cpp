@@ -4,6 +4,7 @@
 #include "backends/redis/limiter.hpp"
 #include "messages/errors.hpp"
 
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -11,13 +12,31 @@ namespace pgw {
 
 namespace {
 
-/// breaker.lua and limiter.lua as functions, then governance.lua.
+/// `text` with every `redis.call('TIME')` read through `shared_time()`.
+std::string with_shared_time(std::string text) {
+  const std::string call = "redis.call('TIME')";
+  const std::string shared = "shared_time()";
+  for (auto at = text.find(call); at != std::string::npos;
+       at = text.find(call, at + shared.size()))
+    text.replace(at, call.size(), shared);
+  return text;
+}
+
+/// breaker.lua and limiter.lua as functions, then governance.lua. Both
+/// read Redis TIME through one `shared_time()`: a script runs at one
+/// instant, so an attempt's end asks Redis the time once for the
+/// breaker's record and the limiter's release, not twice.
 const redis_script& governance_script() {
   static const redis_script script{
+    "local time_now = nil\n"
+    "local function shared_time()\n"
+    "  if not time_now then time_now = redis.call('TIME') end\n"
+    "  return time_now\n"
+    "end\n"
     "local function breaker_op(KEYS, ARGV)\n"
-    + detail::embedded_lua("breaker.lua")
+    + with_shared_time(detail::embedded_lua("breaker.lua"))
     + "\nend\nlocal function limiter_op(KEYS, ARGV)\n"
-    + detail::embedded_lua("limiter.lua") + "\nend\n"
+    + with_shared_time(detail::embedded_lua("limiter.lua")) + "\nend\n"
     + detail::embedded_lua("governance.lua")};
   return script;
 }

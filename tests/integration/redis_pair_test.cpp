@@ -108,6 +108,13 @@ TEST_CASE("redis pair: an admission and an attempt's end are one script "
   CHECK(done->first);
   CHECK(done->second);
   CHECK(fx.scripts() == 2);
+  auto c = fx.calls();
+  // The attempt's end asks Redis the time once for the breaker's record
+  // and the limiter's release (one per script call), and the settle reads
+  // its permit's tokens with the token sum (no HGET of either, or of the
+  // saved clock).
+  CHECK(c["time"] == 2);
+  CHECK(c["hget"] == 0);
   // The pair works on the limiter's and the breaker's own keys.
   auto ls = lim->status(0);
   REQUIRE(ls);
@@ -207,6 +214,8 @@ TEST_CASE("redis: a lean acquire prunes nothing and writes no clock or "
   CHECK(c["zremrangebyscore"] <= 6);
   CHECK(c["pexpire"] <= 2 * 2 + 4 * 4); // window keys ~1/s, the rest 1/32
   CHECK(c["hgetall"] == 0);           // enter while closed: two fields read
+  CHECK(c["pttl"] == 0);    // the window keys' expiry is read with the sum
+  CHECK(c["hincrby"] == 100); // 'acquired'; the sum is in the grant's HSET
   auto st = lim->status(0);
   REQUIRE(st);
   CHECK(st->acquired == 101);
