@@ -64,10 +64,13 @@ if op ~= 'acquire' and op ~= 'settle' and op ~= 'release' and op ~= 'status'
   return redis.error_reply('limiter.lua: unknown operation ' .. tostring(op))
 end
 
+-- Whole numbers below this are exact in a double (2^53).
+local exact = 9007199254740992
+
 -- Numbers as exact decimal text (tostring would round to 14 digits); %d
 -- for whole numbers a double holds exactly, the same text as %.0f.
 local function s(x)
-  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
+  if x == math.floor(x) and x > -exact and x < exact then
     return string.format('%d', x)
   end
   return string.format('%.0f', x)
@@ -134,7 +137,14 @@ local function settle(n, actual)
     -- entry that aged out but was not pruned yet keeps the sum consistent:
     -- pruning subtracts its current amount.
     local sum = tonumber(cur[2] or '0') + actual - tonumber(cur[1])
-    redis.call('HSET', tok, n, s(actual), 'sum', s(sum))
+    if sum >= 0 and sum < exact then
+      redis.call('HSET', tok, n, s(actual), 'sum', s(sum))
+    else
+      -- Past 2^53 (8,192 entries at the 2^40 cap) a double rounds: Redis'
+      -- integer arithmetic keeps the sum exact.
+      redis.call('HSET', tok, n, s(actual))
+      redis.call('HINCRBY', tok, 'sum', s(actual - tonumber(cur[1])))
+    end
   end
   return 1, tonumber(cur[3] or '0')
 end
@@ -362,13 +372,23 @@ if op == 'acquire' then
   -- `tok` (Redis TIME of the refresh plus the time to live), so finding
   -- out costs no call.
   local window_ms = math.ceil(window / 1000) + 1000
+  local fields = {n, s(est), 'newest', s(now)}
+  if sum + est < exact then
+    fields[#fields + 1] = 'sum'
+    fields[#fields + 1] = s(sum + est)
+  else
+    -- Past 2^53 a double rounds: Redis' integer arithmetic keeps the sum
+    -- exact (see settle).
+    redis.call('HINCRBY', tok, 'sum', s(est))
+  end
   if expires - raw < window_ms * 1000 then
+    fields[#fields + 1] = 'expires'
+    fields[#fields + 1] = s(raw + (window_ms + 1000) * 1000)
     redis.call('PEXPIRE', win, s(window_ms + 1000))
-    redis.call('HSET', tok, n, s(est), 'newest', s(now), 'sum', s(sum + est),
-               'expires', s(raw + (window_ms + 1000) * 1000))
+    redis.call('HSET', tok, unpack(fields))
     redis.call('PEXPIRE', tok, s(window_ms + 1000))
   else
-    redis.call('HSET', tok, n, s(est), 'newest', s(now), 'sum', s(sum + est))
+    redis.call('HSET', tok, unpack(fields))
   end
   redis.call('ZADD', lease, s(now + lease_len), n)
   redis.call('ZADD', open, s(now + math.max(lease_len, window)), n)

@@ -371,6 +371,29 @@ TEST_CASE("redis: every key carries a TTL and the layout is as documented") {
   }
 }
 
+TEST_CASE("redis: the window's token sum stays exact beyond what a "
+          "double holds") {
+  // The scripts keep the sum in Lua (a double) and write it back; past
+  // 2^53 a double rounds, so there Redis' integer arithmetic takes over.
+  // 8,200 odd amounts just under the 2^40 cap pass 2^53.
+  auto client = node_client();
+  auto prefix = unique_prefix("exact");
+  auto l = limits_1s();
+  l.window_s = 60;
+  l.lease_s = 60;
+  auto lim = make_redis_limiter(client, prefix, l);
+  const int64_t big = (int64_t{1} << 40) - 1;
+  std::vector<permit> ps;
+  for (int i = 0; i < 8200; ++i)
+    ps.push_back(grant(*lim, big));
+  CHECK(settle(*lim, ps[0], 1));
+  const int64_t expect = 8200 * big - big + 1;
+  CHECK(expect > (int64_t{1} << 53));
+  auto sum = client->command({"HGET", prefix + ":lim:tok", "sum"});
+  REQUIRE_MESSAGE(sum, describe(sum.error()));
+  CHECK(sum->str == std::to_string(expect));
+}
+
 TEST_CASE("redis: window keys go away on their own, the rest at the next "
           "pruning") {
   auto client = node_client();
