@@ -41,8 +41,9 @@ end
 -- Numbers as exact decimal text (tostring would round to 14 digits); %d
 -- for whole numbers a double holds exactly, the same text as %.0f at a
 -- third of its cost in Lua 5.1.
+local exact = 9007199254740992 -- 2^53
 local function s(x)
-  if x == math.floor(x) and x > -9007199254740992 and x < 9007199254740992 then
+  if x == math.floor(x) and x > -exact and x < exact then
     return string.format('%d', x)
   end
   return string.format('%.0f', x)

@@ -3,7 +3,8 @@
 -- call = one operation, atomic. Time is Redis TIME in microseconds (never
 -- the caller's), and never runs backwards: it is at least the newest
 -- acquisition time (status, release and pruning also read the clock saved
--- by the last pruning).
+-- by the last pruning; a settle_release that settled reads the newest
+-- acquisition with the permit's tokens and takes that instead).
 --
 -- KEYS[1] win    ZSET   permit number -> acquisition time (us)
 -- KEYS[2] tok    HASH   permit number -> tokens (estimate or settled);
@@ -125,33 +126,34 @@ end
 
 -- settle and release count nothing in stats but expired leases: the
 -- operations count what they did (`count`).
--- -> settled (1 | 0), and the newest acquisition time when it read it
--- (else 0).
+-- -> settled (1 | 0), and the newest acquisition time when it was read
+-- (nil when not settled, or `tok` is gone).
 local function settle(n, actual)
   if redis.call('ZREM', open, n) == 0 then
-    return 0, 0 -- settled before, forgotten, or never issued
+    return 0 -- settled before, forgotten, or never issued
   end
   local cur = redis.call('HMGET', tok, n, 'sum', 'newest')
   if cur[1] then
     -- May exceed what the estimate reserved (see the memory limiter). An
     -- entry that aged out but was not pruned yet keeps the sum consistent:
     -- pruning subtracts its current amount.
-    local sum = tonumber(cur[2] or '0') + actual - tonumber(cur[1])
+    local delta = actual - tonumber(cur[1])
+    local sum = tonumber(cur[2] or '0') + delta
     if sum >= 0 and sum < exact then
       redis.call('HSET', tok, n, s(actual), 'sum', s(sum))
     else
       -- Past 2^53 (8,192 entries at the 2^40 cap) a double rounds: Redis'
       -- integer arithmetic keeps the sum exact.
       redis.call('HSET', tok, n, s(actual))
-      redis.call('HINCRBY', tok, 'sum', s(actual - tonumber(cur[1])))
+      redis.call('HINCRBY', tok, 'sum', s(delta))
     end
   end
-  return 1, tonumber(cur[3] or '0')
+  return 1, cur[3] and tonumber(cur[3]) or nil
 end
 
 -- `floor`: a time the clock is known to have reached (the newest
--- acquisition read by the settle before it), or nil to read the clock
--- saved by the last pruning.
+-- acquisition the settle before it read), or nil to read the clock saved
+-- by the last pruning.
 local function release(n, floor)
   local expiry = redis.call('ZSCORE', lease, n)
   if not expiry then
@@ -199,10 +201,10 @@ if op == 'release' then
 end
 
 if op == 'settle_release' then
-  -- Settled: the newest acquisition is the clock's floor (no read of the
-  -- saved clock); else (forgotten) the saved clock.
+  -- The newest acquisition the settle read is the clock's floor (no read
+  -- of the saved clock); without it, the saved clock.
   local settled, newest = settle(ARGV[5], tokens(ARGV[6]))
-  local released = release(ARGV[5], settled == 1 and newest or nil)
+  local released = release(ARGV[5], newest)
   count(settled, released)
   return {settled, released}
 end
@@ -381,14 +383,15 @@ if op == 'acquire' then
     -- exact (see settle).
     redis.call('HINCRBY', tok, 'sum', s(est))
   end
-  if expires - raw < window_ms * 1000 then
+  local refresh = expires - raw < window_ms * 1000
+  if refresh then
     fields[#fields + 1] = 'expires'
     fields[#fields + 1] = s(raw + (window_ms + 1000) * 1000)
+  end
+  redis.call('HSET', tok, unpack(fields))
+  if refresh then -- after the HSET: `tok` may be new
     redis.call('PEXPIRE', win, s(window_ms + 1000))
-    redis.call('HSET', tok, unpack(fields))
     redis.call('PEXPIRE', tok, s(window_ms + 1000))
-  else
-    redis.call('HSET', tok, unpack(fields))
   end
   redis.call('ZADD', lease, s(now + lease_len), n)
   redis.call('ZADD', open, s(now + math.max(lease_len, window)), n)

@@ -382,13 +382,13 @@ TEST_CASE("redis: the window's token sum stays exact beyond what a "
   l.window_s = 60;
   l.lease_s = 60;
   auto lim = make_redis_limiter(client, prefix, l);
-  const int64_t big = (int64_t{1} << 40) - 1;
+  constexpr int64_t big = (int64_t{1} << 40) - 1;
+  constexpr int64_t expect = 8200 * big - big + 1; // after the settle below
+  static_assert(expect > (int64_t{1} << 53));
   std::vector<permit> ps;
   for (int i = 0; i < 8200; ++i)
     ps.push_back(grant(*lim, big));
   CHECK(settle(*lim, ps[0], 1));
-  const int64_t expect = 8200 * big - big + 1;
-  CHECK(expect > (int64_t{1} << 53));
   auto sum = client->command({"HGET", prefix + ":lim:tok", "sum"});
   REQUIRE_MESSAGE(sum, describe(sum.error()));
   CHECK(sum->str == std::to_string(expect));
