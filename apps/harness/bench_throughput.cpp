@@ -192,9 +192,10 @@ int bench_throughput(const std::vector<std::string>& args) {
   std::printf("  CPU per call is this process's (user + system, getrusage) "
               "over the measured seconds: the callers, the simulator and "
               "the gateway\n");
-  // The gateway's own share: the callers and the simulator cost about what
-  // they cost in the direct mode. It reads across machines where the
-  // ratios do not (a faster direct path lowers every ratio).
+  // The gateway's own share, estimated as if the callers and the simulator
+  // cost what they cost in the direct mode (they may cost a little more
+  // when they wait longer). It reads across machines where the ratios do
+  // not: a faster direct path lowers every ratio.
   if (direct.calls > 0 && memory.calls > 0 && with_redis.calls > 0)
     std::printf("  the gateway's own CPU per call (a mode's minus the direct "
                 "mode's): memory %.1f us, Redis %.1f us in this process\n",
