@@ -1,5 +1,7 @@
 #include "serve_auth.hpp"
 
+#include <cctype>
+
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
@@ -63,10 +65,13 @@ std::optional<std::string> key_set::load(const std::string& path,
 }
 
 bool key_set::accepts(const std::string& authorization) const {
-  static const std::string prefix = "Bearer ";
-  if (authorization.size() <= prefix.size()
-      || authorization.compare(0, prefix.size(), prefix) != 0)
+  // The scheme is case-insensitive (RFC 9110 §11.1): "bearer" too.
+  static const std::string prefix = "bearer ";
+  if (authorization.size() <= prefix.size())
     return false;
+  for (size_t i = 0; i < prefix.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(authorization[i])) != prefix[i])
+      return false;
   auto key = authorization.substr(prefix.size());
   unsigned char digest[SHA256_DIGEST_LENGTH];
   SHA256(reinterpret_cast<const unsigned char*>(key.data()), key.size(),

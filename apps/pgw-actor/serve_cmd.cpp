@@ -125,20 +125,27 @@ thread_local std::chrono::steady_clock::time_point request_started;
 /// (`serve_handed`).
 class server : public httplib::Server {
 public:
-  /// A connection the front accepted, with the bytes it read from it.
+  /// Takes back a connection handed over, after its request: the socket
+  /// and the bytes read past that request (set before the front starts).
+  std::function<void(int fd, std::string read)> give_back;
+
+  /// A connection the front accepted, with a whole request it read from it
+  /// (and any bytes after): that request is answered here, then the
+  /// connection goes back to the front (`give_back`), which reads the next
+  /// one — so this thread never waits on the client's bytes.
   void serve_handed(int sock, std::string_view read) {
     int flags = ::fcntl(sock, F_GETFL);
     if (flags >= 0 && (flags & O_NONBLOCK) != 0)
       ::fcntl(sock, F_SETFL, flags & ~O_NONBLOCK); // Asio's; reads block here
-    serve_connection(sock, read);
+    serve_connection(sock, read, true);
   }
 
 private:
   bool process_and_close_socket(socket_t sock) override {
-    return serve_connection(sock, {});
+    return serve_connection(sock, {}, false);
   }
 
-  bool serve_connection(socket_t sock, std::string_view read) {
+  bool serve_connection(socket_t sock, std::string_view read, bool handed) {
     serve::client_socket = sock;
     bool ret = false;
     http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
@@ -155,6 +162,11 @@ private:
       ret = strm.end_request() && ret;
       if (!ret || connection_closed)
         break;
+      if (handed && give_back && svr_sock_ != INVALID_SOCKET) {
+        serve::client_socket = -1;
+        give_back(sock, strm.take_buffered());
+        return ret;
+      }
     }
     serve::client_socket = -1;
     ::shutdown(sock, SHUT_RDWR);
@@ -542,6 +554,9 @@ int serve_main(const std::vector<std::string>& args) {
     fo.write_timeout_s = sc.write_timeout_s;
     fo.hand_off = [&connections](int fd, std::string read) {
       connections.hand_over(fd, std::move(read));
+    };
+    svr.give_back = [&front](int fd, std::string read) {
+      front->take_back(fd, std::move(read));
     };
     // Through the stderr writer's thread (the loop must not wait on
     // stderr); there is none above the warn level.

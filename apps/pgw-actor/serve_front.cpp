@@ -5,6 +5,7 @@
 #include "serve_openai.hpp"
 
 #include "actors/client.hpp"
+#include "apps/cli/request_frame.hpp"
 
 #include "transport/upstream_exchange.hpp"
 
@@ -29,6 +30,7 @@
 #include <sys/socket.h>
 
 #include <cerrno>
+#include <deque>
 
 namespace pgw::serve {
 
@@ -52,9 +54,11 @@ const char* reason_phrase(int status) {
     case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 413: return "Payload Too Large";
+    case 431: return "Request Header Fields Too Large";
     case 429: return "Too Many Requests";
     case 499: return "Client Closed Request";
     case 500: return "Internal Server Error";
+    case 501: return "Not Implemented";
     case 502: return "Bad Gateway";
     case 503: return "Service Unavailable";
     case 504: return "Gateway Timeout";
@@ -176,9 +180,16 @@ void append_chunk(std::string& to, const std::string& text) {
 /// Embeddings and OCR bodies up to this size are answered on the loop.
 constexpr size_t max_side_body_bytes = 256 * 1024;
 
-/// A live stream's bytes waiting for a slow client beyond this are given
-/// up: the client counts as gone and the call is cancelled.
-constexpr size_t max_pending_bytes = 4 * 1024 * 1024;
+/// A live stream's deltas are framed into one write up to about this many
+/// bytes; the rest wait, unframed, for the next write (see `held`).
+constexpr size_t live_write_bytes = 256 * 1024;
+
+/// A refused request's connection is read and discarded for up to this long
+/// (and this many bytes) after its answer, before it closes: closing with
+/// unread bytes would reset the connection, and the client could lose the
+/// answer while it still sends its body.
+constexpr double linger_s = 2;
+constexpr size_t linger_bytes = 1024 * 1024;
 
 } // namespace
 
@@ -249,6 +260,10 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     tcp::socket sock;
     asio::steady_timer timer;
     std::string in; ///< bytes read and not yet answered
+    /// The request in `in` is partly read: its read deadline runs.
+    bool reading = false;
+    /// This request's `100 Continue` went out.
+    bool continue_sent = false;
     std::array<char, 16384> chunk{};
 
     // The request being answered.
@@ -262,6 +277,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool left = false;    ///< the client hung up during the call
     std::chrono::steady_clock::time_point started;
     bool close_after = false;
+    bool lingering = false; ///< a refused request: linger, then close
     std::string out;
     /// How a live stream ended badly after its 200 (the access line).
     std::string outcome;
@@ -274,6 +290,15 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool writing = false;    ///< an async_write of `out` runs
     bool write_failed = false;
     std::string pending;     ///< bytes queued behind the running write
+    /// Deltas waiting behind the running write, unframed. Each holds its
+    /// transport's ticket (`stream_delta::hold`): while a client reads
+    /// slower than the upstream sends, the transport's relay sees them
+    /// alive and joins what comes next into fewer, larger deltas, so
+    /// nothing here grows past the answer's own bound
+    /// (MAX_RESPONSE_BYTES) and a client that keeps reading gets all of it.
+    std::deque<stream_delta> held;
+    /// The terminal event's chunks, written once `held` is out.
+    std::string closing;
     long long created = 0;
 
     /// When the connection closes unless something happens (`max` = no
@@ -327,33 +352,53 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       sock.close(ignored);
     }
 
-    /// Answers what `in` holds, or reads more.
+    /// Answers the request `in` holds once it is whole, or reads more.
+    /// Every request is read whole here, within the read timeout from its
+    /// first byte, before anything answers it (a client that trickles
+    /// bytes holds no httplib thread and no connection past that); one
+    /// that cannot be framed safely is refused and the connection closed
+    /// (apps/cli/request_frame.hpp).
     void next_request() {
       if (owner->stopping)
         return close();
-      auto end = in.find("\r\n\r\n");
-      if (end == std::string::npos) {
-        if (in.size() > max_head_bytes)
-          return hand_off();
+      // Blank lines before a request line are ignored (RFC 9112 §2.2).
+      in.erase(0, std::min(in.size(), in.find_first_not_of("\r\n")));
+      if (in.empty())
+        return read_more();
+      auto frame = cli::frame_request(in, max_head_bytes,
+                                      owner->opts.max_body_bytes);
+      using state = cli::request_frame::state;
+      if (frame.what == state::bad)
+        return refuse(frame);
+      if (frame.what == state::partial) {
+        if (!reading) {
+          reading = true;
+          expire_in(owner->opts.read_timeout_s);
+        }
+        if (frame.expects_continue && !continue_sent)
+          return send_continue();
         return read_more();
       }
-      if (end + 4 > max_head_bytes)
-        return hand_off();
-      auto head = parse_hot_head(std::string_view{in}.substr(0, end + 4),
+      reading = false;
+      if (continue_sent) {
+        continue_sent = false;
+        forget_expect(frame.head_bytes);
+      }
+      auto head = parse_hot_head(std::string_view{in}.substr(0, frame.head_bytes),
                                  owner->opts.max_body_bytes);
       if (!head)
         return hand_off();
-      if (in.size() < end + 4 + head->body_bytes)
-        return read_more();
-      answer(std::move(*head), end + 4);
+      answer(std::move(*head), frame.head_bytes);
     }
 
+    /// Reads on; the deadline is the keep-alive time between requests,
+    /// the request's read deadline (set once, by `next_request`) within one.
     void read_more() {
       bool waiting = in.empty();
-      if (waiting)
+      if (waiting) {
         owner->idle.insert(this);
-      expire_in(waiting ? owner->opts.keep_alive_s
-                        : owner->opts.read_timeout_s);
+        expire_in(owner->opts.keep_alive_s);
+      }
       sock.async_read_some(
         asio::buffer(chunk),
         [self = shared_from_this()](error_code ec, size_t n) {
@@ -363,6 +408,85 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
           self->in.append(self->chunk.data(), n);
           self->next_request();
         });
+    }
+
+    /// `Expect: 100-continue` with the body still to come: the interim
+    /// answer, once, then the body is read.
+    void send_continue() {
+      continue_sent = true;
+      static const std::string interim = "HTTP/1.1 100 Continue\r\n\r\n";
+      asio::async_write(sock, asio::buffer(interim),
+                        [self = shared_from_this()](error_code ec, size_t) {
+                          if (ec)
+                            return self->close();
+                          self->read_more();
+                        });
+    }
+
+    /// The front sent this request's `100 Continue`: its Expect field is
+    /// renamed in place (same length), so that neither the hot path nor
+    /// httplib, handed the request, answers it again.
+    void forget_expect(size_t head_bytes) {
+      for (size_t at = in.find("\r\n") + 2; at < head_bytes;) {
+        auto eol = in.find("\r\n", at);
+        auto colon = in.find(':', at);
+        if (colon < eol && same_header_name(std::string_view{in}.substr(
+                                              at, colon - at),
+                                            "Expect"))
+          in.replace(at, colon - at, "X-Sent");
+        at = eol + 2;
+      }
+    }
+
+    /// A request that cannot be framed safely (request_frame.hpp): its
+    /// error in OpenAI's shape, then the connection closes — what follows
+    /// cannot be trusted to start a request.
+    void refuse(const cli::request_frame& frame) {
+      req = httplib::Request{};
+      auto line = std::string_view{in}.substr(0, in.find("\r\n"));
+      auto sp1 = line.find(' ');
+      auto sp2 = sp1 == std::string_view::npos ? sp1 : line.find(' ', sp1 + 1);
+      // The access line's method (client text only when it is a short
+      // upper-case word) and route (named only when it is one of serve's).
+      auto method = sp2 == std::string_view::npos ? std::string_view{}
+                                                  : line.substr(0, sp1);
+      bool word = !method.empty() && method.size() <= 16;
+      for (char c : method)
+        word = word && c >= 'A' && c <= 'Z';
+      req.method = word ? std::string{method} : "-";
+      if (word)
+        req.path = std::string{line.substr(sp1 + 1, sp2 - sp1 - 1)};
+      in.clear();
+      close_after = true;
+      lingering = true;
+      started = std::chrono::steady_clock::now();
+      res = httplib::Response{};
+      owner->request_started();
+      send_error(res, frame.status, frame.reason, "invalid_request_error",
+                 frame.status == 413 ? "request_too_large" : "invalid_request");
+      respond(false);
+    }
+
+    /// After a refusal's answer: no more sending; what the client still
+    /// sends is read and dropped until it closes, for up to `linger_s` and
+    /// `linger_bytes`; then the connection closes.
+    void linger() {
+      error_code ignored;
+      sock.shutdown(tcp::socket::shutdown_send, ignored);
+      expire_in(linger_s);
+      drain(0);
+    }
+
+    void drain(size_t dropped) {
+      if (dropped > linger_bytes)
+        return close();
+      sock.async_read_some(asio::buffer(chunk),
+                           [self = shared_from_this(), dropped](error_code ec,
+                                                                size_t n) {
+                             if (ec)
+                               return self->close();
+                             self->drain(dropped + n);
+                           });
     }
 
     /// A request with its whole body: a chat completion (JSON, buffered or
@@ -510,6 +634,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
                                                            size_t) {
                           self->no_deadline();
                           self->finished();
+                          if (!ec && self->lingering)
+                            return self->linger();
                           if (ec || close)
                             return self->close();
                           self->next_request();
@@ -529,6 +655,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     void start_live(client& cl) {
       head_sent = live_over = writing = write_failed = false;
       pending.clear();
+      held.clear();
+      closing.clear();
       created = static_cast<long long>(std::time(nullptr));
       auto self = shared_from_this();
       // The callbacks run on the CAF worker, which is this loop's thread;
@@ -560,14 +688,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
         append_chunk(pending, stream_open_sse(start.call_id, call.model,
                                               created));
       }
-      append_chunk(pending, delta_sse(d, start.call_id, call.model, created));
-      if (pending.size() > max_pending_bytes) { // the client does not read
-        left = true;
-        write_failed = true;
-        pending.clear();
-        live->cancel();
-        return;
-      }
+      held.push_back(d);
       flush_live();
     }
 
@@ -593,29 +714,42 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (result) {
         ctx.stats.record_call(scope_name, result->source, "ok", total_s,
                               &*result);
-        append_chunk(pending, stream_close_sse(*result, call.model, created,
-                                               call.include_usage));
+        closing = stream_close_sse(*result, call.model, created,
+                                   call.include_usage);
       } else {
         outcome = code_name(result.error());
         ctx.stats.record_call(scope_name, {}, outcome, total_s, nullptr);
-        append_chunk(pending, error_sse(result.error()));
+        closing = error_sse(result.error());
       }
       if (left)
         outcome = "client_gone";
-      pending += "0\r\n\r\n";
       live_over = true;
       flush_live();
     }
 
-    /// Writes what is queued, one write at a time; once the terminal event
-    /// came and everything is out (or the client is gone), the request ends.
+    /// Writes what is queued, one write at a time: the deltas held behind
+    /// the last write, framed up to `live_write_bytes` (the rest stay
+    /// held), then the terminal event's chunks. Once those are out (or the
+    /// client is gone), the request ends.
     void flush_live() {
       if (writing)
         return;
-      if (write_failed)
+      if (write_failed) {
         pending.clear();
+        held.clear();
+      }
+      while (!held.empty() && pending.size() < live_write_bytes) {
+        append_chunk(pending, delta_sse(held.front(), start.call_id,
+                                        call.model, created));
+        held.pop_front();
+      }
+      if (held.empty() && live_over && !write_failed && !closing.empty()) {
+        append_chunk(pending, closing);
+        pending += "0\r\n\r\n";
+        closing.clear();
+      }
       if (pending.empty()) {
-        if (live_over)
+        if (live_over && held.empty())
           end_live();
         return;
       }
@@ -653,8 +787,9 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
 
     // -- the hand-off ---------------------------------------------------------
 
-    /// Gives the connection, with the bytes read from it so far, to the
-    /// cpp-httplib server (`front_options::hand_off`); the session ends.
+    /// Gives the connection, with the whole request in `in` (and any bytes
+    /// read past it), to the cpp-httplib server (`front_options::hand_off`);
+    /// the session ends. The connection comes back with `take_back`.
     void hand_off() {
       no_deadline(); // httplib keeps its own timeouts
       timer.cancel();
@@ -709,6 +844,29 @@ void front::cancel_all() {
     self->all_cancelled = true;
     for (auto* s : self->calling)
       s->cancel_call();
+  });
+}
+
+void front::take_back(int fd, std::string read) {
+  asio::post(impl_->loop, [self = impl_, fd, read = std::move(read)]() mutable {
+    if (self->stopping) {
+      ::close(fd);
+      return;
+    }
+    sockaddr_storage addr{};
+    socklen_t len = sizeof addr;
+    error_code ec;
+    tcp::socket sock{self->loop};
+    if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0
+        || (sock.assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd,
+                        ec),
+            ec)) {
+      ::close(fd);
+      return;
+    }
+    auto s = std::make_shared<impl::session>(self, std::move(sock));
+    s->in = std::move(read);
+    s->next_request();
   });
 }
 

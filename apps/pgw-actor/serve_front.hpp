@@ -14,15 +14,24 @@
 /// Embeddings and OCR requests up to 256 KiB are answered here too
 /// (`start_side`, `client::embed_then` / `ocr_then`). Read, call, upstream
 /// exchange and write share one thread, and no thread sleeps per request
-/// (BENCHMARKS.md, "Both together"). Every other request — the GET routes,
-/// a larger embeddings or OCR body, anything unusual (no Content-Length, a
-/// chunked body, `Expect`, HTTP/1.0, a head over 8 KiB, a body over the
-/// limit, a chat body the handler refuses, a wrong key) — hands its
-/// connection, with the bytes read from it so far, to the cpp-httplib
-/// server (`front_options::hand_off`), whose thread then owns the socket
-/// until it closes and answers as before. While a call runs the front
-/// watches the socket for a client that hangs up (no system call per
-/// request) and cancels the call at once.
+/// (BENCHMARKS.md, "Both together").
+///
+/// Every request is read whole here first, within the read timeout from its
+/// first byte (`100 Continue` sent when asked), and framed strictly
+/// (apps/cli/request_frame.hpp): a request that could be framed two ways
+/// (conflicting or malformed Content-Length, Transfer-Encoding beside it,
+/// line folding), a malformed request or header line, a head over 8 KiB or
+/// a body over the limit is refused here with its error in OpenAI's shape,
+/// and the connection closes. Every other request the front does not
+/// answer — the GET routes, a larger embeddings or OCR body, no
+/// Content-Length, a chunked body, HTTP/1.0, a chat body the handler
+/// refuses, a wrong key — hands its connection, with that whole request,
+/// to the cpp-httplib server (`front_options::hand_off`); one of its
+/// threads answers that request and gives the connection back
+/// (`take_back`). So no httplib thread ever waits on a client's bytes, and
+/// a client that trickles them holds nothing past the read timeout. While
+/// a call runs the front watches the socket for a client that hangs up (no
+/// system call per request) and cancels the call at once.
 
 #include "serve_app.hpp"
 
@@ -42,8 +51,8 @@ struct front_options {
   /// An idle keep-alive connection closes after this long (httplib's too).
   double keep_alive_s = 2;
   /// Takes a connection the front does not answer: its socket (blocking
-  /// or not) and the bytes already read from it. Runs on the loop; it must
-  /// not block. Required.
+  /// or not) and the bytes already read from it, a whole request first.
+  /// Runs on the loop; it must not block. Required.
   std::function<void(int fd, std::string read)> hand_off;
   /// Takes a line for the operator: the front cannot accept connections
   /// (out of descriptors, say) and tries again every 10 ms, or accepts
@@ -76,6 +85,11 @@ public:
 
   /// Blocks until every request the front answers itself is done.
   void wait_idle();
+
+  /// A connection handed off, its request answered, comes back with the
+  /// bytes read past that request: the front reads its next request. After
+  /// `stop`, the connection closes. Any thread.
+  void take_back(int fd, std::string read);
 
   struct impl;
 

@@ -443,9 +443,11 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
   auto chunk = [&](json::object delta) {
     out += chunk_sse(resp.call_id, model, created, std::move(delta), nullptr);
   };
-  for (auto& piece : pieces(resp.reasoning_content, 64))
+  // Pieces of 4 KiB: the answer is all here, so more chunks would only
+  // multiply the bytes (each chunk's envelope is ~150 bytes).
+  for (auto& piece : pieces(resp.reasoning_content, 4096))
     chunk(json::object{{"reasoning_content", piece}});
-  for (auto& piece : pieces(answer_text(resp), 16))
+  for (auto& piece : pieces(answer_text(resp), 4096))
     chunk(json::object{{"content", piece}});
   if (!resp.tool_calls.empty()) {
     // One chunk per call: id and name, then its arguments.

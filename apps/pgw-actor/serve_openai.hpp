@@ -44,7 +44,7 @@ std::string completion_json(const chat_response& resp, const std::string& model,
                             long long created);
 
 /// The whole answer as `chat.completion.chunk` SSE events (role, the content
-/// in several pieces, tool calls, finish reason, the usage chunk when asked)
+/// in pieces of 4 KiB, tool calls, finish reason, the usage chunk when asked)
 /// and `data: [DONE]`.
 std::string completion_sse(const chat_response& resp, const std::string& model,
                            long long created, bool include_usage);

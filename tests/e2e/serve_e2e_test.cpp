@@ -724,10 +724,10 @@ TEST_CASE("serve: a live stream whose client stops reading is dropped once "
   // The upstream streams 3,000 tokens of 2,000 bytes (6 MB of content, more
   // than serve's socket buffer of at most 4 MiB and the client's take) as
   // fast as it can; the client reads nothing. Once serve's socket takes no
-  // more, a write waits past the write timeout (0.5 s), or 4 MiB queue
-  // behind it: serve closes the connection, cancels the call and logs
-  // client_gone — also when the upstream's stream ended first and only its
-  // last bytes could not be written. (Whether the upstream connection
+  // more, a write waits past the write timeout (0.5 s): serve closes the
+  // connection, cancels the call and logs client_gone — also when the
+  // upstream's stream ended first and only its last bytes could not be
+  // written. (Whether the upstream connection
   // closed before the stream's end is not checked here: the transport reads
   // a flood as fast as it comes — a slow caller gets fewer, larger deltas,
   // not a slower read — and the simulator may finish first. The hang-up
@@ -751,6 +751,130 @@ TEST_CASE("serve: a live stream whose client stops reading is dropped once "
   next.send(chat_request_bytes(
     R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})"));
   CHECK(next.read_response().status == 200);
+}
+
+TEST_CASE("serve: a request that could be framed two ways is refused, once, "
+          "and its connection closed") {
+  serve_fixture f;
+  const std::string body
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  auto refused = [&](const std::string& bytes, int status,
+                     const std::string& message) {
+    raw_connection c{f.port};
+    c.send(bytes);
+    auto r = c.read_response();
+    CAPTURE(bytes.substr(0, 80));
+    CHECK(r.status == status);
+    CHECK(has(r.head, "Connection: close"));
+    CHECK(json::parse(r.body).at("error").at("message").as_string()
+          == message);
+    CHECK(c.closed()); // nothing after it is read as a request
+  };
+  // Two lengths: the rest of the body and the GET behind it would be read
+  // as requests of their own by a parser that took the first.
+  refused("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Length: "
+          "3\r\nContent-Length: " + std::to_string(body.size()) + "\r\n\r\n"
+            + body + "GET /healthz HTTP/1.1\r\n\r\n",
+          400, "conflicting Content-Length headers (3 and 59)");
+  refused("GARBAGE\r\nHost: x\r\nFoo: bar\r\n\r\n", 400,
+          "the request line is not `METHOD target HTTP/1.1`: \"GARBAGE\"");
+  // Answered at once, not after the read timeout.
+  refused("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+          400, "Content-Length \"-5\" is not a number of bytes");
+  refused("POST /v1/chat/completions HTTP/1.1\r\nContent-Length: 3\r\n"
+          "Transfer-Encoding: chunked\r\n\r\n",
+          400, "both Content-Length and Transfer-Encoding are given (where "
+               "the body ends would be ambiguous)");
+  refused("GET /healthz HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n",
+          431, "the request head is larger than 8192 bytes");
+  // The bearer scheme in any case.
+  raw_connection c{f.port};
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+         "bearer " + the_key + "\r\nContent-Length: "
+         + std::to_string(body.size()) + "\r\n\r\n" + body);
+  CHECK(c.read_response().status == 200);
+}
+
+TEST_CASE("serve: clients that trickle their requests hold no thread: the "
+          "health routes answer, and they are dropped at the read timeout") {
+  // httplib has MAX_INFLIGHT + 8 = 9 threads. 12 clients send a whole
+  // chunked request (answered on an httplib thread), then the start of the
+  // next and nothing more; 12 more send the start of a chunked body. If a
+  // thread waited on any of them, /healthz (an httplib route) would wait
+  // behind them.
+  serve_fixture f{{"PGW_SERVE_MAX_INFLIGHT=1", "PGW_SERVE_READ_TIMEOUT_S=3"}};
+  const std::string body
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  const std::string chunked_head
+    = "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer "
+      + the_key + "\r\nTransfer-Encoding: chunked\r\n\r\n";
+  std::vector<std::unique_ptr<raw_connection>> slow;
+  for (int i = 0; i < 12; ++i) {
+    auto c = std::make_unique<raw_connection>(f.port);
+    c->send(chunked_head + size + "\r\n" + body + "\r\n0\r\n\r\n");
+    CHECK(c->read_response().status == 200);
+    c->send(chunked_head + "100\r\n");
+    slow.push_back(std::move(c));
+  }
+  for (int i = 0; i < 12; ++i) {
+    auto c = std::make_unique<raw_connection>(f.port);
+    c->send(chunked_head + "100000\r\n");
+    slow.push_back(std::move(c));
+  }
+  auto t0 = std::chrono::steady_clock::now();
+  auto health = f.http();
+  health.set_read_timeout(std::chrono::seconds(2));
+  auto r = health.Get("/healthz");
+  REQUIRE(r);
+  CHECK(r->status == 200);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2));
+  // Each is closed at its read timeout (3 s from its request's first byte,
+  // however it trickles): the socket's own receive timeout is 10 s.
+  for (auto& c : slow)
+    CHECK(c->closed());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8));
+}
+
+TEST_CASE("serve: a live stream is whole for a client that pauses, however "
+          "fast the upstream; a buffered one is not inflated") {
+  // 3,000 tokens of 2,000 bytes as fast as the simulator sends them. The
+  // client reads nothing for 300 ms (the upstream is done by then), then
+  // everything: the deltas waited for it (joined), none was dropped.
+  serve_fixture f;
+  auto content_of = [](const std::string& sse) {
+    size_t bytes = 0;
+    for (size_t at = sse.find("data: {"); at != std::string::npos;
+         at = sse.find("data: {", at + 1)) {
+      auto chunk = json::parse(sse.substr(at + 6, sse.find("\n", at) - at - 6));
+      auto& choices = chunk.at("choices").as_array();
+      if (!choices.empty() && choices[0].at("delta").as_object().contains("content"))
+        bytes += choices[0].at("delta").at("content").as_string().size();
+    }
+    return bytes;
+  };
+  const std::string flood
+    = R"({"model":"FLOOD","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+  raw_connection live{f.port};
+  live.send(chat_request_bytes(flood));
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  auto answer = live.read_response();
+  CHECK(answer.status == 200);
+  CHECK(has(answer.head, "x-pgw-stream-mode: live"));
+  CHECK(has(answer.body, "\"finish_reason\":\"stop\""));
+  CHECK(has(answer.body, "data: [DONE]"));
+  // (Its tokens are 2,000 bytes and more.)
+  CHECK(content_of(answer.body) >= 3000u * 2000u);
+  // Buffered: the same answer, in pieces of 4 KiB (in pieces of 16 bytes
+  // its envelopes made it 74 MB).
+  raw_connection buffered{f.port};
+  buffered.send(chat_request_bytes(flood, "x-pgw-stream-mode: buffered\r\n"));
+  auto whole = buffered.read_response();
+  CHECK(whole.status == 200);
+  auto content = content_of(whole.body);
+  CHECK(content >= 3000u * 2000u);
+  CHECK(whole.body.size() < content * 11 / 10);
 }
 
 TEST_CASE("serve: a request that stops halfway is dropped after the read "

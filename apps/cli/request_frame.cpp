@@ -1,0 +1,246 @@
+#include "apps/cli/request_frame.hpp"
+
+#include <cstdint>
+#include <optional>
+
+namespace pgw::cli {
+
+namespace {
+
+constexpr auto npos = std::string_view::npos;
+
+/// The longest chunk-size line (size and extensions) accepted.
+constexpr size_t max_chunk_line = 1024;
+
+bool is_tchar(unsigned char c) {
+  if ((c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'))
+    return true;
+  for (char t : std::string_view{"!#$%&'*+-.^_`|~"})
+    if (c == static_cast<unsigned char>(t))
+      return true;
+  return false;
+}
+
+bool is_token(std::string_view s) {
+  if (s.empty())
+    return false;
+  for (unsigned char c : s)
+    if (!is_tchar(c))
+      return false;
+  return true;
+}
+
+unsigned char lower(unsigned char c) {
+  return c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c + 32) : c;
+}
+
+bool iequals(std::string_view a, std::string_view b) {
+  if (a.size() != b.size())
+    return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (lower(static_cast<unsigned char>(a[i]))
+        != lower(static_cast<unsigned char>(b[i])))
+      return false;
+  return true;
+}
+
+std::string_view trim(std::string_view s) {
+  auto first = s.find_first_not_of(" \t");
+  if (first == npos)
+    return {};
+  return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
+}
+
+/// Up to 40 bytes of client text for a message, unprintable bytes as '?'.
+std::string shown(std::string_view s) {
+  std::string out = "\"";
+  for (unsigned char c : s.substr(0, 40))
+    out += c >= 0x20 && c < 0x7f ? static_cast<char>(c) : '?';
+  out += s.size() > 40 ? "...\"" : "\"";
+  return out;
+}
+
+request_frame refuse(int status, std::string reason) {
+  request_frame out;
+  out.what = request_frame::state::bad;
+  out.status = status;
+  out.reason = std::move(reason);
+  return out;
+}
+
+/// 1*DIGIT (a Content-Length) or 1*HEXDIG (a chunk size), at most
+/// `max_digits` digits so that it fits.
+std::optional<uint64_t> number(std::string_view s, int base, size_t max_digits) {
+  if (s.empty() || s.size() > max_digits)
+    return std::nullopt;
+  uint64_t n = 0;
+  for (unsigned char c : s) {
+    int d;
+    if (c >= '0' && c <= '9')
+      d = c - '0';
+    else if (base == 16 && lower(c) >= 'a' && lower(c) <= 'f')
+      d = lower(c) - 'a' + 10;
+    else
+      return std::nullopt;
+    n = n * static_cast<uint64_t>(base) + static_cast<uint64_t>(d);
+  }
+  return n;
+}
+
+std::string too_large(uint64_t bytes, size_t max_body) {
+  return "the request body is " + std::to_string(bytes)
+         + " bytes, more than PGW_SERVE_MAX_BODY_BYTES ("
+         + std::to_string(max_body) + ")";
+}
+
+std::string head_too_large(size_t max_head) {
+  return "the request head is larger than " + std::to_string(max_head)
+         + " bytes";
+}
+
+/// Where a chunked body that starts at `at` ends: whole (and where), bad,
+/// or partial.
+request_frame frame_chunks(std::string_view in, size_t at, size_t max_head,
+                           size_t max_body) {
+  request_frame out;
+  uint64_t total = 0;
+  for (;;) {
+    auto eol = in.find("\r\n", at);
+    if (eol == npos ? in.size() - at > max_chunk_line
+                    : eol - at > max_chunk_line)
+      return refuse(400, "a chunk-size line is longer than "
+                           + std::to_string(max_chunk_line) + " bytes");
+    if (eol == npos)
+      return out;
+    auto line = in.substr(at, eol - at);
+    auto digits = trim(line.substr(0, line.find(';')));
+    auto size = number(digits, 16, 15);
+    if (!size)
+      return refuse(400, "the chunk size " + shown(digits)
+                           + " is not a hexadecimal number");
+    at = eol + 2;
+    if (*size == 0) {
+      // The trailer section: field lines up to a blank line, bounded as a
+      // head is.
+      auto trailers = at;
+      for (;;) {
+        auto end = in.find("\r\n", at);
+        if ((end == npos ? in.size() : end) - trailers > max_head)
+          return refuse(431, "the trailer section is larger than "
+                               + std::to_string(max_head) + " bytes");
+        if (end == npos)
+          return out;
+        if (end == at) {
+          out.what = request_frame::state::whole;
+          out.bytes = end + 2;
+          return out;
+        }
+        at = end + 2;
+      }
+    }
+    total += *size;
+    if (total > max_body)
+      return refuse(413, too_large(total, max_body));
+    if (in.size() - at < *size + 2)
+      return out;
+    if (in.substr(at + *size, 2) != "\r\n")
+      return refuse(400, "a chunk's data is not followed by CRLF");
+    at += *size + 2;
+  }
+}
+
+} // namespace
+
+request_frame frame_request(std::string_view in, size_t max_head,
+                            size_t max_body) {
+  request_frame out;
+  // The request line, judged as soon as it is complete.
+  auto eol = in.find("\r\n");
+  if (eol == npos)
+    return in.size() > max_head ? refuse(431, head_too_large(max_head)) : out;
+  auto line = in.substr(0, eol);
+  auto sp1 = line.find(' ');
+  auto sp2 = sp1 == npos ? npos : line.find(' ', sp1 + 1);
+  bool line_ok = sp2 != npos && line.find(' ', sp2 + 1) == npos
+                 && is_token(line.substr(0, sp1)) && sp2 > sp1 + 1;
+  if (line_ok)
+    for (unsigned char c : line.substr(sp1 + 1, sp2 - sp1 - 1))
+      line_ok = line_ok && c > 0x20 && c != 0x7f;
+  auto version = line_ok ? line.substr(sp2 + 1) : std::string_view{};
+  if (!line_ok || (version != "HTTP/1.1" && version != "HTTP/1.0"))
+    return refuse(400, "the request line is not `METHOD target HTTP/1.1`: "
+                         + shown(line));
+  auto end = in.find("\r\n\r\n", eol);
+  if (end == npos ? in.size() > max_head : end + 4 > max_head)
+    return refuse(431, head_too_large(max_head));
+  if (end == npos)
+    return out;
+  out.head_bytes = end + 4;
+
+  std::optional<uint64_t> length;
+  int codings = 0;
+  bool expects_continue = false;
+  for (auto at = eol + 2; at < end + 2;) {
+    auto next = in.find("\r\n", at);
+    auto field = in.substr(at, next - at);
+    at = next + 2;
+    if (field.front() == ' ' || field.front() == '\t')
+      return refuse(400, "a header line starts with white space (obsolete "
+                         "line folding): " + shown(field));
+    if (field.find_first_of(std::string_view{"\r\n\0", 3}) != npos)
+      return refuse(400, "a header line holds a bare CR, LF or NUL: "
+                           + shown(field));
+    auto colon = field.find(':');
+    auto name = field.substr(0, colon);
+    if (colon == npos || !is_token(name))
+      return refuse(400, "a header line is not `Name: value`: "
+                           + shown(field));
+    auto value = trim(field.substr(colon + 1));
+    if (iequals(name, "Content-Length")) {
+      auto n = number(value, 10, 19);
+      if (!n)
+        return refuse(400, "Content-Length " + shown(value)
+                             + " is not a number of bytes");
+      if (length && *length != *n)
+        return refuse(400, "conflicting Content-Length headers ("
+                             + std::to_string(*length) + " and "
+                             + std::to_string(*n) + ")");
+      length = n;
+    } else if (iequals(name, "Transfer-Encoding")) {
+      if (!iequals(value, "chunked"))
+        return refuse(501, "Transfer-Encoding " + shown(value)
+                             + " is not supported (only chunked)");
+      ++codings;
+    } else if (iequals(name, "Expect") && iequals(value, "100-continue")) {
+      expects_continue = true;
+    }
+  }
+  if (codings > 1)
+    return refuse(400, "Transfer-Encoding chunked is given more than once");
+  if (codings == 1 && length)
+    return refuse(400, "both Content-Length and Transfer-Encoding are given "
+                       "(where the body ends would be ambiguous)");
+  if (codings == 1 && version == "HTTP/1.0")
+    return refuse(400, "Transfer-Encoding in an HTTP/1.0 request");
+
+  if (codings == 1) {
+    auto body = frame_chunks(in, out.head_bytes, max_head, max_body);
+    if (body.what == request_frame::state::bad)
+      return body;
+    out.what = body.what;
+    out.bytes = body.bytes;
+  } else {
+    auto n = length.value_or(0);
+    if (n > max_body)
+      return refuse(413, too_large(n, max_body));
+    if (in.size() - out.head_bytes >= n) {
+      out.what = request_frame::state::whole;
+      out.bytes = out.head_bytes + n;
+    }
+  }
+  out.expects_continue
+    = expects_continue && out.what == request_frame::state::partial;
+  return out;
+}
+
+} // namespace pgw::cli

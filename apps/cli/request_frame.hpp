@@ -1,0 +1,46 @@
+#pragma once
+
+/// Where one HTTP/1.1 request ends in the bytes read from a connection
+/// (RFC 9112 §2–§7), for `pgw-actor serve`'s front: it reads every request
+/// whole, within one read deadline, before anything answers it or a
+/// cpp-httplib thread takes it (so that a client trickling bytes holds
+/// no thread), and refuses what would let two parsers disagree on where a
+/// request ends (request smuggling, desync): conflicting or malformed
+/// Content-Length, Transfer-Encoding beside Content-Length, obsolete line
+/// folding, a malformed request line or header line.
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+namespace pgw::cli {
+
+struct request_frame {
+  enum class state {
+    partial, ///< more bytes are needed
+    whole,   ///< `bytes` of the input are one request (head and body)
+    bad,     ///< to be refused with `status` and `reason`, then closed
+  };
+
+  state what = state::partial;
+  /// The head's size through its blank line (0 while the head is partial).
+  size_t head_bytes = 0;
+  /// whole: the request's size, head and body.
+  size_t bytes = 0;
+  /// The head asks `Expect: 100-continue` (to be answered once, before the
+  /// client sends its body).
+  bool expects_continue = false;
+  /// bad: 400, 413 (body over the limit), 431 (head over the limit) or
+  /// 501 (a transfer coding other than chunked).
+  int status = 0;
+  /// bad: what was wrong, in plain words.
+  std::string reason;
+};
+
+/// Frames the request at the start of `in`. `max_head` bounds the head
+/// (request line and header fields), `max_body` the body (its
+/// Content-Length, or its chunks' sizes together).
+request_frame frame_request(std::string_view in, size_t max_head,
+                            size_t max_body);
+
+} // namespace pgw::cli

@@ -1,0 +1,132 @@
+// serve's front frames each request whole before anything answers it:
+// where a request ends (Content-Length, chunked), when more bytes are
+// needed, and what is refused so that no two parsers can disagree on it.
+
+#include "apps/cli/request_frame.hpp"
+
+#include <doctest/doctest.h>
+
+#include <string>
+
+using pgw::cli::frame_request;
+using pgw::cli::request_frame;
+using state = request_frame::state;
+
+namespace {
+
+constexpr size_t max_head = 8192;
+constexpr size_t max_body = 1000;
+
+request_frame frame(const std::string& in) {
+  return frame_request(in, max_head, max_body);
+}
+
+std::string post(const std::string& headers, const std::string& body = "") {
+  return "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n" + headers
+         + "\r\n" + body;
+}
+
+} // namespace
+
+TEST_CASE("request frame: Content-Length bodies, whole or partial") {
+  auto head = post("Content-Length: 5\r\n");
+  auto r = frame(head + "hello" + "GET /healthz HTTP/1.1\r\n\r\n");
+  CHECK(r.what == state::whole);
+  CHECK(r.head_bytes == head.size());
+  CHECK(r.bytes == head.size() + 5);
+  CHECK(frame(head + "hel").what == state::partial);
+  CHECK(frame(head.substr(0, head.size() - 2)).what == state::partial);
+  CHECK(frame("POST /v1/chat/comp").what == state::partial);
+  // No body framing: no body (a GET).
+  auto get = frame("GET /healthz HTTP/1.1\r\n\r\n");
+  CHECK(get.what == state::whole);
+  CHECK(get.bytes == get.head_bytes);
+  // The same length twice is one length.
+  CHECK(frame(post("Content-Length: 2\r\ncontent-length: 2\r\n", "{}")).what
+        == state::whole);
+}
+
+TEST_CASE("request frame: chunked bodies end at their last chunk and trailers") {
+  auto head = post("Transfer-Encoding: chunked\r\n");
+  std::string body = "5\r\nhello\r\na;ext=1\r\n0123456789\r\n0\r\n\r\n";
+  auto r = frame(head + body + "GET / HTTP/1.1\r\n\r\n");
+  CHECK(r.what == state::whole);
+  CHECK(r.bytes == head.size() + body.size());
+  std::string trailers = "5\r\nhello\r\n0\r\nX-Trailer: 1\r\n\r\n";
+  CHECK(frame(head + trailers).bytes == head.size() + trailers.size());
+  // Every prefix of a whole chunked body is partial.
+  for (size_t n = 0; n < body.size(); ++n) {
+    CAPTURE(n);
+    CHECK(frame(head + body.substr(0, n)).what == state::partial);
+  }
+}
+
+TEST_CASE("request frame: what would let two parsers disagree is refused") {
+  auto bad = [](const std::string& in, int status, const std::string& part) {
+    auto r = frame(in);
+    CAPTURE(in);
+    CHECK(r.what == state::bad);
+    CHECK(r.status == status);
+    CHECK(r.reason.find(part) != std::string::npos);
+  };
+  bad(post("Content-Length: 3\r\nContent-Length: 59\r\n"), 400,
+      "conflicting Content-Length headers (3 and 59)");
+  bad(post("Content-Length: -5\r\n"), 400,
+      "Content-Length \"-5\" is not a number of bytes");
+  bad(post("Content-Length: abc\r\n"), 400, "is not a number of bytes");
+  bad(post("Content-Length: 5, 5\r\n"), 400, "is not a number of bytes");
+  bad(post("Content-Length: 99999999999999999999999\r\n"), 400,
+      "is not a number of bytes");
+  bad(post("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n"), 400,
+      "both Content-Length and Transfer-Encoding");
+  bad(post("Transfer-Encoding: gzip, chunked\r\n"), 501,
+      "is not supported (only chunked)");
+  bad(post("Transfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n"),
+      400, "more than once");
+  bad("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
+      "HTTP/1.0");
+  bad(post("X-A: 1\r\n folded\r\n"), 400, "obsolete line folding");
+  bad(post("X-A: 1\nX-B: 2\r\n"), 400, "bare CR, LF or NUL");
+  bad(post("NoColonHere\r\n"), 400, "is not `Name: value`");
+  bad(post("Bad Name: 1\r\n"), 400, "is not `Name: value`");
+  bad("GARBAGE\r\nHost: x\r\n\r\n", 400, "the request line is not");
+  bad("GET /x HTTP/2.0\r\n\r\n", 400, "the request line is not");
+  bad("GET  /x HTTP/1.1\r\n\r\n", 400, "the request line is not");
+  // The request line is judged before the head is complete.
+  bad("GARBAGE\r\n", 400, "\"GARBAGE\"");
+  bad(post("Transfer-Encoding: chunked\r\n", "zz\r\n"), 400,
+      "the chunk size \"zz\" is not a hexadecimal number");
+  bad(post("Transfer-Encoding: chunked\r\n", "3\r\nabcX\r\n"), 400,
+      "not followed by CRLF");
+  bad(post("Transfer-Encoding: chunked\r\n", std::string(2000, '1')), 400,
+      "chunk-size line is longer");
+}
+
+TEST_CASE("request frame: heads and bodies over their limits") {
+  auto r = frame(post("Content-Length: 1001\r\n"));
+  CHECK(r.what == state::bad);
+  CHECK(r.status == 413);
+  CHECK(r.reason == "the request body is 1001 bytes, more than "
+                    "PGW_SERVE_MAX_BODY_BYTES (1000)");
+  // Chunks count together.
+  std::string chunks = "1f4\r\n" + std::string(500, 'a') + "\r\n1f5\r\n";
+  r = frame(post("Transfer-Encoding: chunked\r\n", chunks));
+  CHECK(r.status == 413);
+  // A head that never ends, or ends too late.
+  r = frame("GET / HTTP/1.1\r\nX: " + std::string(max_head, 'a'));
+  CHECK(r.status == 431);
+  r = frame("GET / HTTP/1.1\r\nX: " + std::string(max_head, 'a') + "\r\n\r\n");
+  CHECK(r.status == 431);
+  r = frame(std::string(max_head + 1, 'G'));
+  CHECK(r.status == 431);
+  // Unprintable client bytes are not echoed.
+  r = frame(std::string("\x01\xff GET\r\n", 8));
+  CHECK(r.reason.find("\"?? GET\"") != std::string::npos);
+}
+
+TEST_CASE("request frame: Expect 100-continue while the body is missing") {
+  auto head = post("Content-Length: 5\r\nExpect: 100-continue\r\n");
+  CHECK(frame(head).expects_continue);
+  CHECK_FALSE(frame(head + "hello").expects_continue);
+  CHECK_FALSE(frame(post("Content-Length: 5\r\n")).expects_continue);
+}
