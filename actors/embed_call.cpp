@@ -102,7 +102,7 @@ void on_retry_timer(self_ptr self, uint64_t packed) {
 void on_refused(self_ptr self, size_t i, admit_result& r) {
   auto& st = self->state;
   auto& b = st.batches[i];
-  auto step = after_refusal(*st.args.scope, r, b.retry, st.last_reason,
+  auto step = after_refusal(*st.args.scope, r, b.retry, st.last,
                             "every source rejected a sub-batch of inputs "
                               + std::to_string(b.range.begin) + ".."
                               + std::to_string(b.range.end - 1));
@@ -244,7 +244,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
               settle_amount(res, b.req.admitted.granted_permit.est),
               res.retry_after_s, &res);
   --st.busy;
-  st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
+  st.last.note(source, res);
   switch (res.kind) {
     case outcome::ok:
       if (st.dim == 0)

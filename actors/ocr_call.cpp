@@ -126,7 +126,7 @@ void start_attempt(self_ptr self, admit_result& r) {
 
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
-  auto step = after_refusal(*st.args.scope, r, st.retry, st.last_reason,
+  auto step = after_refusal(*st.args.scope, r, st.retry, st.last,
                             "every source rejected the image");
   if (step.wait_s)
     retry_later(self, *step.wait_s);
@@ -196,7 +196,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   if (res.kind == outcome::ok)
     decode(self, *src->config, res);
   end_attempt(self, res.kind, res.retry_after_s, &res);
-  st.last_reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
+  st.last.note(source, res);
   st.response.stats.generation_ms += res.latency_ms;
   switch (res.kind) {
     case outcome::ok: {

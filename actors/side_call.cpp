@@ -98,13 +98,33 @@ std::vector<std::string> pin_exclusions(const side_call_args& args) {
   return out;
 }
 
+void source_history::note(const std::string& source,
+                          const attempt_result& res) {
+  auto& r = reason[source] = res.kind == outcome::ok ? "ok" : res.reason;
+  error[source] = source_error{r, res.http_status, res.error_message, {}};
+}
+
+void source_history::skipped(const std::string& source,
+                             const std::string& why_skipped,
+                             const std::string& why) {
+  reason[source] = why_skipped;
+  auto& e = error[source];
+  if (e.http_status != 0 || !e.message.empty())
+    return;
+  e = source_error{why_skipped, 0, {}, {}};
+  if (!why.empty())
+    e.doing = "circuit open, " + why;
+}
+
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
-                           const side_retry& line,
-                           std::map<std::string, std::string>& last_reason,
+                           const side_retry& line, source_history& last,
                            std::string rejected_message) {
   refusal_step step;
-  for (auto& [source, reason] : r.skipped)
-    last_reason[source] = to_string(reason);
+  for (auto& [source, reason] : r.skipped) {
+    auto why = r.why.find(source);
+    last.skipped(source, to_string(reason),
+                 why == r.why.end() ? std::string{} : why->second);
+  }
   if (r.refusal == admission_refusal::none) {
     if (line.last_rejection) {
       step.code = error_code::request_rejected;
@@ -153,13 +173,13 @@ std::string budget_message(const scope_config& scope) {
          + " attempts of the retry budget failed";
 }
 
-caf::error side_error(const side_call_args& args,
-                      const std::map<std::string, std::string>& last_reason,
+caf::error side_error(const side_call_args& args, const source_history& last,
                       error_code code, std::string message,
                       const attempt_result* upstream) {
   error_detail detail;
   detail.message = std::move(message);
-  detail.per_source = last_reason;
+  detail.per_source = last.reason;
+  detail.sources = last.error;
   detail.call_id = args.call_id;
   if (upstream != nullptr) {
     detail.upstream_status = upstream->http_status;

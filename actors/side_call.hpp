@@ -63,6 +63,24 @@ struct side_request {
   caf::actor_clock::time_point sent_at;
 };
 
+/// Each source's last reason (ok, http_503, quota, ...: the error's
+/// `per_source`) and, for the error's lines, its last failure's status and
+/// upstream message (`sources`).
+struct source_history {
+  std::map<std::string, std::string> reason;
+  std::map<std::string, source_error> error;
+
+  /// An attempt on `source` ended with `res`.
+  void note(const std::string& source, const attempt_result& res);
+
+  /// `source` was skipped for `reason` (`why`: why its circuit is open, or
+  /// empty). Its line keeps a failure this call saw there, with its status
+  /// and what the upstream said (the 401 that opened the circuit says more
+  /// than "circuit_open").
+  void skipped(const std::string& source, const std::string& reason,
+               const std::string& why);
+};
+
 /// The state every embedding and OCR call has.
 template <class Args, class Response>
 struct side_call_state_base {
@@ -73,8 +91,8 @@ struct side_call_state_base {
   bool delivered = false;
   caf::error failure;
   Response response;
-  /// Each source's last reason (ok, http_503, quota, ...) for the error.
-  std::map<std::string, std::string> last_reason;
+  /// Each source's last reason and failure, for the error.
+  source_history last;
   caf::actor_clock::time_point started_at;
   std::mt19937_64 rng;
 };
@@ -118,13 +136,12 @@ struct refusal_step {
   const attempt_result* upstream = nullptr;
 };
 
-/// Records the skipped sources' reasons in `last_reason`, then decides:
+/// Records the skipped sources in `last`, then decides:
 /// no source left → `request_rejected` with `rejected_message` when `line`
 /// was rejected somewhere (else `retry_exhausted`); otherwise the wait of
 /// `refusal_wait`, or `quota_exhausted` / `circuit_open`.
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
-                           const side_retry& line,
-                           std::map<std::string, std::string>& last_reason,
+                           const side_retry& line, source_history& last,
                            std::string rejected_message);
 
 /// The code and message of a failed admission request.
@@ -142,10 +159,10 @@ caf::optional<double> after_failure(const scope_config& scope,
 /// "all N attempts of the retry budget failed".
 std::string budget_message(const scope_config& scope);
 
-/// The error a call ends with: `message`, each source's last reason, the
-/// call id and, when given, the upstream's status, code and message.
-caf::error side_error(const side_call_args& args,
-                      const std::map<std::string, std::string>& last_reason,
+/// The error a call ends with: `message`, each source's last reason and
+/// failure, the call id and, when given, the upstream's status, code and
+/// message.
+caf::error side_error(const side_call_args& args, const source_history& last,
                       error_code code, std::string message,
                       const attempt_result* upstream);
 
@@ -206,7 +223,7 @@ bool begin_failure(Self self, error_code code, std::string message,
   if (st.finishing)
     return false;
   st.finishing = true;
-  st.failure = side_error(st.args, st.last_reason, code, std::move(message),
+  st.failure = side_error(st.args, st.last, code, std::move(message),
                           upstream);
   return true;
 }

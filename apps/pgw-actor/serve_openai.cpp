@@ -508,7 +508,14 @@ error_reply reply_for(const caf::error& err) {
       after = std::max(1.0, std::ceil(std::min(*d->retry_after_s, 86400.0)));
     out.retry_after_s = static_cast<long long>(after);
   }
-  out.body = error_body(describe(err), type, to_string(c));
+  // The message names each source's cause, as the CLI's lines do (its
+  // status and what it said, scrubbed): "every source rejected the
+  // request" alone does not say whether it was a redirect or a context
+  // length.
+  auto message = describe(err);
+  if (auto d = detail_of(err); d && !d->sources.empty())
+    message += " — " + describe(d->sources);
+  out.body = error_body(message, type, to_string(c));
   return out;
 }
 

@@ -595,6 +595,8 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
                  R"({"model":"DOWN","stream":true,"messages":[{"role":"user","content":"hi"}]})")),
                c.read_response());
   CHECK(down.status == 503);
+  // The message names the source's cause (its status), not only the code.
+  CHECK(has(down.body, "d: http_503 (503 "));
   CHECK(has(down.head, "application/json"));
   CHECK(has(down.head, "Retry-After"));
   // A bad body on the same connection: the usual 400; a stream after it.

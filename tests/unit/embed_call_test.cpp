@@ -183,6 +183,37 @@ TEST_CASE_FIXTURE(embed_fixture,
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: the error names each source's last failure, with "
+                  "its status and what the upstream said") {
+  // a answers 401 (its circuit opens: later admissions skip it as
+  // circuit_open), b 503 until the budget is spent. The lines keep the
+  // failures, not the skip: "circuit_open" alone hid the 401.
+  auto unauthorized = fake_step::http(401, outcome::source_dead, "unauthorized");
+  unauthorized.result.error_message = "Incorrect API key";
+  auto down = fake_step::http(503, outcome::transient);
+  down.result.error_message = "overloaded";
+  fake->script("a", {unauthorized});
+  fake->script("b", {down, down, down});
+  auto sc = embed_scope({"a", "b"}, 2, 1, "priority");
+  sc.backoff_base_s = 0.01;
+  auto gw = spawn_gateway(sc);
+  auto out = embed(gw, numbers(2));
+  REQUIRE(out->error);
+  auto d = detail_of(out->error);
+  REQUIRE(d);
+  REQUIRE(d->sources.count("a") == 1);
+  CHECK(d->sources.at("a").http_status == 401);
+  CHECK(d->sources.at("a").message == "Incorrect API key");
+  REQUIRE(d->sources.count("b") == 1);
+  CHECK(d->sources.at("b").http_status == 503);
+  CHECK(describe(d->sources)
+        == "a: unauthorized (401 \"Incorrect API key\"); b: http_503 (503 "
+           "\"overloaded\")");
+  settle();
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
                   "embed: one deadline for the call, earlier permits "
                   "settled") {
   fake->script("a", {embed_ok().after(1s)});
