@@ -503,10 +503,10 @@ void call_plan::on_refused(const admit_result& r, time_point now) {
   for (auto& [source, reason] : r.skipped) {
     auto& h = learnt();
     h.last_reason[source] = to_string(reason);
-    source_error e{to_string(reason), 0, {}, {}};
-    if (auto why = r.why.find(source); why != r.why.end())
-      e.doing = "circuit open, " + why->second;
-    h.last_error[source] = std::move(e);
+    auto why = r.why.find(source);
+    auto& e = h.last_error[source];
+    e = after_skip(e, to_string(reason),
+                   why == r.why.end() ? std::string{} : why->second);
   }
   if (r.refusal == admission_refusal::none) {
     auto& h = known();

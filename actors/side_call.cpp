@@ -109,11 +109,7 @@ void source_history::skipped(const std::string& source,
                              const std::string& why) {
   reason[source] = why_skipped;
   auto& e = error[source];
-  if (e.http_status != 0 || !e.message.empty())
-    return;
-  e = source_error{why_skipped, 0, {}, {}};
-  if (!why.empty())
-    e.doing = "circuit open, " + why;
+  e = after_skip(e, why_skipped, why);
 }
 
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,

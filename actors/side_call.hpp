@@ -74,9 +74,8 @@ struct source_history {
   void note(const std::string& source, const attempt_result& res);
 
   /// `source` was skipped for `reason` (`why`: why its circuit is open, or
-  /// empty). Its line keeps a failure this call saw there, with its status
-  /// and what the upstream said (the 401 that opened the circuit says more
-  /// than "circuit_open").
+  /// empty). Its line keeps a failure this call saw there (`after_skip`):
+  /// the 401 that opened the circuit says more than "circuit_open".
   void skipped(const std::string& source, const std::string& reason,
                const std::string& why);
 };

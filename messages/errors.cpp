@@ -2,6 +2,8 @@
 
 #include <caf/message.hpp>
 
+#include <algorithm>
+
 namespace pgw {
 
 namespace {
@@ -83,11 +85,13 @@ const error_detail* detail_of(const caf::error& err) {
   return &ctx.get_as<error_detail>(0);
 }
 
-std::string describe(const std::string& source, const source_error& x) {
-  std::string out = source + ": ";
+namespace {
+
+/// A source's line without its name: "unauthorized (401 \"…\")".
+std::string line_of(const source_error& x) {
   if (!x.doing.empty())
-    return out + x.doing;
-  out += x.reason.empty() ? "unknown" : x.reason;
+    return x.doing;
+  std::string out = x.reason.empty() ? "unknown" : x.reason;
   if (x.http_status != 0 || !x.message.empty()) {
     out += " (";
     if (x.http_status != 0)
@@ -105,6 +109,27 @@ std::string describe(const std::string& source, const source_error& x) {
     out += ')';
   }
   return out;
+}
+
+} // namespace
+
+std::string describe(const std::string& source, const source_error& x) {
+  return source + ": " + line_of(x);
+}
+
+source_error after_skip(const source_error& last, const std::string& reason,
+                        const std::string& why) {
+  source_error e{reason, 0, {}, {}};
+  if (!why.empty()) {
+    e.doing = "circuit open, " + why;
+  } else if (last.http_status != 0 || !last.message.empty()) {
+    e.http_status = last.http_status;
+    e.message = last.message;
+    auto words = reason; // "circuit open after ..."
+    std::replace(words.begin(), words.end(), '_', ' ');
+    e.doing = words + " after " + line_of(last);
+  }
+  return e;
 }
 
 std::string describe(const std::map<std::string, source_error>& sources) {

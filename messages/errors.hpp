@@ -71,6 +71,14 @@ typename Inspector::result_type inspect(Inspector& f, source_error& x) {
 /// no first token": one source's line for messages and plain output.
 std::string describe(const std::string& source, const source_error& x);
 
+/// The line of a source skipped for `reason` (cooling, circuit_open, ...)
+/// after `last`, its line so far: a failure with a status or an upstream
+/// message stays in it ("cooling after rate_limited (429 \"…\")"), since
+/// the skip alone hides the cause; else `why` (why its circuit is open:
+/// "circuit open, opened after …"), else the bare reason.
+source_error after_skip(const source_error& last, const std::string& reason,
+                        const std::string& why);
+
 /// Every source's line, joined with "; " (what a caller's message ends with).
 std::string describe(const std::map<std::string, source_error>& sources);
 

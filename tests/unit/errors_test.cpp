@@ -52,3 +52,20 @@ TEST_CASE("errors of other categories have no pgw code") {
   CHECK(detail_of(err) == nullptr);
   CHECK_FALSE(code_of(caf::error{}));
 }
+
+TEST_CASE("a skipped source's line keeps the failure that explains the skip") {
+  source_error failed{"unauthorized", 401, "Incorrect API key", {}};
+  auto e = after_skip(failed, "circuit_open", "");
+  CHECK(e.reason == "circuit_open");
+  CHECK(e.http_status == 401);
+  CHECK(describe("a", e)
+        == "a: circuit open after unauthorized (401 \"Incorrect API key\")");
+  // Why the circuit is open, when the gateway knows, says it all.
+  CHECK(describe("a", after_skip(failed, "circuit_open",
+                                 "opened after unauthorized (401)"))
+        == "a: circuit open, opened after unauthorized (401)");
+  // Nothing known before: the bare reason.
+  CHECK(describe("a", after_skip(source_error{"in_flight", 0, {}, {}},
+                                 "cooling", ""))
+        == "a: cooling");
+}

@@ -124,7 +124,9 @@ TEST_CASE_FIXTURE(actor_fixture, "429s of one burst double the cooldown once") {
 }
 
 TEST_CASE_FIXTURE(actor_fixture, "every source cooling down: ON_QUOTA_FULL=fail fails at once") {
-  fake->script("a", {fake_step::rate_limited(caf::none)});
+  auto limited = fake_step::rate_limited(caf::none);
+  limited.result.error_message = "Rate limit reached for requests";
+  fake->script("a", {limited});
   auto sc = test_scope({"a"});
   sc.on_quota_full = refusal_policy::fail;
   auto gw = spawn_gateway(sc);
@@ -134,6 +136,10 @@ TEST_CASE_FIXTURE(actor_fixture, "every source cooling down: ON_QUOTA_FULL=fail 
   CHECK(fake->count("a") == 1);
   auto& d = detail_or_fail(*out);
   CHECK(d.per_source.at("a") == "cooling");
+  // Its line says why it cools: the 429 and what the upstream said.
+  CHECK(describe(d.sources)
+        == "a: cooling after http_429 (429 \"Rate limit reached for "
+           "requests\")");
   REQUIRE(d.retry_after_s);
   CHECK(*d.retry_after_s == doctest::Approx(1.0).epsilon(0.01));
 }
