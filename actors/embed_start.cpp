@@ -3,6 +3,8 @@
 #include "actors/embed_call.hpp"
 #include "actors/side_start.hpp"
 
+#include "transport/chat_codec.hpp"
+
 namespace pgw::detail {
 
 caf::result<embed_response> start_embed(gateway_self self,
@@ -14,10 +16,16 @@ caf::result<embed_response> start_embed(gateway_self self,
                       "scope " + st.scope->name
                         + " serves KIND=" + to_string(kind)
                         + ", not embeddings");
-  for (size_t i = 0; i < req.inputs.size(); ++i)
+  for (size_t i = 0; i < req.inputs.size(); ++i) {
     if (req.inputs[i].empty())
       return make_error(error_code::invalid_request,
                         fmt::format("input {} is empty", i));
+    // Caught here, not sent on to be refused as a malformed body.
+    if (auto bad = invalid_utf8_at(req.inputs[i]))
+      return make_error(error_code::invalid_request,
+                        fmt::format("input {}: not valid UTF-8 at byte offset "
+                                    "{}", i, *bad));
+  }
   if (auto err = check_deadline(req.deadline_s))
     return err;
   if (auto err = check_pin(self, req.source))

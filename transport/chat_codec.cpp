@@ -193,29 +193,6 @@ const json::object* first_choice(const json::array& choices) {
   return nullptr;
 }
 
-/// The offset of the first byte that is not part of a well-formed UTF-8
-/// sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF).
-std::optional<size_t> invalid_utf8_at(std::string_view s) {
-  size_t i = 0;
-  while (i < s.size()) {
-    auto c = static_cast<unsigned char>(s[i]);
-    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
-                 : (c >> 3) == 0x1E ? 4 : 0;
-    if (len == 0 || i + len > s.size() || (len == 2 && c < 0xC2))
-      return i;
-    for (size_t k = 1; k < len; ++k)
-      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
-        return i;
-    auto c1 = len > 1 ? static_cast<unsigned char>(s[i + 1]) : 0;
-    if ((len == 3 && c == 0xE0 && c1 < 0xA0)     // overlong
-        || (len == 3 && c == 0xED && c1 >= 0xA0) // surrogate
-        || (len == 4 && c == 0xF0 && c1 < 0x90)  // overlong
-        || (len == 4 && (c > 0xF4 || (c == 0xF4 && c1 >= 0x90))))
-      return i;
-    i += len;
-  }
-  return std::nullopt;
-}
 
 caf::error invalid(std::string message) {
   return make_error(error_code::invalid_request, std::move(message));
@@ -307,6 +284,28 @@ json::value build_messages(const std::vector<chat_message>& messages) {
 }
 
 } // namespace
+
+std::optional<size_t> invalid_utf8_at(std::string_view s) {
+  size_t i = 0;
+  while (i < s.size()) {
+    auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3
+                 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > s.size() || (len == 2 && c < 0xC2))
+      return i;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) & 0xC0) != 0x80)
+        return i;
+    auto c1 = len > 1 ? static_cast<unsigned char>(s[i + 1]) : 0;
+    if ((len == 3 && c == 0xE0 && c1 < 0xA0)     // overlong
+        || (len == 3 && c == 0xED && c1 >= 0xA0) // surrogate
+        || (len == 4 && c == 0xF0 && c1 < 0x90)  // overlong
+        || (len == 4 && (c > 0xF4 || (c == 0xF4 && c1 >= 0x90))))
+      return i;
+    i += len;
+  }
+  return std::nullopt;
+}
 
 // -- request ------------------------------------------------------------------
 

@@ -12,7 +12,9 @@
 #include <caf/expected.hpp>
 
 #include <memory>
+#include <optional>
 #include <string>
+#include <string_view>
 #include <utility>
 
 namespace pgw {
@@ -48,6 +50,11 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
 /// name. Returns an
 /// `invalid_request` error naming the field, or a default (empty) error.
 caf::error check_request(const chat_request& req);
+
+/// The offset of the first byte of `s` that is not part of a well-formed
+/// UTF-8 sequence (RFC 3629: no overlongs, no surrogates, ≤ U+10FFFF), or
+/// none: a request's text must be UTF-8 before it goes into a JSON body.
+std::optional<size_t> invalid_utf8_at(std::string_view s);
 
 /// Decodes a complete non-streaming 200 body into `out`: `content`,
 /// `reasoning_content` (`reasoning_content` or `reasoning` of the message),

@@ -321,6 +321,11 @@ TEST_CASE_FIXTURE(embed_fixture, "embed: bad requests are invalid_request") {
   auto gw = spawn_gateway(embed_scope({"a"}, 2));
   auto out = embed(gw, {"1", ""});
   CHECK(code_of(out->error) == error_code::invalid_request);
+  // Bytes that are not UTF-8 would make the upstream body invalid JSON.
+  auto bytes = embed(gw, {"ok", "ok \xff\xfe bad"});
+  CHECK(code_of(bytes->error) == error_code::invalid_request);
+  CHECK(detail_of(bytes->error)->message
+        == "input 1: not valid UTF-8 at byte offset 3");
   auto chat_gw = spawn_gateway(test_scope({"c"}));
   auto wrong = embed(chat_gw, {"1"});
   CHECK(code_of(wrong->error) == error_code::invalid_request);
