@@ -6,6 +6,13 @@
 #include "actors/structured_repair.hpp"
 #include "messages/errors.hpp"
 
+// valijson throws on a schema it cannot use only with this set (the root
+// CMakeLists.txt does); otherwise it aborts the process, and the catches
+// below would never run.
+#if !VALIJSON_USE_EXCEPTIONS
+#error "valijson must be compiled with VALIJSON_USE_EXCEPTIONS=1"
+#endif
+
 #include <boost/json.hpp>
 #include <openssl/evp.h>
 #include <valijson/adapters/boost_json_adapter.hpp>
@@ -15,6 +22,7 @@
 #include <valijson/validator.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -185,8 +193,10 @@ struct schema_problem {
 
 /// Walks the subschemas of `node` (draft 7 keywords that hold schemas):
 /// every `pattern` and `patternProperties` key must compile as a
-/// std::regex (valijson would only fail later, on every answer), and
-/// local `$ref` chains must not loop (valijson recurses forever).
+/// std::regex (valijson would only fail later, on every answer), and every
+/// `$ref` must be local, resolve and not loop (valijson aborts, fetches or
+/// recurses forever otherwise). A `$ref`'s target is walked too: valijson
+/// parses it as a schema wherever it sits.
 class schema_walker {
 public:
   explicit schema_walker(const json::value& root) : root_(root) {
@@ -194,8 +204,14 @@ public:
 
   std::optional<schema_problem> walk(const json::value& node,
                                      const std::string& at, int depth = 0) {
-    if (!node.is_object() || depth > 64)
+    if (!node.is_object())
       return std::nullopt;
+    // Unreachable through JSON nesting alone (json::parse stops at 32
+    // levels), but `$ref` targets add levels; past this, nothing checked.
+    if (depth > max_walk_depth)
+      return schema_problem{at, "nests deeper than "
+                                  + std::to_string(max_walk_depth)
+                                  + " subschemas (counting $ref targets)"};
     auto& obj = node.get_object();
     if (auto p = obj.if_contains("pattern"); p && p->is_string()) {
       has_patterns = true;
@@ -211,8 +227,9 @@ public:
                                 *err};
     }
     if (auto ref = obj.if_contains("$ref"); ref && ref->is_string())
-      if (ref_loops(std::string(ref->get_string())))
-        return schema_problem{at + "/$ref", "$ref chain refers back to itself"};
+      if (auto p = check_ref(std::string(ref->get_string()), at + "/$ref",
+                             depth))
+        return p;
     for (auto& kv : obj) {
       std::string key(kv.key());
       auto& v = kv.value();
@@ -255,18 +272,91 @@ private:
     }
   }
 
+  static constexpr int max_walk_depth = 64;
+
+  /// A `$ref` valijson can follow safely: local, resolving, not a loop; its
+  /// target is walked once.
+  std::optional<schema_problem> check_ref(const std::string& ref,
+                                          const std::string& at, int depth) {
+    if (ref.empty() || ref.front() != '#')
+      return schema_problem{at, "$ref \"" + ref
+                                  + "\": only local $ref (\"#/...\") are "
+                                    "supported"};
+    auto target = resolve(ref.substr(1));
+    if (target == nullptr)
+      return schema_problem{at, "$ref \"" + ref
+                                  + "\" does not resolve in the schema"};
+    if (ref_loops(ref))
+      return schema_problem{at, "$ref chain refers back to itself"};
+    if (!walked_targets_.insert(target).second)
+      return std::nullopt;
+    return walk(*target, ref.substr(1), depth + 1);
+  }
+
+  /// The node a `$ref` fragment names, read as valijson reads it (empty
+  /// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed
+  /// by digits), or nullptr.
+  const json::value* resolve(const std::string& pointer) const {
+    if (!pointer.empty() && pointer.front() != '/')
+      return nullptr;
+    const json::value* node = &root_;
+    size_t start = 0;
+    while (node != nullptr && start < pointer.size()) {
+      auto end = std::min(pointer.find('/', start + 1), pointer.size());
+      auto token = decode_token(pointer.substr(start + 1, end - start - 1));
+      start = end;
+      if (!token)
+        return nullptr;
+      if (token->empty())
+        continue;
+      if (node->is_object()) {
+        node = node->get_object().if_contains(*token);
+      } else if (node->is_array() && token->size() < 10
+                 && std::all_of(token->begin(), token->end(),
+                                [](char c) { return c >= '0' && c <= '9'; })) {
+        auto index = std::stoul(*token);
+        auto& arr = node->get_array();
+        node = index < arr.size() ? &arr[index] : nullptr;
+      } else {
+        node = nullptr;
+      }
+    }
+    return node;
+  }
+
+  static std::optional<std::string> decode_token(std::string token) {
+    auto replace_all = [&token](std::string_view from, char to) {
+      for (auto n = token.find(from); n != std::string::npos;
+           n = token.find(from, n + 1))
+        token.replace(n, from.size(), 1, to);
+    };
+    replace_all("~1", '/');
+    replace_all("~0", '~');
+    auto hex = [&token](size_t i) {
+      return i < token.size()
+             && std::isxdigit(static_cast<unsigned char>(token[i])) != 0;
+    };
+    for (auto n = token.find('%'); n != std::string::npos;
+         n = token.find('%', n + 1)) {
+      if (!hex(n + 1) || !hex(n + 2))
+        return std::nullopt;
+      token.replace(n, 3, 1,
+                    static_cast<char>(std::stoi(token.substr(n + 1, 2),
+                                                nullptr, 16)));
+    }
+    return token;
+  }
+
   /// True when following local `$ref`s from `ref` through nodes that are
-  /// themselves `$ref`s comes back to a pointer already seen.
+  /// themselves `$ref`s comes back to a node already seen.
   bool ref_loops(std::string ref) const {
-    std::set<std::string> seen;
+    std::set<const json::value*> seen;
     while (!ref.empty() && ref.front() == '#') {
-      auto pointer = ref.substr(1);
-      if (!seen.insert(pointer).second)
-        return true;
-      boost::system::error_code ec;
-      auto target = root_.find_pointer(pointer, ec);
+      auto target = resolve(ref.substr(1));
       if (target == nullptr || !target->is_object())
         return false;
+      if (!seen.insert(target).second)
+        return true;
       auto next = target->get_object().if_contains("$ref");
       if (next == nullptr || !next->is_string())
         return false;
@@ -276,6 +366,7 @@ private:
   }
 
   const json::value& root_;
+  std::set<const json::value*> walked_targets_;
 };
 
 /// Strings and keys of `value` too long to check against a pattern.

@@ -1067,6 +1067,26 @@ TEST_CASE("serve: response_format json_schema is structured output: validated, r
   REQUIRE(bad);
   CHECK(bad->status == 400);
   CHECK(bad->body.find("response_format.json_schema.schema") != std::string::npos);
+  // A $ref valijson cannot follow used to abort (or overflow the stack of)
+  // the whole server: now it is the caller's error and the server stays up.
+  for (auto [ref, said] :
+       {std::pair{"#/nope", "does not resolve in the schema"},
+        std::pair{"other.json", "only local $ref"}}) {
+    CAPTURE(ref);
+    auto body = std::string(R"({"model":"STRUCT","messages":[{"role":)"
+                            R"("user","content":"x"}],"response_format":)"
+                            R"({"type":"json_schema","json_schema":)"
+                            R"({"name":"p","schema":{"$ref":")")
+                + ref + R"("}}}})";
+    auto refd = c.Post("/v1/chat/completions", fx.auth(), body,
+                       "application/json");
+    REQUIRE(refd);
+    CHECK(refd->status == 400);
+    CHECK(refd->body.find(said) != std::string::npos);
+  }
+  auto alive = c.Get("/healthz");
+  REQUIRE(alive);
+  CHECK(alive->status == 200);
 }
 
 // -- issue 16: POST /v1/embeddings and POST /v1/ocr --------------------------

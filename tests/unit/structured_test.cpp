@@ -146,6 +146,23 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
      "schema /definitions/a/$ref: $ref chain refers back to itself"},
     {R"({"properties":{"id":{"type":"string","pattern":"(["}}})",
      "schema /properties/id/pattern: not a regular expression"},
+    // valijson would abort the process (or, for a relative URI, recurse
+    // until the stack overflows) on each of these.
+    {R"({"$ref":"#/nope"})",
+     R"(schema /$ref: $ref "#/nope" does not resolve in the schema)"},
+    {R"({"properties":{"a":{"$ref":"#/definitions/missing"}}})",
+     R"(schema /properties/a/$ref: $ref "#/definitions/missing" does not resolve)"},
+    {R"({"items":{"$ref":"#/items/0"}})",
+     R"(schema /items/$ref: $ref "#/items/0" does not resolve)"},
+    {R"({"items":[{"type":"string"}],"additionalItems":{"$ref":"#/items/1"}})",
+     R"($ref "#/items/1" does not resolve)"},
+    {R"({"$ref":"http://example.com/s.json"})",
+     R"(schema /$ref: $ref "http://example.com/s.json": only local $ref ("#/...") are supported)"},
+    {R"({"$ref":"other.json"})", R"($ref "other.json": only local $ref)"},
+    {R"({"$ref":"#foo"})", R"($ref "#foo" does not resolve)"},
+    // A target outside the keywords walked is still parsed by valijson.
+    {R"({"$ref":"#/x","x":{"properties":{"a":{"$ref":"other.json"}}}})",
+     R"(schema /x/properties/a/$ref: $ref "other.json": only local $ref)"},
     {R"({"patternProperties":{"a(":{}}})", "schema /patternProperties/a(: "},
   };
   for (auto& r : rows) {
@@ -158,6 +175,12 @@ TEST_CASE("structured: recursive schemas validate, long strings never reach std:
   auto tree = compiled(R"({"definitions":{"node":{"type":"object","properties":{"next":{"$ref":"#/definitions/node"}}}},"$ref":"#/definitions/node"})");
   CHECK(check_answer(*tree, R"({"next":{"next":{"next":{}}}})").valid);
   CHECK_FALSE(check_answer(*tree, R"({"next":{"next":3}})").valid);
+  // $refs are read as valijson reads them: escapes, array indices, a
+  // trailing slash.
+  auto escaped = compiled(R"({"definitions":{"a/b c":{"type":"string"},"t":{"items":[{"type":"integer"}]}},"properties":{"s":{"$ref":"#/definitions/a~1b%20c"},"i":{"$ref":"#/definitions/t/items/0/"}}})");
+  CHECK(check_answer(*escaped, R"({"s":"x","i":1})").valid);
+  CHECK_FALSE(check_answer(*escaped, R"({"s":1})").valid);
+  CHECK_FALSE(check_answer(*escaped, R"({"i":"x"})").valid);
   // std::regex recurses per character: a 100 kB string would overflow the
   // stack. With a pattern in the schema, such strings are an issue instead.
   auto id = compiled(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}})");
