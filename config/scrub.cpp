@@ -10,6 +10,10 @@ namespace {
 
 constexpr size_t min_secret_bytes = 4;
 
+/// Shortest remainder of a key, once its vendor prefix is cut, that is
+/// redacted on its own: long enough never to be an ordinary word.
+constexpr size_t min_distinctive_bytes = 12;
+
 std::mutex secrets_mtx;
 std::shared_ptr<const std::vector<std::string>> secrets_list
   = std::make_shared<const std::vector<std::string>>();
@@ -80,31 +84,74 @@ std::string scrub_patterns(std::string_view in) {
   return out;
 }
 
+bool is_letter(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/// `secret` without its vendor prefix (`sk-`, `sk-proj-`, `sk-ant-`: a run
+/// of letters-only segments, each followed by '-'), or empty when it has
+/// none or the rest is shorter than `min_distinctive_bytes`. Upstreams echo
+/// keys without their prefix ("token=upstreamSECRET…").
+std::string_view distinctive_part(std::string_view secret) {
+  size_t cut = 0;
+  for (;;) {
+    auto end = cut;
+    while (end < secret.size() && is_letter(secret[end]))
+      ++end;
+    if (end == cut || end == secret.size() || secret[end] != '-')
+      break;
+    cut = end + 1;
+  }
+  if (cut == 0 || secret.size() - cut < min_distinctive_bytes)
+    return {};
+  return secret.substr(cut);
+}
+
+/// Adds `secret` and its distinctive part to `list`, once each.
+void add_forms(std::vector<std::string>& list, const std::string& secret) {
+  auto add = [&list](std::string_view form) {
+    if (form.size() >= min_secret_bytes
+        && std::find(list.begin(), list.end(), form) == list.end())
+      list.emplace_back(form);
+  };
+  add(secret);
+  add(distinctive_part(secret));
+}
+
+/// Replaces each of `secrets` (longest first) in `text` by `mask`.
+std::string replace_each(std::string text,
+                         const std::vector<std::string>& secrets,
+                         std::string_view mask) {
+  for (auto& secret : secrets) {
+    size_t pos = 0;
+    while ((pos = text.find(secret, pos)) != std::string::npos) {
+      text.replace(pos, secret.size(), mask);
+      pos += mask.size();
+    }
+  }
+  return text;
+}
+
+/// Longest first, so a secret containing another (a key and its
+/// distinctive part) is replaced whole.
+void longest_first(std::vector<std::string>& list) {
+  std::sort(list.begin(), list.end(),
+            [](auto& a, auto& b) { return a.size() > b.size(); });
+}
+
 } // namespace
 
 std::string scrub(std::string_view text) {
-  std::string out{text};
-  auto secrets = current_secrets();
-  for (auto& secret : *secrets) {
-    size_t pos = 0;
-    while ((pos = out.find(secret, pos)) != std::string::npos) {
-      out.replace(pos, secret.size(), redacted);
-      pos += std::char_traits<char>::length(redacted);
-    }
-  }
-  return scrub_patterns(out);
+  return scrub_patterns(
+    replace_each(std::string{text}, *current_secrets(), redacted));
 }
 
 void register_secrets(const std::vector<std::string>& secrets) {
   std::lock_guard<std::mutex> guard{secrets_mtx};
   auto next = std::make_shared<std::vector<std::string>>(*secrets_list);
   for (auto& s : secrets)
-    if (s.size() >= min_secret_bytes
-        && std::find(next->begin(), next->end(), s) == next->end())
-      next->push_back(s);
-  // Longest first, so a secret containing another is replaced whole.
-  std::sort(next->begin(), next->end(),
-            [](auto& a, auto& b) { return a.size() > b.size(); });
+    add_forms(*next, s);
+  longest_first(*next);
   secrets_list = std::move(next);
 }
 

@@ -21,7 +21,9 @@ constexpr const char* redacted = "[redacted]";
 std::string scrub(std::string_view text);
 
 /// Adds secrets to the process-wide list `scrub` removes. Values shorter
-/// than 4 bytes are ignored (they would redact ordinary words).
+/// than 4 bytes are ignored (they would redact ordinary words). A key's
+/// distinctive part (without a vendor prefix such as `sk-` or `sk-proj-`,
+/// when 12 bytes or more remain) is removed as well.
 void register_secrets(const std::vector<std::string>& secrets);
 
 /// The secrets a configuration holds: every API_KEY, every HEADERS value,

@@ -213,6 +213,23 @@ TEST_CASE("scrub: configured secrets, Bearer tokens and sk- keys") {
   CHECK(scrub("Bearer") == "Bearer");
 }
 
+TEST_CASE("scrub: a key echoed without its vendor prefix") {
+  register_secrets({"sk-upstreamSECRET1234567890",
+                    "sk-proj-projSECRET987654321",
+                    "sk-ant-api03-antSECRET55555", "sk-shortpart1",
+                    "xyz-ab-cd"});
+  CHECK(scrub("bad key: token=upstreamSECRET1234567890 (check it)")
+        == "bad key: token=[redacted] (check it)");
+  CHECK(scrub("the whole sk-upstreamSECRET1234567890 key")
+        == "the whole [redacted] key");
+  // Every letters-only segment of the prefix is cut.
+  CHECK(scrub("got projSECRET987654321") == "got [redacted]");
+  CHECK(scrub("got api03-antSECRET55555") == "got [redacted]");
+  // Fewer than 12 bytes left: too common to mask on their own.
+  CHECK(scrub("a shortpart1 here") == "a shortpart1 here");
+  CHECK(scrub("ab-cd") == "ab-cd");
+}
+
 TEST_CASE("scrub: load_settings registers every secret of the config") {
   auto s = load_settings(one_source(
     {{"LLM__OPENAI__A__API_KEY", "key-AAAA-1111"},
