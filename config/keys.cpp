@@ -77,18 +77,49 @@ std::string format_number(double x) {
   return fmt::format("{}", x);
 }
 
-/// `url` with any user information replaced by `***`. Conservative: when the
+/// `url` with any user information, every query value and the fragment
+/// replaced by `***` (a key may ride in `?key=…`). Conservative: when the
 /// text contains an `@` at all, everything between the scheme and the last
 /// `@` is masked, so a malformed URL never leaks a password either.
 std::string mask_url(const std::string& url) {
-  auto at = url.rfind('@');
-  if (at == std::string::npos)
-    return url;
-  auto scheme_end = url.find("://");
-  size_t start = 0;
-  if (scheme_end != std::string::npos && scheme_end < at)
-    start = scheme_end + 3;
-  return url.substr(0, start) + "***" + url.substr(at);
+  auto out = url;
+  if (auto at = out.rfind('@'); at != std::string::npos) {
+    auto scheme_end = out.find("://");
+    size_t start = 0;
+    if (scheme_end != std::string::npos && scheme_end < at)
+      start = scheme_end + 3;
+    out = out.substr(0, start) + "***" + out.substr(at);
+  }
+  auto query = out.find_first_of("?#");
+  if (query == std::string::npos)
+    return out;
+  auto fragment = out.find('#', query);
+  std::string masked = out.substr(0, query);
+  if (out[query] == '?') {
+    // Names stay (they say which parameter was there); values go, and so
+    // does a parameter without '=', which may be a bare token.
+    masked += '?';
+    auto params = out.substr(query + 1, fragment == std::string::npos
+                                          ? std::string::npos
+                                          : fragment - query - 1);
+    size_t start = 0;
+    for (;;) {
+      auto end = std::min(params.find('&', start), params.size());
+      auto param = params.substr(start, end - start);
+      auto eq = param.find('=');
+      if (eq != std::string::npos)
+        masked += param.substr(0, eq + 1) + "***";
+      else if (!param.empty())
+        masked += "***";
+      if (end == params.size())
+        break;
+      masked += '&';
+      start = end + 1;
+    }
+  }
+  if (fragment != std::string::npos)
+    masked += "#***";
+  return masked;
 }
 
 } // namespace pgw::detail

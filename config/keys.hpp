@@ -40,7 +40,8 @@ std::string scope_key(const std::string& scope, const std::string& suffix);
 /// Shortest text that reads back as `x` ("120", "0.5", "nan").
 std::string format_number(double x);
 
-/// `url` with any user information replaced by `***`.
+/// `url` with any user information, query value and fragment replaced by
+/// `***`.
 std::string mask_url(const std::string& url);
 
 } // namespace pgw::detail

@@ -146,6 +146,16 @@ std::string scrub(std::string_view text) {
     replace_each(std::string{text}, *current_secrets(), redacted));
 }
 
+std::string redact_secrets(std::string_view text,
+                           const std::vector<std::string>& secrets,
+                           std::string_view mask) {
+  std::vector<std::string> forms;
+  for (auto& s : secrets)
+    add_forms(forms, s);
+  longest_first(forms);
+  return replace_each(std::string{text}, forms, mask);
+}
+
 void register_secrets(const std::vector<std::string>& secrets) {
   std::lock_guard<std::mutex> guard{secrets_mtx};
   auto next = std::make_shared<std::vector<std::string>>(*secrets_list);

@@ -26,6 +26,13 @@ std::string scrub(std::string_view text);
 /// when 12 bytes or more remain) is removed as well.
 void register_secrets(const std::vector<std::string>& secrets);
 
+/// `text` with each of `secrets` (and its distinctive part, as for
+/// `register_secrets`) replaced by `mask`; the process-wide list is neither
+/// used nor changed.
+std::string redact_secrets(std::string_view text,
+                           const std::vector<std::string>& secrets,
+                           std::string_view mask);
+
 /// The secrets a configuration holds: every API_KEY, every HEADERS value,
 /// the password of every URL (BASE_URL, REDIS_URL).
 std::vector<std::string> secrets_of(const settings& s);

@@ -4,11 +4,13 @@
 //
 // Messages: `KEY=VALUE: problem (rule)` naming the full key; a required key
 // that is missing is `KEY: missing (rule)`; secrets (API_KEY, HEADERS,
-// passwords in URLs) are shown as `***`.
+// passwords and query values in URLs) are shown as `***`, and `validate`
+// masks any configured secret that shows up elsewhere in a message.
 
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "config/limits.hpp"
+#include "config/scrub.hpp"
 #include "config/url.hpp"
 #include "messages/errors.hpp"
 
@@ -624,9 +626,7 @@ void warn_no_effect(settings& s) {
   }
 }
 
-} // namespace
-
-caf::error validate(settings& s) {
+caf::error check_all(settings& s) {
   if (auto err = check_global(s.global))
     return err;
   for (auto& [name, sc] : s.scopes)
@@ -634,6 +634,21 @@ caf::error validate(settings& s) {
       return err;
   warn_no_effect(s);
   return {};
+}
+
+} // namespace
+
+caf::error validate(settings& s) {
+  auto err = check_all(s);
+  auto detail = detail_of(err);
+  if (detail == nullptr)
+    return err;
+  // The checks show secret fields as `***`, but a secret can sit where a
+  // value is echoed (an API key pasted into another key, say): no message
+  // carries any secret of the configuration.
+  auto safe = *detail;
+  safe.message = redact_secrets(safe.message, secrets_of(s), "***");
+  return make_error(*code_of(err), std::move(safe));
 }
 
 } // namespace pgw

@@ -405,3 +405,19 @@ TEST_CASE("a BASE_URL error masks user information") {
                             "credentials"));
   CHECK_FALSE(contains(msg, "pw-SECRET"));
 }
+
+TEST_CASE("a BASE_URL error masks query values and the fragment") {
+  const std::string key = "LLM__OPENAI__A__BASE_URL";
+  auto msg = load_error(
+    base({{key, "http://127.0.0.1:36135/v1?key=sk-SECRETKEY1234567890"},
+          {"LLM__OPENAI__A__API_KEY", "sk-SECRETKEY1234567890"}}));
+  CHECK(contains(msg, key + "=http://127.0.0.1:36135/v1?key=***: must not "
+                            "contain a query or fragment"));
+  CHECK_FALSE(contains(msg, "SECRETKEY"));
+  // A key that is not configured anywhere else is masked too.
+  msg = load_error(
+    base({{key, "https://h/v1?a=1&token-xyz-987654321&b=&c=2#frag-SECRET"}}));
+  CHECK(contains(msg, key + "=https://h/v1?a=***&***&b=***&c=***#***: "));
+  CHECK_FALSE(contains(msg, "987654321"));
+  CHECK_FALSE(contains(msg, "frag-SECRET"));
+}

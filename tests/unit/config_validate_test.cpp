@@ -155,6 +155,21 @@ TEST_CASE("API_KEY with a line break is rejected without echoing it") {
 
 // -- per scope ---------------------------------------------------------------------
 
+TEST_CASE("no config error shows a configured secret, wherever it sits") {
+  // CA_FILE is echoed; a key pasted into it must still not appear.
+  auto msg = load_error(base({{"LLM__OPENAI__A__API_KEY",
+                               "sk-proj-pastedSECRET123456"},
+                              {"LLM__OPENAI__A__CA_FILE",
+                               "/nonexistent/sk-proj-pastedSECRET123456"}}));
+  CHECK(msg == "LLM__OPENAI__A__CA_FILE=/nonexistent/***: cannot be read (a "
+               "readable PEM file of CA certificates trusted for this source)");
+  msg = load_error(base({{"LLM__OPENAI__A__HEADERS",
+                          R"({"X-Token":"hdr-value-7777"})"},
+                         {"LLM__OPENAI__A__CA_FILE",
+                          "/nonexistent/hdr-value-7777"}}));
+  CHECK(contains(msg, "CA_FILE=/nonexistent/***: cannot be read"));
+}
+
 TEST_CASE("SELECTOR is one of health_aware, round_robin, priority") {
   CHECK(load_error(base({{"LLM__SELECTOR", "random"}}))
         == "LLM__SELECTOR=random: must be one of health_aware, round_robin, "
