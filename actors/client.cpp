@@ -255,10 +255,10 @@ caf::expected<chat_response> live_call::wait() {
 }
 
 void live_call::cancel() {
-  // The helper is the call's requester: when it goes, the gateway cancels
-  // the call (a no-op once the call has ended).
+  // The helper answers only once the call has stopped: it stops the call's
+  // requester, and the call sends its terminal event after its legs are down.
   if (helper_)
-    caf::anon_send_exit(helper_, caf::exit_reason::user_shutdown);
+    caf::anon_send(helper_, atom::cancel_v);
 }
 
 live_call client::chat_stream(chat_request req,
@@ -268,8 +268,8 @@ live_call client::chat_stream(chat_request req,
   auto promise = std::make_shared<std::promise<result_type>>();
   auto fut = promise->get_future();
   auto gw = gateway_;
-  // `decided` guards the promise: set once, by the terminal event or by a
-  // cancellation, whichever comes first.
+  // `decided` guards the promise: set once, by the terminal event (which a
+  // cancelled call sends too, after its legs are stopped).
   auto helper = sys_.spawn([gw, req = std::move(req), promise,
                             on_delta = std::move(on_delta),
                             on_end = std::move(on_end)](
@@ -289,27 +289,37 @@ live_call client::chat_stream(chat_request req,
       decide(make_error(error_code::cancelled,
                         "the call ended without a terminal event"));
     });
-    self->set_exit_handler([self, decide](caf::exit_msg& msg) {
-      decide(make_error(error_code::cancelled,
-                        "the caller cancelled the call"));
-      self->quit(msg.reason);
-    });
-    self->request(gw, caf::infinite, atom::chat_v, req,
-                  caf::actor_cast<caf::actor>(self))
-      .then([self](chat_response&) { self->quit(); },
-            [self, decide](caf::error& err) {
-              decide(std::move(err)); // no terminal came (it should)
-              self->quit();
-            });
+    // The call's requester is a child, not this sink: the gateway cancels
+    // a call whose requester goes away, and the call still sends this sink
+    // its terminal event once its attempts are stopped and settled. A
+    // helper that decided on its own at the cancel raced the caller's
+    // shutdown of the gateway and could leave the call running (issue 13).
+    auto sink = caf::actor_cast<caf::actor>(self);
+    auto requester = self->spawn(
+      [gw, req, sink](caf::event_based_actor* requester_self) {
+        requester_self->request(gw, caf::infinite, atom::chat_v, req, sink)
+          .then([](chat_response&) {},
+                [sink](caf::error& err) {
+                  // No terminal came (the gateway is gone): the error is.
+                  caf::anon_send(sink, atom::stream_end_v, std::move(err));
+                });
+      });
     return {
       [decided, on_delta](atom::delta, const stream_delta& d) {
         if (!*decided && on_delta)
           on_delta(d);
       },
-      [decide](atom::stream_end, chat_response& resp) {
+      [self, decide](atom::stream_end, chat_response& resp) {
         decide(std::move(resp));
+        self->quit();
       },
-      [decide](atom::stream_end, caf::error& err) { decide(std::move(err)); },
+      [self, decide](atom::stream_end, caf::error& err) {
+        decide(std::move(err));
+        self->quit();
+      },
+      [self, requester](atom::cancel) {
+        self->send_exit(requester, caf::exit_reason::user_shutdown);
+      },
     };
   });
   return live_call{std::move(helper), std::move(fut)};

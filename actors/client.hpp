@@ -36,7 +36,8 @@ public:
   }
 
   /// Cancels the call; the result becomes `cancelled` unless it was
-  /// already decided. Safe to call more than once.
+  /// already decided, once the call's attempts are stopped and settled
+  /// (its upstream connections closed). Safe to call more than once.
   void cancel();
 
 private:

@@ -13,6 +13,7 @@
 #include "transport/chat_codec.hpp"
 
 #include <caf/actor_system.hpp>
+#include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
 #include <caf/typed_event_based_actor.hpp>
 
@@ -413,6 +414,19 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       p->second.deliver(make_error(error_code::internal, std::move(detail)));
       st.pending.erase(p);
     }
+  });
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (msg.reason == caf::exit_reason::normal)
+      return; // a linked actor that ended normally, as CAF's default
+    // A gateway that goes stops its calls first: their timers live here, so
+    // a call left running would never end (nor close its connections).
+    // Each answers `cancelled` and stops its attempts.
+    auto& st = self->state;
+    for (auto& call : st.calls)
+      self->send_exit(call.second, msg.reason);
+    for (auto& call : st.side_calls)
+      self->send_exit(call.second, msg.reason);
+    self->quit(msg.reason);
   });
   return {
     [self](atom::chat, chat_request& req) -> caf::result<chat_response> {

@@ -236,6 +236,25 @@ int child_process::wait() {
   return exit_status_;
 }
 
+std::optional<int>
+child_process::wait_for(std::chrono::milliseconds timeout) {
+  if (pid_ <= 0)
+    return exit_status_;
+  auto until = std::chrono::steady_clock::now() + timeout;
+  for (;;) {
+    int status = 0;
+    if (::waitpid(pid_, &status, WNOHANG) == pid_) {
+      pid_ = -1;
+      exit_status_ = WIFEXITED(status) ? WEXITSTATUS(status)
+                                       : -WTERMSIG(status);
+      return exit_status_;
+    }
+    if (std::chrono::steady_clock::now() >= until)
+      return std::nullopt;
+    ::usleep(5000);
+  }
+}
+
 void child_process::stop() {
   if (pid_ <= 0)
     return;

@@ -116,6 +116,10 @@ public:
   /// Waits for the child to exit and returns its exit status (or -signal).
   int wait();
 
+  /// As `wait`, for at most `timeout`: nullopt when the child still runs
+  /// then (it is left running; the destructor stops it).
+  std::optional<int> wait_for(std::chrono::milliseconds timeout);
+
   /// Stops the child: SIGTERM, up to 2 s grace, then SIGKILL.
   void stop();
 

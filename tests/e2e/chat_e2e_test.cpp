@@ -424,3 +424,48 @@ TEST_CASE_FIXTURE(e2e_fixture, "SIGTERM cancels the call: its connection is clos
   }
   CHECK(entries[0].at("client_closed").as_bool());
 }
+
+TEST_CASE_FIXTURE(e2e_fixture, "SIGINT during a live chat --stream: the process exits within 5 s and the upstream connection is closed first") {
+  // Issue 13: a caller that goes away cancels the call. The live path once
+  // printed `cancelled` and then never exited (the call kept running with
+  // its connection open); it lost a race, so every model and transport is
+  // tried.
+  size_t n = 0;
+  for (std::string transport : {"beast", "httplib"}) {
+    for (std::string model : {"stall", "hang"}) {
+      CAPTURE(transport);
+      CAPTURE(model);
+      auto env = concat(source("A", model),
+                        {"LLM__STREAM_IDLE_TIMEOUT_S=60", "LLM__TIMEOUT_S=100",
+                         "PGW_TRANSPORT=" + transport,
+                         "PGW_TELEMETRY_DB=off"});
+      child_process proc{{PGW_ACTOR_BIN, "chat", "--stream", "hi"}, env,
+                         pgw::harness::env_mode::clean};
+      // The call is live: its request is at the simulator (and `stall`'s
+      // five tokens are on our screen).
+      json::array entries;
+      for (int i = 0; i < 500 && entries.size() <= n; ++i) {
+        entries = log();
+        if (entries.size() <= n)
+          ::usleep(10000);
+      }
+      REQUIRE(entries.size() == n + 1);
+      if (model == "stall")
+        CHECK_FALSE(proc.read_some(std::chrono::seconds(10)).empty());
+      proc.signal(SIGINT);
+      auto status = proc.wait_for(std::chrono::seconds(5));
+      REQUIRE_MESSAGE(status, "pgw-actor chat --stream did not exit");
+      CHECK(*status == 1); // cancelled
+      // The connection was closed before the answer, so before the exit
+      // (the simulator notices it within a few ms).
+      for (int i = 0; i < 100; ++i) {
+        entries = log();
+        if (!entries[n].at("ended_ms").is_null())
+          break;
+        ::usleep(10000);
+      }
+      CHECK(entries[n].at("client_closed").as_bool());
+      ++n;
+    }
+  }
+}

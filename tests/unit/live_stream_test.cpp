@@ -287,3 +287,69 @@ TEST_CASE("live stream: client::chat_stream calls back per delta, and destroying
   check_balanced(*st);
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "live stream: chat_stream's cancel answers only once the upstream call is closed, and the gateway's shutdown then leaves no actor") {
+  // The CLI's Ctrl-C: cancel, wait for the result, then shut the gateway
+  // down. A result set before the call stopped let that shutdown overtake
+  // the cancel and leave the call (supervisor, attempt) running forever.
+  auto baseline = sys.registry().running();
+  auto step = fake_step::streamed({"p", "q"}, 100ms, 100ms);
+  step.hang = true; // streams, then never finishes (the simulator's stall)
+  fake->script("a", {step});
+  auto gw = spawn_gateway(streaming(false));
+  {
+    client cl{sys, gw};
+    std::string text;
+    auto call = cl.chat_stream(hello(), [&text](const stream_delta& d) {
+      text += d.content;
+    });
+    advance(500ms);
+    REQUIRE(text == "pq");
+    call.cancel();
+    bool ready = false;
+    bool closed_when_ready = false;
+    while (!ready && sched.try_run_once()) {
+      ready = call.result().wait_for(0s) == std::future_status::ready;
+      closed_when_ready = ready && !fake->calls().empty()
+                          && fake->calls()[0].cancelled;
+    }
+    REQUIRE(ready);
+    CHECK(closed_when_ready);
+    auto result = call.wait();
+    REQUIRE_FALSE(result);
+    CHECK(code_of(result.error()) == error_code::cancelled);
+    auto st = status(gw);
+    CHECK(source(st, "a").outcomes.at("cancelled") == 1);
+    check_balanced(st);
+    caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  }
+  settle();
+  CHECK(sys.registry().running() == baseline);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "live stream: a gateway shut down while a live call runs stops the call: cancelled, upstream closed, no actor left") {
+  // The shutdown reaches the gateway before it hears that the requester
+  // went away: the gateway itself must stop its calls.
+  auto baseline = sys.registry().running();
+  auto step = fake_step::streamed({"p", "q"}, 100ms, 100ms);
+  step.hang = true;
+  fake->script("a", {step});
+  auto gw = spawn_gateway(streaming(false));
+  {
+    client cl{sys, gw};
+    auto call = cl.chat_stream(hello(), {});
+    advance(500ms);
+    call.cancel();
+    caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+    settle();
+    REQUIRE(call.result().wait_for(0s) == std::future_status::ready);
+    auto result = call.wait();
+    REQUIRE_FALSE(result);
+    CHECK(code_of(result.error()) == error_code::cancelled);
+    auto calls = fake->calls();
+    REQUIRE(calls.size() == 1);
+    CHECK(calls[0].cancelled);
+  }
+  settle();
+  CHECK(sys.registry().running() == baseline);
+}
