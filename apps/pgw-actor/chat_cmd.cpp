@@ -53,6 +53,7 @@ int chat_main(const std::vector<std::string>& args) {
   std::string scope = "LLM";
   std::string system_text;
   bool json_out = false;
+  std::optional<std::string> schema_path;
   chat_request req;
   for (size_t i = 0; i < args.size(); ++i) {
     auto& a = args[i];
@@ -109,6 +110,7 @@ int chat_main(const std::vector<std::string>& args) {
           return usage_error("--schema " + *v + ": cannot be read");
         req.schema.assign(std::istreambuf_iterator<char>(in),
                           std::istreambuf_iterator<char>());
+        schema_path = *v;
       }
     } else if (a.size() > 1 && a[0] == '-' && a != "-") {
       return usage_error("unknown option " + a);
@@ -118,6 +120,14 @@ int chat_main(const std::vector<std::string>& args) {
       return usage_error("more than one prompt given (quote it)");
     }
   }
+  // An empty schema means "no schema" to the gateway: an empty file would
+  // silently give unvalidated text. Refused as a whitespace-only file is.
+  if (schema_path && req.schema.empty())
+    return report_call_error(
+      make_error(error_code::invalid_request,
+                 "--schema " + *schema_path
+                   + ": not valid JSON (the file is empty)"),
+      json_out);
   if (!prompt)
     return usage_error("no prompt given (pass it as an argument, or - for "
                        "stdin)");

@@ -132,3 +132,28 @@ TEST_CASE_FIXTURE(structured_fixture, "chat --schema: an invalid schema is exit 
         != std::string::npos);
   CHECK(log().empty());
 }
+
+TEST_CASE_FIXTURE(structured_fixture, "chat --schema: an empty file is invalid_request naming it, exit 2, as a whitespace-only one") {
+  // An empty schema means "no schema" to the gateway: an empty file once
+  // gave unvalidated free text with exit 0.
+  auto empty = write_temp("empty.json", "");
+  auto blank = write_temp("blank.json", " \n");
+  auto json_run = chat({"--json", "--schema", empty, "who?"}, env("stubborn"));
+  auto plain = chat({"--schema", empty, "who?"}, env("stubborn"));
+  auto blank_run = chat({"--json", "--schema", blank, "who?"}, env("stubborn"));
+  std::filesystem::remove(empty);
+  std::filesystem::remove(blank);
+  CHECK(json_run.exit_code == 2);
+  auto err = json::parse(json_run.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "invalid_request");
+  CHECK(std::string(err.at("message").as_string())
+        == "--schema " + empty + ": not valid JSON (the file is empty)");
+  CHECK(plain.exit_code == 2);
+  CHECK(plain.out.empty());
+  CHECK(plain.err.find("pgw-actor: invalid_request: --schema " + empty)
+        != std::string::npos);
+  CHECK(blank_run.exit_code == 2);
+  CHECK(json::parse(blank_run.out).at("error").at("code").as_string()
+        == "invalid_request");
+  CHECK(log().empty());
+}
