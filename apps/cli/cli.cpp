@@ -12,6 +12,7 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -63,17 +64,21 @@ system_config::system_config(bool with_io, boost::asio::io_context* loop) {
   use_quiet_clock(*this, loop);
 }
 
-std::optional<settings> load(const std::optional<std::string>& env_file) {
+std::optional<settings> load(const std::optional<std::string>& env_file,
+                             bool json_out) {
+  auto failed = [json_out](const caf::error& err) {
+    if (json_out)
+      std::puts(error_json(err).c_str());
+    else
+      std::fprintf(stderr, "pgw-actor: %s\n", describe(err).c_str());
+    return std::nullopt;
+  };
   auto env = load_environment(env_file);
-  if (!env) {
-    std::fprintf(stderr, "pgw-actor: %s\n", describe(env.error()).c_str());
-    return std::nullopt;
-  }
+  if (!env)
+    return failed(env.error());
   auto cfg = load_settings(*env);
-  if (!cfg) {
-    std::fprintf(stderr, "pgw-actor: %s\n", describe(cfg.error()).c_str());
-    return std::nullopt;
-  }
+  if (!cfg)
+    return failed(cfg.error());
   for (auto& w : cfg->warnings)
     std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
   // The logger and the scheduler read these two from the process
@@ -122,6 +127,19 @@ std::optional<gateway_actor> command_gateway(caf::actor_system& sys,
   else
     std::fprintf(stderr, "pgw-actor: %s\n", describe(gw.error()).c_str());
   return std::nullopt;
+}
+
+bool wants_json(const std::vector<std::string>& args) {
+  return std::find(args.begin(), args.end(), "--json") != args.end();
+}
+
+int usage_failure(const char* command, const std::string& msg,
+                  bool json_out) {
+  if (json_out)
+    std::puts(error_json(make_error(error_code::invalid_request, msg)).c_str());
+  else
+    std::fprintf(stderr, "pgw-actor %s: %s\n", command, msg.c_str());
+  return exit_usage;
 }
 
 int report_call_error(const caf::error& err, bool json_out) {

@@ -53,8 +53,18 @@ struct system_config : caf::actor_system_config {
 };
 
 /// Loads and validates settings (env file + process environment); prints
-/// warnings to stderr. On error prints it and returns nullopt.
-std::optional<settings> load(const std::optional<std::string>& env_file);
+/// warnings to stderr. On error prints it (`json_out`: as an error object
+/// on stdout, as a call's error is) and returns nullopt.
+std::optional<settings> load(const std::optional<std::string>& env_file,
+                             bool json_out = false);
+
+/// `args` ask for JSON output: `--json` anywhere, so that an error found
+/// before it was read is JSON too.
+bool wants_json(const std::vector<std::string>& args);
+
+/// A command's usage or input error (exit 2): "pgw-actor CMD: MSG" on
+/// stderr, or with `json_out` an `invalid_request` error object on stdout.
+int usage_failure(const char* command, const std::string& msg, bool json_out);
 
 /// `{content, source, model, usage, call_stats}` (SPEC §11).
 std::string response_json(const chat_response& resp);

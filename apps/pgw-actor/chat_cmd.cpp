@@ -40,14 +40,13 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
 
-int usage_error(const std::string& msg) {
-  std::fprintf(stderr, "pgw-actor chat: %s\n", msg.c_str());
-  return exit_usage;
-}
-
 } // namespace
 
 int chat_main(const std::vector<std::string>& args) {
+  // Errors found before `--json` is read are JSON too.
+  auto usage_error = [json = wants_json(args)](const std::string& msg) {
+    return usage_failure("chat", msg, json);
+  };
   std::optional<std::string> prompt;
   std::optional<std::string> env_file;
   std::string scope = "LLM";
@@ -137,7 +136,7 @@ int chat_main(const std::vector<std::string>& args) {
   }
   if (prompt->find_first_not_of(" \t\r\n") == std::string::npos)
     return usage_error("the prompt is empty");
-  auto cfg = load(env_file);
+  auto cfg = load(env_file, json_out);
   if (!cfg)
     return exit_usage;
   if (!system_text.empty())

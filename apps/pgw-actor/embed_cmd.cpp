@@ -31,14 +31,12 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
 
-int embed_usage_error(const std::string& msg) {
-  std::fprintf(stderr, "pgw-actor embed: %s\n", msg.c_str());
-  return exit_usage;
-}
-
 } // namespace
 
 int embed_main(const std::vector<std::string>& args) {
+  auto embed_usage_error = [json = wants_json(args)](const std::string& msg) {
+    return usage_failure("embed", msg, json);
+  };
   std::vector<std::string> inputs;
   bool from_stdin = false;
   side_options opts;
@@ -76,7 +74,7 @@ int embed_main(const std::vector<std::string>& args) {
   for (auto& in : inputs)
     if (in.empty())
       return embed_usage_error("an input is empty");
-  auto cfg = load(opts.env_file);
+  auto cfg = load(opts.env_file, opts.json_out);
   if (!cfg)
     return exit_usage;
   // Ctrl-C or SIGTERM cancels the call: running sub-batches are stopped and

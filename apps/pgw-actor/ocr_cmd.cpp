@@ -32,10 +32,6 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
             5 deadline exceeded, 6 governance backend unavailable, 1 other
 )";
 
-int ocr_usage_error(const std::string& msg) {
-  std::fprintf(stderr, "pgw-actor ocr: %s\n", msg.c_str());
-  return exit_usage;
-}
 
 std::string ocr_json(const ocr_response& resp, bool layout) {
   json::object out{{"text", resp.text},
@@ -52,6 +48,9 @@ std::string ocr_json(const ocr_response& resp, bool layout) {
 } // namespace
 
 int ocr_main(const std::vector<std::string>& args) {
+  auto ocr_usage_error = [json = wants_json(args)](const std::string& msg) {
+    return usage_failure("ocr", msg, json);
+  };
   std::optional<std::string> operation, file;
   side_options opts;
   opts.scope = "OCR";
@@ -82,7 +81,7 @@ int ocr_main(const std::vector<std::string>& args) {
     return ocr_usage_error("usage: pgw-actor ocr text|layout FILE");
   ocr_request req;
   req.layout = *operation == "layout";
-  auto cfg = load(opts.env_file);
+  auto cfg = load(opts.env_file, opts.json_out);
   if (!cfg)
     return exit_usage;
   // Bounded: a regular file of at most the scope's largest MAX_IMAGE_BYTES,
@@ -95,8 +94,10 @@ int ocr_main(const std::vector<std::string>& args) {
   auto image = read_config_file(
     *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
     static_cast<size_t>(cap));
-  if (!image)
-    return ocr_usage_error(describe(image.error()));
+  if (!image) { // the caller's file, not configuration: invalid_request
+    auto d = detail_of(image.error());
+    return ocr_usage_error(d ? d->message : describe(image.error()));
+  }
   req.image = std::move(*image);
   bool layout = req.layout;
   return run_side_command(

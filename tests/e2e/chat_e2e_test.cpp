@@ -228,6 +228,44 @@ TEST_CASE_FIXTURE(e2e_fixture, "usage errors: exit 2") {
   CHECK(log().empty());
 }
 
+TEST_CASE_FIXTURE(e2e_fixture, "with --json, usage and configuration errors "
+                                "are error objects on stdout too") {
+  // Scripts read stdout: an error found before the call — a bad flag,
+  // even one given before --json, a bad key, a missing file — is the same
+  // JSON object a failed call prints (plain text went to stderr, stdout
+  // stayed empty).
+  auto env = source("A", "ok");
+  auto error_of = [](const run_result& r) {
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    return parse(r.out).at("error").as_object();
+  };
+  auto flag = error_of(chat({"--deadline", "-3", "--json", "hi"}, env));
+  CHECK(flag.at("code").as_string() == "invalid_request");
+  CHECK(flag.at("message").as_string()
+        == "--deadline -3: must be a finite number of seconds > 0");
+  CHECK(error_of(chat({"--bogus", "--json", "hi"}, env)).at("message")
+        == "unknown option --bogus");
+  auto bad_key = env;
+  bad_key.push_back("LLM__GENERIC__A__TIMEOUT_S=-1");
+  auto key = error_of(chat({"--json", "hi"}, bad_key));
+  CHECK(key.at("code").as_string() == "invalid_config");
+  CHECK(std::string(key.at("message").as_string()).find("LLM__GENERIC__A__TIMEOUT_S")
+        != std::string::npos);
+  auto file = error_of(chat({"--json", "--env-file", "/nonexistent/pgw.env", "hi"}, env));
+  CHECK(file.at("code").as_string() == "invalid_config");
+  auto embed = run_program({PGW_ACTOR_BIN, "embed", "--json", ""}, env);
+  CHECK(error_of(embed).at("message") == "an input is empty");
+  auto ocr = run_program({PGW_ACTOR_BIN, "ocr", "text", "/nonexistent/a.png",
+                          "--json"},
+                         concat(env, {"OCR__GENERIC__M__BASE_URL=" + sim.base_url(),
+                                      "OCR__GENERIC__M__MODEL=m",
+                                      "OCR__GENERIC__M__KIND=ocr_monkey"}));
+  // The caller's file is a bad request, not bad configuration.
+  CHECK(error_of(ocr).at("code").as_string() == "invalid_request");
+  CHECK(log().empty());
+}
+
 TEST_CASE_FIXTURE(e2e_fixture, "the prompt can come from stdin, the answer goes to stdout") {
   auto r = chat({"-"}, source("A", "ok"), "What is up?\n");
   INFO(r.err);

@@ -840,7 +840,7 @@ TEST_CASE("serve: clients that trickle their requests hold no thread: the "
 }
 
 TEST_CASE("serve: a live stream is whole for a client that pauses, however "
-          "fast the upstream; a buffered one is not inflated") {
+          "fast the upstream, and a buffered one is not inflated") {
   // 3,000 tokens of 2,000 bytes as fast as the simulator sends them. The
   // client reads nothing for 300 ms (the upstream is done by then), then
   // everything: the deltas waited for it (joined), none was dropped.
