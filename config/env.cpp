@@ -5,13 +5,16 @@
 #include "messages/errors.hpp"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <cctype>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include <unistd.h>
 
@@ -125,12 +128,16 @@ std::string parse_value(const std::string& raw, std::string& out) {
 
 } // namespace
 
-caf::expected<env_map> read_env_file(const std::string& path) {
+caf::expected<env_map> read_env_file(const std::string& path,
+                                     std::vector<std::string>* warnings) {
   auto content = read_config_file(path, fmt::format("env file {}", path));
   if (!content)
     return std::move(content.error());
   std::istringstream in{*content};
   env_map result;
+  // Key → the lines that set it, keys in the order they first appear.
+  std::map<std::string, std::vector<size_t>> lines_of;
+  std::vector<std::string> order;
   std::string line;
   size_t line_no = 0;
   while (std::getline(in, line)) {
@@ -163,8 +170,23 @@ caf::expected<env_map> read_env_file(const std::string& path) {
       return make_error(error_code::invalid_config,
                         fmt::format("env file {}:{}: {}: {}", path, line_no,
                                     key, problem));
+    auto& lines = lines_of[key];
+    if (lines.empty())
+      order.push_back(key);
+    lines.push_back(line_no);
     result[key] = std::move(value);
   }
+  // The last value still wins, as in a shell; but an earlier line that is
+  // silently dead is usually an edit that went to the wrong copy.
+  if (warnings != nullptr)
+    for (auto& key : order)
+      if (auto& lines = lines_of[key]; lines.size() > 1)
+        warnings->push_back(fmt::format("env file {}: {} is set on lines {} "
+                                        "and {}; the last one wins",
+                                        path, key,
+                                        fmt::join(lines.begin(),
+                                                  lines.end() - 1, ", "),
+                                        lines.back()));
   return result;
 }
 
@@ -182,7 +204,8 @@ env_map process_environment() {
 }
 
 caf::expected<env_map>
-load_environment(const std::optional<std::string>& env_file) {
+load_environment(const std::optional<std::string>& env_file,
+                 std::vector<std::string>* warnings) {
   env_map result;
   std::optional<std::string> path = env_file;
   if (!path) {
@@ -196,7 +219,7 @@ load_environment(const std::optional<std::string>& env_file) {
                         fmt::format("env file {}: does not exist", *path));
   }
   if (path) {
-    auto file = read_env_file(*path);
+    auto file = read_env_file(*path, warnings);
     if (!file)
       return file.error();
     result = std::move(*file);

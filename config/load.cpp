@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <functional>
+#include <optional>
 #include <set>
 #include <string>
 #include <vector>
@@ -493,6 +494,76 @@ void warn(settings& s, std::string text) {
     s.warnings.push_back(std::move(text));
 }
 
+// -- keys meant for pgw ------------------------------------------------------------
+
+/// True when load_settings reads `key` (a source, scope or global key) in a
+/// configuration whose scopes are `scopes`.
+bool is_known_key(const std::string& key,
+                  const std::set<std::string>& scopes) {
+  auto seg = split_key(key);
+  if (seg.size() >= 2 && scopes.count(seg[0]) > 0) {
+    if (seg.size() == 4 && is_source_field(seg[3]))
+      return true;
+    auto suffix = key.substr(seg[0].size() + 2);
+    return (seg.size() == 2 && is_scope_default_field(suffix))
+           || scope_setters().count(suffix) > 0;
+  }
+  return global_setters().count(key) > 0;
+}
+
+/// `why` and the key probably meant when pgw would read `candidate`, else
+/// `otherwise`.
+std::string hint(const std::string& why, const std::string& candidate,
+                 const std::set<std::string>& scopes,
+                 const std::string& otherwise) {
+  if (is_known_key(candidate, scopes))
+    return fmt::format("{}: did you mean {}?", why, candidate);
+  return otherwise;
+}
+
+/// For a key that is neither a configured scope's nor a known global one:
+/// why it still looks meant for pgw and, when pgw would read the corrected
+/// spelling, that spelling (README, Configuration). Nothing for a variable
+/// that is not ours (PATH, HOME, LLM_API_KEY, OTHER__THING): the process
+/// environment is full of those, and warning about them would bury the
+/// warnings that matter.
+std::optional<std::string>
+near_miss(const std::string& key, const std::set<std::string>& scopes) {
+  auto upper = detail::to_upper(key);
+  // `Llm__…`: a scope's name in another letter case.
+  auto head = upper.substr(0, upper.find("__"));
+  if (head != upper && scopes.count(head) > 0)
+    return hint("scope names are case-sensitive", upper, scopes,
+                fmt::format("scope names are case-sensitive: the scope is {}",
+                            head));
+  // `LLM_GENERIC__A__…`, `LLM_MAX_ATTEMPTS`: one '_' after a scope's name.
+  // The longest such name wins (scopes `LLM` and `LLM_X`).
+  const std::string* scope = nullptr;
+  for (auto& name : scopes)
+    if (upper.size() > name.size() + 1
+        && upper.compare(0, name.size() + 1, name + "_") == 0
+        && upper[name.size() + 1] != '_'
+        && (scope == nullptr || name.size() > scope->size()))
+      scope = &name;
+  if (scope != nullptr) {
+    auto candidate = *scope + "__" + upper.substr(scope->size() + 1);
+    // Without a "__" only a key that the fix makes pgw's counts: another
+    // program's LLM_API_KEY is none of ours.
+    if (key.find("__") == std::string::npos
+        && !is_known_key(candidate, scopes))
+      return std::nullopt;
+    auto why = fmt::format("keys of scope {} start with {}__", *scope, *scope);
+    return hint(why, candidate, scopes, why);
+  }
+  if (upper.rfind("PGW_", 0) == 0) {
+    if (key.rfind("PGW_", 0) != 0)
+      return hint("keys are case-sensitive", upper, scopes,
+                  "keys are case-sensitive: pgw's are upper case");
+    return ""; // a PGW_ key pgw does not have
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 caf::expected<settings> load_settings(const env_map& env) {
@@ -536,8 +607,10 @@ caf::expected<settings> load_settings(const env_map& env) {
     if (auto i = globals.find(key); i != globals.end()) {
       if (auto err = i->second(result.global, key, value))
         return err;
-    } else if (key.rfind("PGW_", 0) == 0) {
-      warn(result, fmt::format("unknown key {} ignored", key));
+    } else if (auto why = near_miss(key, scope_names)) {
+      warn(result, why->empty()
+                     ? fmt::format("unknown key {} ignored", key)
+                     : fmt::format("unknown key {} ignored ({})", key, *why));
     }
     // Anything else (PATH, HOME, …) is not ours.
   }

@@ -11,6 +11,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace pgw {
 
@@ -19,17 +20,23 @@ using env_map = std::map<std::string, std::string>;
 
 /// Reads an env file: `KEY=VALUE` lines, `#` comments, blank lines, an
 /// optional `export ` prefix, values optionally in single or double quotes.
-/// A malformed line is an `invalid_config` error naming file and line.
-caf::expected<env_map> read_env_file(const std::string& path);
+/// A malformed line is an `invalid_config` error naming file and line. A key
+/// set on several lines takes the last line's value; with `warnings`, each
+/// such key gets a warning naming it and its lines (never a value).
+caf::expected<env_map> read_env_file(const std::string& path,
+                                     std::vector<std::string>* warnings
+                                     = nullptr);
 
 /// The process environment as a map.
 env_map process_environment();
 
 /// The effective raw configuration: the env file's values, overridden by the
 /// process environment. `env_file` unset: `./.env` when it exists, else none.
-/// An explicitly named file that does not exist is an error.
+/// An explicitly named file that does not exist is an error. The env file's
+/// warnings (`read_env_file`) are appended to `warnings` when given.
 caf::expected<env_map>
-load_environment(const std::optional<std::string>& env_file = std::nullopt);
+load_environment(const std::optional<std::string>& env_file = std::nullopt,
+                 std::vector<std::string>* warnings = nullptr);
 
 /// The provider profiles: from the file `PGW_PROVIDERS_PATH` names when set
 /// in `env`, else the table compiled in from config/providers.json.

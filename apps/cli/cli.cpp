@@ -73,12 +73,17 @@ std::optional<settings> load(const std::optional<std::string>& env_file,
       std::fprintf(stderr, "pgw-actor: %s\n", describe(err).c_str());
     return std::nullopt;
   };
-  auto env = load_environment(env_file);
+  std::vector<std::string> file_warnings;
+  auto env = load_environment(env_file, &file_warnings);
   if (!env)
     return failed(env.error());
   auto cfg = load_settings(*env);
   if (!cfg)
     return failed(cfg.error());
+  // The env file's warnings (a key set twice) join the settings' ones, so
+  // that `config check` counts them too.
+  cfg->warnings.insert(cfg->warnings.begin(), file_warnings.begin(),
+                       file_warnings.end());
   for (auto& w : cfg->warnings)
     std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
   // The logger and the scheduler read these two from the process

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <unistd.h>
 
@@ -206,6 +207,38 @@ TEST_CASE("env file: text after a closing quote is an error") {
         != std::string::npos);
   path = dir.write("bad2.env", "A=\"x\" y\n");
   CHECK_FALSE(read_env_file(path));
+}
+
+TEST_CASE("env file: a key set twice is a warning naming its lines; the last "
+          "value still wins") {
+  temp_dir dir;
+  auto path = dir.write("twice.env", "LLM__GENERIC__A__TIMEOUT_S=5\n"
+                                     "OTHER=x\n"
+                                     "# LLM__GENERIC__A__TIMEOUT_S=6\n"
+                                     "export LLM__GENERIC__A__TIMEOUT_S=7\n"
+                                     "API_KEY='sk-TWICESECRET-1'\n"
+                                     "LLM__GENERIC__A__TIMEOUT_S=8\n"
+                                     "API_KEY=sk-TWICESECRET-2\n");
+  std::vector<std::string> warnings;
+  auto env = read_env_file(path, &warnings);
+  REQUIRE(env);
+  CHECK(env->at("LLM__GENERIC__A__TIMEOUT_S") == "8");
+  CHECK(env->at("API_KEY") == "sk-TWICESECRET-2");
+  REQUIRE(warnings.size() == 2);
+  CHECK(warnings[0] == "env file " + path
+                         + ": LLM__GENERIC__A__TIMEOUT_S is set on lines 1, 4 "
+                           "and 6; the last one wins");
+  CHECK(warnings[1] == "env file " + path
+                         + ": API_KEY is set on lines 5 and 7; the last one "
+                           "wins");
+  // load_environment hands the same warnings on.
+  std::vector<std::string> loaded;
+  REQUIRE(load_environment(path, &loaded));
+  CHECK(loaded == warnings);
+  // A file without repeats has none.
+  std::vector<std::string> none;
+  REQUIRE(read_env_file(dir.write("once.env", "A=1\nB=2\n"), &none));
+  CHECK(none.empty());
 }
 
 TEST_CASE("env file: a file that cannot be read is an error") {

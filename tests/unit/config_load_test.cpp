@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 using namespace pgw;
 
@@ -172,8 +173,12 @@ TEST_CASE("variables that are not ours are ignored silently") {
                                {"HOME", "/root"},
                                {"OTHER__THING", "x"},
                                {"APP__DB__HOST__PORT", "5432"},
-                               {"llm__openai__b__model", "lower case"},
-                               {"LLMX_FOO", "1"}}));
+                               {"LLMX_FOO", "1"},
+                               // Another program's: LLM__API_KEY and
+                               // LLM__MODEL are no pgw keys either.
+                               {"LLM_API_KEY", "sk-other"},
+                               {"LLM_MODEL", "other"},
+                               {"llmx__foo", "1"}}));
   REQUIRE(s);
   CHECK(s->warnings.empty());
   CHECK(s->scopes.size() == 1);
@@ -195,6 +200,57 @@ TEST_CASE("unknown scope keys and source fields are warnings, not errors") {
   // The value of an unknown key is never repeated (it may be a secret).
   for (auto& w : s->warnings)
     CHECK_FALSE(contains(w, "typo"));
+}
+
+TEST_CASE("keys meant for a scope or for pgw but misspelled are warnings "
+          "naming the key probably meant") {
+  auto s = load_settings(base({{"Llm__OPENAI__A__TIMEOUT_S", "5"},
+                               {"LLM_OPENAI__A__TIMEOUT_S", "7"},
+                               {"LLM_X__Y", "1"},
+                               {"LLM_MAX_ATTEMPTS", "9"},
+                               {"llm__openai__b__model", "lower case"},
+                               {"Llm__FOO", "1"},
+                               {"pgw_log", "debug"},
+                               {"Pgw_Nothing", "x"}}));
+  REQUIRE(s);
+  const std::vector<std::string> expected = {
+    "unknown key Llm__OPENAI__A__TIMEOUT_S ignored (scope names are "
+    "case-sensitive: did you mean LLM__OPENAI__A__TIMEOUT_S?)",
+    "unknown key LLM_OPENAI__A__TIMEOUT_S ignored (keys of scope LLM start "
+    "with LLM__: did you mean LLM__OPENAI__A__TIMEOUT_S?)",
+    "unknown key LLM_X__Y ignored (keys of scope LLM start with LLM__)",
+    "unknown key LLM_MAX_ATTEMPTS ignored (keys of scope LLM start with "
+    "LLM__: did you mean LLM__MAX_ATTEMPTS?)",
+    "unknown key llm__openai__b__model ignored (scope names are "
+    "case-sensitive: did you mean LLM__OPENAI__B__MODEL?)",
+    "unknown key Llm__FOO ignored (scope names are case-sensitive: the scope "
+    "is LLM)",
+    "unknown key pgw_log ignored (keys are case-sensitive: did you mean "
+    "PGW_LOG?)",
+    "unknown key Pgw_Nothing ignored (keys are case-sensitive: pgw's are "
+    "upper case)",
+  };
+  for (auto& text : expected)
+    CHECK_MESSAGE(has_warning(*s, text), text);
+  CHECK(s->warnings.size() == 8);
+  // Ignored, as the warnings say: nothing reached the scope or its source.
+  auto sc = s->find("LLM");
+  REQUIRE(sc != nullptr);
+  CHECK(sc->max_attempts == 3);
+  REQUIRE(sc->sources.size() == 1);
+  CHECK(sc->sources[0].timeout_s == 120);
+}
+
+TEST_CASE("a key with one '_' after a scope's name is matched to the longest "
+          "scope name") {
+  auto s = load_settings(base({{"LLM_X__OPENAI__B__BASE_URL", "https://h/v1"},
+                               {"LLM_X__OPENAI__B__MODEL", "m"},
+                               {"LLM_X_OPENAI__B__TIMEOUT_S", "5"}}));
+  REQUIRE(s);
+  CHECK(has_warning(*s, "unknown key LLM_X_OPENAI__B__TIMEOUT_S ignored (keys "
+                        "of scope LLM_X start with LLM_X__: did you mean "
+                        "LLM_X__OPENAI__B__TIMEOUT_S?)"));
+  CHECK(s->warnings.size() == 1);
 }
 
 TEST_CASE("unknown PGW_ keys are warnings, known global keys are read") {
