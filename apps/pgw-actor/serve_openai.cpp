@@ -2,6 +2,7 @@
 #include "serve_openai.hpp"
 
 #include "backends/cache_value.hpp"
+#include "transport/chat_codec.hpp"
 
 #include <boost/json.hpp>
 
@@ -135,12 +136,27 @@ bool number_of(const json::value& v, double& out) {
   return std::isfinite(out);
 }
 
-bool integer_of(const json::value& v, int64_t& out) {
+/// The largest magnitude of an integer field: integers are read through a
+/// double, which holds every integer only up to 2^53.
+constexpr int64_t max_integer = 9'000'000'000'000'000;
+
+/// Reads the integer field `key` of at least `min`; a message naming the
+/// field, and the range when the value is a number outside it.
+problem read_integer(const std::string& key, const json::value& v,
+                     int64_t min, int64_t& out) {
+  if (!v.is_number())
+    return bad(key, "must be an integer");
   double d = 0;
-  if (!number_of(v, d) || std::floor(d) != d || std::fabs(d) > 9.0e15)
-    return false;
+  // The range first: what is wrong with 1e30 is its size (as a double it is
+  // a whole number). Not finite: a literal beyond a double's range.
+  if (!number_of(v, d) || d < static_cast<double>(min)
+      || d > static_cast<double>(max_integer))
+    return bad(key, "out of range (an integer from " + std::to_string(min)
+                      + " to " + std::to_string(max_integer) + ")");
+  if (std::floor(d) != d)
+    return bad(key, "must be an integer");
   out = static_cast<int64_t>(d);
-  return true;
+  return {};
 }
 
 // -- encoding -------------------------------------------------------------------
@@ -186,10 +202,21 @@ std::vector<std::string> pieces(const std::string& text, size_t size) {
 
 std::optional<std::string> parse_request(const std::string& body,
                                          openai_request& out) {
+  // A parser rather than json::parse: it tells how far it got, and the
+  // README promises messages that say where a body went wrong.
+  unsigned char stack[4096];
+  json::parser reader(json::storage_ptr(), json::parse_options(), stack);
   json::error_code ec;
-  auto v = json::parse(body, ec);
-  if (ec)
-    return "the body is not valid JSON (" + ec.message() + ")";
+  auto consumed = reader.write(body.data(), body.size(), ec);
+  if (ec) {
+    // Boost.JSON calls invalid UTF-8 a syntax error; say what it is.
+    if (auto bad_byte = invalid_utf8_at(body); bad_byte && *bad_byte <= consumed)
+      return "the body is not valid UTF-8 at byte offset "
+             + std::to_string(*bad_byte);
+    return "the body is not valid JSON (" + ec.message() + " at byte offset "
+           + std::to_string(consumed) + ")";
+  }
+  auto v = reader.release();
   if (!v.is_object())
     return std::string("the body must be a JSON object");
   auto& obj = v.get_object();
@@ -224,15 +251,15 @@ std::optional<std::string> parse_request(const std::string& body,
       int64_t n = 0;
       if (val.is_null())
         continue;
-      if (!integer_of(val, n))
-        return bad(key, "must be an integer");
+      if (auto p = read_integer(key, val, 1, n))
+        return p;
       req.max_tokens = n;
     } else if (key == "n" || key == "seed") {
       int64_t n = 0;
       if (val.is_null())
         continue;
-      if (!integer_of(val, n))
-        return bad(key, "must be an integer");
+      if (auto p = read_integer(key, val, -max_integer, n))
+        return p;
       (key == "n" ? req.n : req.seed) = n;
     } else if (key == "stop") {
       if (val.is_string())

@@ -394,6 +394,51 @@ TEST_CASE("serve: body and in-flight limits") {
   CHECK(json::parse(busy->body).at("error").at("code").as_string() == "overloaded");
 }
 
+TEST_CASE("serve: a bad body's message says where it went wrong and what "
+          "range a number has") {
+  serve_fixture f;
+  auto cli = f.http();
+  auto refused = [&](const std::string& body) {
+    auto r = cli.Post("/v1/chat/completions", f.auth(), body,
+                      "application/json");
+    REQUIRE(r);
+    CHECK(r->status == 400);
+    return std::string(json::parse(r->body).at("error").at("message").as_string());
+  };
+  const std::string head = R"({"model":"LLM","messages":[{"role":"user","content":"a)";
+  CHECK(refused(head + "\xff\"}]}")
+        == "the body is not valid UTF-8 at byte offset "
+             + std::to_string(head.size()));
+  // A sequence cut short is named by its first byte.
+  CHECK(refused(head + "\xc3(\"}]}")
+        == "the body is not valid UTF-8 at byte offset "
+             + std::to_string(head.size()));
+  CHECK(refused(R"({"model":"LLM",})")
+        == "the body is not valid JSON (syntax error at byte offset 15)");
+  CHECK(refused(R"({"model":"LLM")")
+        == "the body is not valid JSON (incomplete JSON at byte offset 14)");
+  const std::string messages = R"("messages":[{"role":"user","content":"hi"}])";
+  CHECK(refused(R"({"model":"LLM","max_tokens":1000000000000000000000000000000,)"
+                + messages + "}")
+        == "max_tokens: out of range (an integer from 1 to 9000000000000000)");
+  CHECK(refused(R"({"model":"LLM","max_completion_tokens":0,)" + messages + "}")
+        == "max_completion_tokens: out of range (an integer from 1 to "
+           "9000000000000000)");
+  CHECK(refused(R"({"model":"LLM","seed":-1e30,)" + messages + "}")
+        == "seed: out of range (an integer from -9000000000000000 to "
+           "9000000000000000)");
+  CHECK(refused(R"({"model":"LLM","max_tokens":1.5,)" + messages + "}")
+        == "max_tokens: must be an integer");
+  CHECK(refused(R"({"model":"LLM","max_tokens":"10",)" + messages + "}")
+        == "max_tokens: must be an integer");
+  auto ok = cli.Post("/v1/chat/completions", f.auth(),
+                     R"({"model":"LLM","max_tokens":9000000000000000,)"
+                       + messages + "}",
+                     "application/json");
+  REQUIRE(ok);
+  CHECK(ok->status == 200);
+}
+
 TEST_CASE("serve: a non-streaming client that hangs up cancels its call at once") {
   serve_fixture f;
   // A raw connection, to hang up mid-call.
