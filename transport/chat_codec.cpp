@@ -643,6 +643,11 @@ void stream_accumulator::finish(attempt_result& out) const {
       && (!tool_calls_ || tool_calls_->empty())) {
     out.kind = outcome::result_invalid;
     out.reason = "empty_answer";
+    // Empty because what came could not be read (invalid UTF-8, say): the
+    // caller's line says so.
+    if (malformed_ > 0)
+      out.error_message = std::to_string(malformed_)
+                          + " stream event(s) were not valid JSON";
     return;
   }
   if (tool_calls_ && !finish_tool_calls(*tool_calls_, out))

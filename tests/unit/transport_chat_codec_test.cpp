@@ -747,7 +747,21 @@ TEST_CASE("stream: a complete stream without content is an empty answer") {
   acc.finish(out);
   CHECK(out.kind == outcome::result_invalid);
   CHECK(out.reason == "empty_answer");
+  CHECK(out.error_message.empty());
   CHECK(out.usage_reported);
+}
+
+TEST_CASE("stream: an answer empty because its events could not be read says so") {
+  // The content came in an event that is not JSON (invalid UTF-8).
+  stream_accumulator acc;
+  acc.on_event(data("{\"choices\":[{\"index\":0,\"delta\":{\"content\":"
+                    "\"ok \xff\xfe bad\"}}]}"));
+  acc.on_event(data(finish_chunk));
+  acc.on_event(data("[DONE]"));
+  attempt_result out;
+  acc.finish(out);
+  CHECK(out.reason == "empty_answer");
+  CHECK(out.error_message == "1 stream event(s) were not valid JSON");
 }
 
 TEST_CASE("stream: the SSE parser and the accumulator together") {
