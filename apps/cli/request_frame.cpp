@@ -98,13 +98,14 @@ std::string head_too_large(size_t max_head) {
          + " bytes";
 }
 
-/// Where a chunked body that starts at `at` ends: whole (and where), bad,
-/// or partial.
-request_frame frame_chunks(std::string_view in, size_t at, size_t max_head,
-                           size_t max_body) {
+/// Where a chunked body ends, scanned from `cursor` on (moved past each
+/// whole chunk, so that the next call starts at the first one not yet
+/// whole): whole (and where), bad, or partial.
+request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
+                           size_t max_head, size_t max_body) {
   request_frame out;
-  uint64_t total = 0;
   for (;;) {
+    auto at = cursor.at;
     auto eol = in.find("\r\n", at);
     if (eol == npos ? in.size() - at > max_chunk_line
                     : eol - at > max_chunk_line)
@@ -118,41 +119,40 @@ request_frame frame_chunks(std::string_view in, size_t at, size_t max_head,
     if (!size)
       return refuse(400, "the chunk size " + shown(digits)
                            + " is not a hexadecimal number");
-    at = eol + 2;
+    auto data = eol + 2;
     if (*size == 0) {
       // The trailer section: field lines up to a blank line, bounded as a
       // head is.
-      auto trailers = at;
-      for (;;) {
-        auto end = in.find("\r\n", at);
-        if ((end == npos ? in.size() : end) - trailers > max_head)
+      for (auto field = data;;) {
+        auto end = in.find("\r\n", field);
+        if ((end == npos ? in.size() : end) - data > max_head)
           return refuse(431, "the trailer section is larger than "
                                + std::to_string(max_head) + " bytes");
         if (end == npos)
           return out;
-        if (end == at) {
+        if (end == field) {
           out.what = request_frame::state::whole;
           out.bytes = end + 2;
           return out;
         }
-        at = end + 2;
+        field = end + 2;
       }
     }
-    total += *size;
-    if (total > max_body)
-      return refuse(413, too_large(total, max_body));
-    if (in.size() - at < *size + 2)
+    if (cursor.total + *size > max_body)
+      return refuse(413, too_large(cursor.total + *size, max_body));
+    if (in.size() - data < *size + 2)
       return out;
-    if (in.substr(at + *size, 2) != "\r\n")
+    if (in.substr(data + *size, 2) != "\r\n")
       return refuse(400, "a chunk's data is not followed by CRLF");
-    at += *size + 2;
+    cursor.total += *size;
+    cursor.at = data + *size + 2;
   }
 }
 
 } // namespace
 
 request_frame frame_request(std::string_view in, size_t max_head,
-                            size_t max_body) {
+                            size_t max_body, chunk_cursor* cursor) {
   request_frame out;
   // The request line, judged as soon as it is complete.
   auto eol = in.find("\r\n");
@@ -224,7 +224,11 @@ request_frame frame_request(std::string_view in, size_t max_head,
     return refuse(400, "Transfer-Encoding in an HTTP/1.0 request");
 
   if (codings == 1) {
-    auto body = frame_chunks(in, out.head_bytes, max_head, max_body);
+    chunk_cursor fresh;
+    auto& scan = cursor != nullptr ? *cursor : fresh;
+    if (scan.at < out.head_bytes)
+      scan = chunk_cursor{out.head_bytes, 0};
+    auto body = frame_chunks(in, scan, max_head, max_body);
     if (body.what == request_frame::state::bad)
       return body;
     out.what = body.what;

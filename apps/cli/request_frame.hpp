@@ -10,6 +10,7 @@
 /// folding, a malformed request line or header line.
 
 #include <cstddef>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -37,10 +38,20 @@ struct request_frame {
   std::string reason;
 };
 
+/// How far a chunked body was scanned, kept between calls for one request
+/// so that each read scans only what is new (a body of many tiny chunks
+/// read in many pieces would otherwise be scanned from its start each time).
+struct chunk_cursor {
+  size_t at = 0;      ///< the next chunk-size line (0: not started)
+  uint64_t total = 0; ///< the sizes of the chunks before it
+};
+
 /// Frames the request at the start of `in`. `max_head` bounds the head
 /// (request line and header fields), `max_body` the body (its
-/// Content-Length, or its chunks' sizes together).
+/// Content-Length, or its chunks' sizes together). `cursor`, when given,
+/// carries a chunked body's scan from one call to the next for the same
+/// request (reset it for the next request).
 request_frame frame_request(std::string_view in, size_t max_head,
-                            size_t max_body);
+                            size_t max_body, chunk_cursor* cursor = nullptr);
 
 } // namespace pgw::cli

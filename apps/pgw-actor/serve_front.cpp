@@ -264,6 +264,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool reading = false;
     /// This request's `100 Continue` went out.
     bool continue_sent = false;
+    /// How far this request's chunked body was scanned.
+    cli::chunk_cursor chunks;
     std::array<char, 16384> chunk{};
 
     // The request being answered.
@@ -366,7 +368,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       if (in.empty())
         return read_more();
       auto frame = cli::frame_request(in, max_head_bytes,
-                                      owner->opts.max_body_bytes);
+                                      owner->opts.max_body_bytes, &chunks);
       using state = cli::request_frame::state;
       if (frame.what == state::bad)
         return refuse(frame);
@@ -380,6 +382,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
         return read_more();
       }
       reading = false;
+      chunks = {};
       if (continue_sent) {
         continue_sent = false;
         forget_expect(frame.head_bytes);

@@ -61,6 +61,44 @@ TEST_CASE("request frame: chunked bodies end at their last chunk and trailers") 
   }
 }
 
+TEST_CASE("request frame: a chunked body read byte by byte, its scan carried "
+          "on, frames as it does whole") {
+  // 2,000 chunks of one byte, then trailers: with the cursor each call
+  // scans only what is new, and ends where a whole scan ends.
+  auto head = post("Transfer-Encoding: chunked\r\n");
+  std::string body;
+  for (int i = 0; i < 2000; ++i)
+    body += "1\r\nx\r\n";
+  body += "0\r\nX-T: 1\r\n\r\n";
+  auto in = head + body + "GET / HTTP/1.1\r\n\r\n";
+  auto whole = frame_request(in, max_head, 3000);
+  REQUIRE(whole.what == state::whole);
+  pgw::cli::chunk_cursor cursor;
+  request_frame r;
+  size_t n = head.size();
+  for (; n <= in.size(); ++n) {
+    r = frame_request(std::string_view{in}.substr(0, n), max_head, 3000,
+                      &cursor);
+    if (r.what != state::partial)
+      break;
+  }
+  CHECK(r.what == state::whole);
+  CHECK(r.bytes == whole.bytes);
+  CHECK(n == whole.bytes);
+  CHECK(cursor.total == 2000);
+  // The cursor also keeps the body's limit: 2,000 bytes over a limit of
+  // 1,000 are refused as soon as the 1,001st chunk's size line is in.
+  pgw::cli::chunk_cursor limited;
+  for (n = head.size(); n <= in.size(); ++n) {
+    r = frame_request(std::string_view{in}.substr(0, n), max_head, max_body,
+                      &limited);
+    if (r.what != state::partial)
+      break;
+  }
+  CHECK(r.status == 413);
+  CHECK(n == head.size() + 1000 * 6 + 3);
+}
+
 TEST_CASE("request frame: what would let two parsers disagree is refused") {
   auto bad = [](const std::string& in, int status, const std::string& part) {
     auto r = frame(in);
