@@ -209,7 +209,7 @@ TEST_CASE("env file: text after a closing quote is an error") {
   CHECK_FALSE(read_env_file(path));
 }
 
-TEST_CASE("env file: a key set twice is a warning naming its lines; the last "
+TEST_CASE("env file: a key set twice is a warning naming its lines, and the last "
           "value still wins") {
   temp_dir dir;
   auto path = dir.write("twice.env", "LLM__GENERIC__A__TIMEOUT_S=5\n"
