@@ -62,12 +62,6 @@ http_connection::http_connection(int sock, time_t read_timeout_sec,
   ::setsockopt(sock_, SOL_SOCKET, SO_SNDTIMEO, &snd, sizeof snd);
 }
 
-std::string http_connection::take_buffered() {
-  std::string out(buf_.data() + off_, len_ - off_);
-  off_ = len_ = 0;
-  return out;
-}
-
 void http_connection::prefill(std::string_view bytes) {
   if (bytes.empty())
     return;

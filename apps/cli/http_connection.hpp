@@ -55,10 +55,6 @@ public:
   /// Bytes of the next request already read.
   bool buffered() const { return off_ < len_; }
 
-  /// Takes the bytes read and not consumed (the connection goes back to
-  /// serve's front, which reads on from there).
-  std::string take_buffered();
-
   /// Bytes read from the socket by someone else before the connection was
   /// handed over (serve's front): read before anything from the socket.
   void prefill(std::string_view bytes);

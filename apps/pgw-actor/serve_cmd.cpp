@@ -126,26 +126,33 @@ thread_local std::chrono::steady_clock::time_point request_started;
 class server : public httplib::Server {
 public:
   /// Takes back a connection handed over, after its request: the socket
-  /// and the bytes read past that request (set before the front starts).
-  std::function<void(int fd, std::string read)> give_back;
+  /// and the bytes the front read past that request (set before the front
+  /// starts).
+  std::function<void(int fd, std::string rest)> give_back;
 
-  /// A connection the front accepted, with a whole request it read from it
-  /// (and any bytes after): that request is answered here, then the
-  /// connection goes back to the front (`give_back`), which reads the next
-  /// one — so this thread never waits on the client's bytes.
-  void serve_handed(int sock, std::string_view read) {
+  /// A connection the front accepted, with one whole request it read from
+  /// it: that request is answered here, then the connection goes back to
+  /// the front (`give_back`) with `rest`, the bytes the front read after
+  /// the request, which reads the next one — so this thread never waits on
+  /// the client's bytes. Whatever of the request a handler left unread (a
+  /// body refused before it was read, as a wrong key's) is dropped with
+  /// it: the front's framing decides where the next request starts.
+  void serve_handed(int sock, std::string_view request, std::string rest) {
     int flags = ::fcntl(sock, F_GETFL);
     if (flags >= 0 && (flags & O_NONBLOCK) != 0)
       ::fcntl(sock, F_SETFL, flags & ~O_NONBLOCK); // Asio's; reads block here
-    serve_connection(sock, read, true);
+    serve_connection(sock, request, &rest);
   }
 
 private:
   bool process_and_close_socket(socket_t sock) override {
-    return serve_connection(sock, {}, false);
+    return serve_connection(sock, {}, nullptr);
   }
 
-  bool serve_connection(socket_t sock, std::string_view read, bool handed) {
+  /// `rest`: a handed connection's bytes after its one request (null for a
+  /// connection httplib accepted itself).
+  bool serve_connection(socket_t sock, std::string_view read,
+                        std::string* rest) {
     serve::client_socket = sock;
     bool ret = false;
     http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
@@ -162,9 +169,9 @@ private:
       ret = strm.end_request() && ret;
       if (!ret || connection_closed)
         break;
-      if (handed && give_back && svr_sock_ != INVALID_SOCKET) {
+      if (rest != nullptr && give_back && svr_sock_ != INVALID_SOCKET) {
         serve::client_socket = -1;
-        give_back(sock, strm.take_buffered());
+        give_back(sock, std::move(*rest));
         return ret;
       }
     }
@@ -202,14 +209,15 @@ public:
   }
 
   /// From the front's loop: queues the connection for a thread.
-  void hand_over(int fd, std::string read) {
+  void hand_over(int fd, std::string request, std::string rest) {
     std::lock_guard<std::mutex> guard{mtx_};
     if (closed_) {
       ::close(fd);
       return;
     }
-    pool_.enqueue([this, fd, read = std::move(read)] {
-      svr_.serve_handed(fd, read);
+    pool_.enqueue([this, fd, request = std::move(request),
+                   rest = std::move(rest)]() mutable {
+      svr_.serve_handed(fd, request, std::move(rest));
     });
   }
 
@@ -552,8 +560,9 @@ int serve_main(const std::vector<std::string>& args) {
     fo.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
     fo.read_timeout_s = sc.read_timeout_s;
     fo.write_timeout_s = sc.write_timeout_s;
-    fo.hand_off = [&connections](int fd, std::string read) {
-      connections.hand_over(fd, std::move(read));
+    fo.hand_off = [&connections](int fd, std::string request,
+                                 std::string rest) {
+      connections.hand_over(fd, std::move(request), std::move(rest));
     };
     svr.give_back = [&front](int fd, std::string read) {
       front->take_back(fd, std::move(read));

@@ -266,6 +266,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool continue_sent = false;
     /// How far this request's chunked body was scanned.
     cli::chunk_cursor chunks;
+    /// The whole request's size (head and body), once framed.
+    size_t request_bytes = 0;
     std::array<char, 16384> chunk{};
 
     // The request being answered.
@@ -383,6 +385,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       }
       reading = false;
       chunks = {};
+      request_bytes = frame.bytes;
       if (continue_sent) {
         continue_sent = false;
         forget_expect(frame.head_bytes);
@@ -790,9 +793,10 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
 
     // -- the hand-off ---------------------------------------------------------
 
-    /// Gives the connection, with the whole request in `in` (and any bytes
-    /// read past it), to the cpp-httplib server (`front_options::hand_off`);
-    /// the session ends. The connection comes back with `take_back`.
+    /// Gives the connection, with the whole request at the start of `in`,
+    /// to the cpp-httplib server (`front_options::hand_off`); the bytes
+    /// after it travel along and come back with the connection
+    /// (`take_back`), whatever httplib left unread. The session ends.
     void hand_off() {
       no_deadline(); // httplib keeps its own timeouts
       timer.cancel();
@@ -800,7 +804,9 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       int fd = sock.release(ec);
       if (ec)
         return close();
-      owner->opts.hand_off(fd, std::move(in));
+      auto rest = in.substr(request_bytes);
+      in.resize(request_bytes);
+      owner->opts.hand_off(fd, std::move(in), std::move(rest));
       in.clear();
     }
   };

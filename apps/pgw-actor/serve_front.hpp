@@ -51,9 +51,10 @@ struct front_options {
   /// An idle keep-alive connection closes after this long (httplib's too).
   double keep_alive_s = 2;
   /// Takes a connection the front does not answer: its socket (blocking
-  /// or not) and the bytes already read from it, a whole request first.
-  /// Runs on the loop; it must not block. Required.
-  std::function<void(int fd, std::string read)> hand_off;
+  /// or not), one whole request read from it, and the bytes read after
+  /// that request (to come back unchanged with `take_back`). Runs on the
+  /// loop; it must not block. Required.
+  std::function<void(int fd, std::string request, std::string rest)> hand_off;
   /// Takes a line for the operator: the front cannot accept connections
   /// (out of descriptors, say) and tries again every 10 ms, or accepts
   /// again. Runs on the loop; it must not block. Optional.
@@ -87,8 +88,9 @@ public:
   void wait_idle();
 
   /// A connection handed off, its request answered, comes back with the
-  /// bytes read past that request: the front reads its next request. After
-  /// `stop`, the connection closes. Any thread.
+  /// bytes the front read past that request (`hand_off`'s `rest`): the
+  /// front reads its next request. After `stop`, the connection closes.
+  /// Any thread.
   void take_back(int fd, std::string read);
 
   struct impl;

@@ -834,6 +834,15 @@ TEST_CASE("serve: a request that could be framed two ways is refused, once, "
                "the body ends would be ambiguous)");
   refused("GET /healthz HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n",
           431, "the request head is larger than 8192 bytes");
+  // A wrong key's request is answered by httplib, which refuses it before
+  // reading its body: the front's framing, not what httplib left unread,
+  // says where the next request starts (its body was read as a request).
+  raw_connection keep{f.port};
+  keep.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+            "Bearer wrong\r\nContent-Length: " + std::to_string(body.size())
+            + "\r\n\r\n" + body + chat_request_bytes(body));
+  CHECK(keep.read_response().status == 401);
+  CHECK(keep.read_response().status == 200);
   // The bearer scheme in any case.
   raw_connection c{f.port};
   c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
