@@ -1,5 +1,7 @@
 #include "apps/cli/request_frame.hpp"
 
+#include "transport/upstream_exchange.hpp"
+
 #include <cstdint>
 #include <optional>
 
@@ -32,16 +34,6 @@ bool is_token(std::string_view s) {
 
 unsigned char lower(unsigned char c) {
   return c >= 'A' && c <= 'Z' ? static_cast<unsigned char>(c + 32) : c;
-}
-
-bool iequals(std::string_view a, std::string_view b) {
-  if (a.size() != b.size())
-    return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (lower(static_cast<unsigned char>(a[i]))
-        != lower(static_cast<unsigned char>(b[i])))
-      return false;
-  return true;
 }
 
 std::string_view trim(std::string_view s) {
@@ -196,7 +188,7 @@ request_frame frame_request(std::string_view in, size_t max_head,
       return refuse(400, "a header line is not `Name: value`: "
                            + shown(field));
     auto value = trim(field.substr(colon + 1));
-    if (iequals(name, "Content-Length")) {
+    if (same_header_name(name, "Content-Length")) {
       auto n = number(value, 10, 19);
       if (!n)
         return refuse(400, "Content-Length " + shown(value)
@@ -206,12 +198,13 @@ request_frame frame_request(std::string_view in, size_t max_head,
                              + std::to_string(*length) + " and "
                              + std::to_string(*n) + ")");
       length = n;
-    } else if (iequals(name, "Transfer-Encoding")) {
-      if (!iequals(value, "chunked"))
+    } else if (same_header_name(name, "Transfer-Encoding")) {
+      if (!same_header_name(value, "chunked"))
         return refuse(501, "Transfer-Encoding " + shown(value)
                              + " is not supported (only chunked)");
       ++codings;
-    } else if (iequals(name, "Expect") && iequals(value, "100-continue")) {
+    } else if (same_header_name(name, "Expect")
+               && same_header_name(value, "100-continue")) {
       expects_continue = true;
     }
   }
