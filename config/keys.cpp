@@ -122,4 +122,47 @@ std::string mask_url(const std::string& url) {
   return masked;
 }
 
+namespace {
+
+/// Edits turning `a` into `b` (optimal string alignment distance).
+size_t spelling_distance(const std::string& a, const std::string& b) {
+  const size_t n = a.size(), m = b.size();
+  std::vector<std::vector<size_t>> d(n + 1, std::vector<size_t>(m + 1));
+  for (size_t i = 0; i <= n; ++i)
+    d[i][0] = i;
+  for (size_t j = 0; j <= m; ++j)
+    d[0][j] = j;
+  for (size_t i = 1; i <= n; ++i)
+    for (size_t j = 1; j <= m; ++j) {
+      size_t cost = a[i - 1] == b[j - 1] ? 0 : 1;
+      d[i][j] = std::min({d[i - 1][j] + 1, d[i][j - 1] + 1,
+                          d[i - 1][j - 1] + cost});
+      if (i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1])
+        d[i][j] = std::min(d[i][j], d[i - 2][j - 2] + 1);
+    }
+  return d[n][m];
+}
+
+} // namespace
+
+std::string closest_spelling(const std::string& word,
+                             const std::vector<std::string>& candidates) {
+  // Keys are short; a long word is no key's misspelling.
+  if (word.empty() || word.size() > 64)
+    return {};
+  const size_t allowed = word.size() <= 5 ? 1 : word.size() <= 12 ? 2 : 3;
+  std::string best;
+  size_t best_distance = allowed + 1;
+  for (auto& candidate : candidates) {
+    if (candidate == word)
+      continue;
+    auto distance = spelling_distance(word, candidate);
+    if (distance < best_distance) {
+      best_distance = distance;
+      best = candidate;
+    }
+  }
+  return best;
+}
+
 } // namespace pgw::detail

@@ -25,6 +25,13 @@ bool is_reserved_segment(const std::string& segment);
 /// (source and provider names).
 bool is_name_segment(const std::string& name);
 
+/// The candidate `word` is most likely a misspelling of: the closest by
+/// edits (an insertion, deletion, substitution or swap of two neighbours),
+/// within 1 edit for words up to 5 characters, 2 up to 12, else 3; the first
+/// of equals. Nothing when none is that close.
+std::string closest_spelling(const std::string& word,
+                             const std::vector<std::string>& candidates);
+
 /// `{SCOPE}__{PROVIDER}__{NAME}__{FIELD}` for a source, upper case.
 std::string own_source_key(const std::string& scope,
                            const source_config& src, const std::string& field);

@@ -559,9 +559,36 @@ near_miss(const std::string& key, const std::set<std::string>& scopes) {
     if (key.rfind("PGW_", 0) != 0)
       return hint("keys are case-sensitive", upper, scopes,
                   "keys are case-sensitive: pgw's are upper case");
-    return ""; // a PGW_ key pgw does not have
+    // A PGW_ key pgw does not have, perhaps a misspelt one of its own.
+    std::vector<std::string> keys;
+    for (auto& entry : global_setters())
+      keys.push_back(entry.first);
+    auto meant = detail::closest_spelling(key, keys);
+    return meant.empty() ? "" : fmt::format("did you mean {}?", meant);
   }
   return std::nullopt;
+}
+
+/// The key of scope `seg[0]` that `key` (which pgw does not read) most
+/// likely misspells, or "": a source's field (`LLM__OPENAI__A__APIKEY`) or a
+/// scope's own key (`LLM__MAX_ATTEMPT`).
+std::string scope_key_meant(const std::string& key,
+                            const std::vector<std::string>& seg) {
+  if (seg.size() == 4) {
+    auto field = detail::closest_spelling(seg[3], source_fields);
+    return field.empty()
+             ? ""
+             : fmt::format("{}__{}__{}__{}", seg[0], seg[1], seg[2], field);
+  }
+  std::vector<std::string> suffixes;
+  for (auto& entry : scope_setters())
+    suffixes.push_back(entry.first);
+  for (auto& field : source_fields)
+    if (is_scope_default_field(field))
+      suffixes.push_back(field);
+  auto suffix = detail::closest_spelling(key.substr(seg[0].size() + 2),
+                                         suffixes);
+  return suffix.empty() ? "" : detail::scope_key(seg[0], suffix);
 }
 
 } // namespace
@@ -598,6 +625,9 @@ caf::expected<settings> load_settings(const env_map& env) {
       } else if (auto i = setters.find(suffix); i != setters.end()) {
         if (auto err = i->second(scope, key, value))
           return err;
+      } else if (auto meant = scope_key_meant(key, seg); !meant.empty()) {
+        warn(result, fmt::format("unknown key {} ignored (did you mean {}?)",
+                                 key, meant));
       } else {
         warn(result, fmt::format("unknown key {} ignored", key));
       }

@@ -193,13 +193,44 @@ TEST_CASE("unknown scope keys and source fields are warnings, not errors") {
   REQUIRE(s);
   CHECK(has_warning(*s, "unknown key LLM__FOO ignored"));
   CHECK(has_warning(*s, "unknown key LLM__HEDGE__BEFORE_S ignored"));
-  CHECK(has_warning(*s, "unknown key LLM__OPENAI__A__APIKEY ignored"));
+  CHECK(has_warning(*s, "unknown key LLM__OPENAI__A__APIKEY ignored (did "
+                        "you mean LLM__OPENAI__A__API_KEY?)"));
   CHECK(has_warning(*s, "unknown key LLM__OPENAI__A__TIMEOUT_S__X ignored"));
   CHECK(has_warning(*s, "unknown key LLM__OPENAI__MODEL ignored"));
   CHECK(s->warnings.size() == 5);
   // The value of an unknown key is never repeated (it may be a secret).
   for (auto& w : s->warnings)
     CHECK_FALSE(contains(w, "typo"));
+}
+
+TEST_CASE("a misspelt key of a scope, a source or pgw names the key "
+          "probably meant") {
+  auto s = load_settings(base({{"LLM__MAX_ATTEMPT", "3"},
+                               {"LLM__HEDGE__AFTERS", "1"},
+                               {"LLM__TIMOUT_S", "5"},
+                               {"LLM__OPENAI__A__BASE_ULR", "x"},
+                               {"LLM__OPENAI__A__MODLE", "m"},
+                               {"LLM__OPENAI__A__COLOUR", "far from all"},
+                               {"PGW_SERVE_MAX_INFLGHT", "9"},
+                               {"PGW_TOTALLY_UNKNOWN", "x"}}));
+  REQUIRE(s);
+  const std::vector<std::string> expected = {
+    "unknown key LLM__MAX_ATTEMPT ignored (did you mean LLM__MAX_ATTEMPTS?)",
+    "unknown key LLM__HEDGE__AFTERS ignored (did you mean "
+    "LLM__HEDGE__AFTER_S?)",
+    "unknown key LLM__TIMOUT_S ignored (did you mean LLM__TIMEOUT_S?)",
+    "unknown key LLM__OPENAI__A__BASE_ULR ignored (did you mean "
+    "LLM__OPENAI__A__BASE_URL?)",
+    "unknown key LLM__OPENAI__A__MODLE ignored (did you mean "
+    "LLM__OPENAI__A__MODEL?)",
+    "unknown key LLM__OPENAI__A__COLOUR ignored",
+    "unknown key PGW_SERVE_MAX_INFLGHT ignored (did you mean "
+    "PGW_SERVE_MAX_INFLIGHT?)",
+    "unknown key PGW_TOTALLY_UNKNOWN ignored",
+  };
+  for (auto& text : expected)
+    CHECK_MESSAGE(has_warning(*s, text), text);
+  CHECK(s->warnings.size() == expected.size());
 }
 
 TEST_CASE("keys meant for a scope or for pgw but misspelled are warnings "
@@ -257,8 +288,10 @@ TEST_CASE("unknown PGW_ keys are warnings, known global keys are read") {
   auto s = load_settings(base({{"PGW_LIMITER_BACKNED", "memory"},
                                {"PGW_PROVIDERS_PATH_X", "x"}}));
   REQUIRE(s);
-  CHECK(has_warning(*s, "unknown key PGW_LIMITER_BACKNED ignored"));
-  CHECK(has_warning(*s, "unknown key PGW_PROVIDERS_PATH_X ignored"));
+  CHECK(has_warning(*s, "unknown key PGW_LIMITER_BACKNED ignored (did you "
+                        "mean PGW_LIMITER_BACKEND?)"));
+  CHECK(has_warning(*s, "unknown key PGW_PROVIDERS_PATH_X ignored (did you "
+                        "mean PGW_PROVIDERS_PATH?)"));
 }
 
 TEST_CASE("a reserved provider segment is an error naming the key") {
