@@ -309,6 +309,18 @@ std::optional<size_t> invalid_utf8_at(std::string_view s) {
 
 // -- request ------------------------------------------------------------------
 
+namespace {
+
+/// `invalid_request` naming `where` and the first byte that is not UTF-8.
+caf::error utf8_field(const std::string& where, std::string_view text) {
+  if (auto bad = invalid_utf8_at(text))
+    return invalid(where + ": not valid UTF-8 at byte offset "
+                   + std::to_string(*bad));
+  return {};
+}
+
+} // namespace
+
 caf::error check_request(const chat_request& req) {
   if (req.messages.empty())
     return invalid("messages: at least one message is required");
@@ -327,16 +339,38 @@ caf::error check_request(const chat_request& req) {
       if (m.tool_calls[j].id.empty() || m.tool_calls[j].name.empty())
         return invalid(where + ".tool_calls[" + std::to_string(j)
                        + "]: needs an id and a function name");
-    // JSON text is UTF-8: invalid bytes would make the body invalid JSON.
-    if (auto bad = invalid_utf8_at(m.content))
-      return invalid(where + ".content: not valid UTF-8 at byte offset "
-                     + std::to_string(*bad));
-    for (size_t j = 0; j < m.parts.size(); ++j)
-      if (auto bad = invalid_utf8_at(m.parts[j].text))
-        return invalid(where + ".parts[" + std::to_string(j)
-                       + "].text: not valid UTF-8 at byte offset "
-                       + std::to_string(*bad));
+    // JSON text is UTF-8: invalid bytes would make the body invalid JSON
+    // (and the source would be blamed for refusing it).
+    if (auto err = utf8_field(where + ".content", m.content))
+      return err;
+    for (size_t j = 0; j < m.parts.size(); ++j) {
+      auto part = where + ".parts[" + std::to_string(j) + "]";
+      if (auto err = utf8_field(part + ".text", m.parts[j].text))
+        return err;
+      if (auto err = utf8_field(part + ".image_url", m.parts[j].image_url))
+        return err;
+    }
+    for (size_t j = 0; j < m.tool_calls.size(); ++j) {
+      auto call = where + ".tool_calls[" + std::to_string(j) + "]";
+      auto& tc = m.tool_calls[j];
+      for (auto [field, text] : {std::pair{".id", &tc.id},
+                                 std::pair{".type", &tc.type},
+                                 std::pair{".function.name", &tc.name},
+                                 std::pair{".function.arguments",
+                                           &tc.arguments}})
+        if (auto err = utf8_field(call + field, *text))
+          return err;
+    }
+    if (auto err = utf8_field(where + ".tool_call_id", m.tool_call_id))
+      return err;
+    if (auto err = utf8_field(where + ".name", m.name))
+      return err;
   }
+  for (size_t k = 0; k < req.stop.size(); ++k)
+    if (auto err = utf8_field("stop[" + std::to_string(k) + "]", req.stop[k]))
+      return err;
+  if (auto err = utf8_field("user", req.user))
+    return err;
   if (req.n && *req.n != 1)
     return invalid("n: only 1 choice per call is supported (got "
                    + std::to_string(*req.n) + ")");

@@ -311,6 +311,52 @@ TEST_CASE("check_request: a prompt that is not UTF-8 names the byte offset") {
   CHECK_FALSE(check_request(req));
 }
 
+TEST_CASE("check_request: every text sent upstream is checked as UTF-8, "
+          "not only the content") {
+  const std::string bad = "ab\xFF";
+  auto base = [] {
+    chat_request req;
+    req.messages.push_back(chat_message{"user", "hi", {}});
+    return req;
+  };
+  auto with_call = [&](auto set) {
+    auto req = base();
+    chat_message m{"assistant", "", {}};
+    m.tool_calls.push_back(tool_call{"c1", "function", "f", "{}"});
+    set(m.tool_calls[0]);
+    req.messages.push_back(m);
+    return req;
+  };
+  std::vector<std::pair<std::string, chat_request>> cases;
+  auto r = base();
+  r.messages[0].name = bad;
+  cases.emplace_back("messages[0].name", r);
+  r = base();
+  r.messages[0].tool_call_id = bad;
+  cases.emplace_back("messages[0].tool_call_id", r);
+  r = base();
+  r.messages[0].parts.push_back(content_part{"image_url", "", bad});
+  cases.emplace_back("messages[0].parts[0].image_url", r);
+  cases.emplace_back("messages[1].tool_calls[0].function.arguments",
+                     with_call([&](tool_call& c) { c.arguments = bad; }));
+  cases.emplace_back("messages[1].tool_calls[0].function.name",
+                     with_call([&](tool_call& c) { c.name = bad; }));
+  cases.emplace_back("messages[1].tool_calls[0].id",
+                     with_call([&](tool_call& c) { c.id = bad; }));
+  r = base();
+  r.stop = {"ok", bad};
+  cases.emplace_back("stop[1]", r);
+  r = base();
+  r.user = bad;
+  cases.emplace_back("user", r);
+  for (auto& [where, req] : cases) {
+    CAPTURE(where);
+    auto err = check_request(req);
+    CHECK(code_of(err) == error_code::invalid_request);
+    CHECK(message_of(err) == where + ": not valid UTF-8 at byte offset 2");
+  }
+}
+
 // -- the stream accumulator -----------------------------------------------------------
 
 TEST_CASE("stream: the answer cap ends the attempt with response_too_large") {
