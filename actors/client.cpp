@@ -1,11 +1,14 @@
 #include "actors/client.hpp"
 
+#include "config/support/log.hpp"
 #include "messages/errors.hpp"
 
 #include <caf/event_based_actor.hpp>
 #include <caf/exit_reason.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
+
+#include <fmt/format.h>
 
 #include <condition_variable>
 #include <deque>
@@ -16,6 +19,46 @@
 namespace pgw {
 
 namespace {
+
+/// Runs a caller's callback `what` on a CAF thread: an exception it throws
+/// is logged and goes no further (it would end the actor that runs it, and
+/// with it every other call that actor carries). False when it threw.
+template <class F>
+bool contained(const char* what, F&& fn) {
+  try {
+    fn();
+    return true;
+  } catch (const std::exception& e) {
+    log::error("client", "{} threw: {}", what, e.what());
+  } catch (...) {
+    log::error("client", "{} threw a non-standard exception", what);
+  }
+  return false;
+}
+
+/// What a callback threw, for the answer of the call it broke.
+std::string thrown_by(const char* what) {
+  try {
+    throw;
+  } catch (const std::exception& e) {
+    return fmt::format("{} threw: {}", what, e.what());
+  } catch (...) {
+    return fmt::format("{} threw a non-standard exception", what);
+  }
+}
+
+/// `err` in pgw's category: CAF's own errors (a request to a gateway that
+/// has stopped) become `cancelled` or `internal` with CAF's words.
+caf::error pgw_error(caf::error err) {
+  if (!err || code_of(err))
+    return err;
+  auto words = to_string(err);
+  if (err == caf::sec::request_receiver_down)
+    return make_error(error_code::cancelled,
+                      "the gateway is not running (" + words + ")");
+  return make_error(error_code::internal,
+                    "the gateway did not answer (" + words + ")");
+}
 
 /// A callback called once: with the answer (`set`), or with an `internal`
 /// error naming `why` when it is dropped unanswered (the actor that was to
@@ -35,12 +78,12 @@ struct once_callback {
 
   void set(caf::expected<Response> r) {
     called = true;
-    fn(std::move(r));
+    contained("a callback", [&] { fn(std::move(r)); });
   }
 
   ~once_callback() {
     if (!called)
-      fn(make_error(error_code::internal, why));
+      contained("a callback", [&] { fn(make_error(error_code::internal, why)); });
   }
 };
 
@@ -101,12 +144,15 @@ struct client::requester {
   using then_guard = once_callback<chat_response>;
 
   /// A queued call; its answer goes to `promise` (chat_async), `slot`
-  /// (chat) or `then` (chat_then).
+  /// (chat) or `then` (chat_then). Or, with none of them, a cancel of the
+  /// call with id `cancel_id`: sent after the calls queued before it, so a
+  /// call is known to the gateway when its cancel comes.
   struct job {
     chat_request req;
     std::shared_ptr<chat_promise> promise;
     std::shared_ptr<slot_guard> slot;
     std::shared_ptr<then_guard> then = nullptr;
+    std::string cancel_id = {};
   };
 
   struct queue {
@@ -137,6 +183,10 @@ struct client::requester {
             taken.swap(q->jobs);
           }
           for (auto& j : taken) {
+            if (!j.promise && !j.slot && !j.then) {
+              self->send(gw, atom::cancel_v, std::move(j.cancel_id));
+              continue;
+            }
             ++*pending;
             auto promise = std::move(j.promise);
             auto slot = std::move(j.slot);
@@ -158,7 +208,7 @@ struct client::requester {
                   maybe_quit();
                 },
                 [answer, pending, maybe_quit](caf::error& err) {
-                  answer(std::move(err));
+                  answer(pgw_error(std::move(err)));
                   --*pending;
                   maybe_quit();
                 });
@@ -275,12 +325,18 @@ live_call client::chat_stream(chat_request req,
                             on_end = std::move(on_end)](
                              caf::event_based_actor* self) -> caf::behavior {
     auto decided = std::make_shared<bool>(false);
-    auto decide = [promise, decided, on_end](result_type r) {
+    // Set when `on_delta` threw: the call is cancelled, and its result says
+    // why.
+    auto sink_failed = std::make_shared<std::string>();
+    auto decide = [promise, decided, sink_failed, on_end](result_type r) {
       if (!*decided) {
         *decided = true;
+        if (!sink_failed->empty())
+          r = make_error(error_code::cancelled,
+                         "the call was cancelled: " + *sink_failed);
         promise->set_value(std::move(r));
         if (on_end)
-          on_end();
+          contained("on_end", on_end);
       }
     };
     // A helper that ends without a terminal event still sets the result
@@ -301,13 +357,24 @@ live_call client::chat_stream(chat_request req,
           .then([](chat_response&) {},
                 [sink](caf::error& err) {
                   // No terminal came (the gateway is gone): the error is.
-                  caf::anon_send(sink, atom::stream_end_v, std::move(err));
+                  caf::anon_send(sink, atom::stream_end_v,
+                                 pgw_error(std::move(err)));
                 });
       });
     return {
-      [decided, on_delta](atom::delta, const stream_delta& d) {
-        if (!*decided && on_delta)
+      [self, decided, sink_failed, requester,
+       on_delta](atom::delta, const stream_delta& d) {
+        if (*decided || !sink_failed->empty() || !on_delta)
+          return;
+        try {
           on_delta(d);
+        } catch (...) {
+          // Cancelled as if the caller had gone: its legs stop, the
+          // permits settle, and the terminal event decides the result.
+          *sink_failed = thrown_by("on_delta");
+          log::error("client", "{}: cancelling the call", *sink_failed);
+          self->send_exit(requester, caf::exit_reason::user_shutdown);
+        }
       },
       [self, decide](atom::stream_end, chat_response& resp) {
         decide(std::move(resp));
@@ -346,7 +413,7 @@ void ask_then(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
              once](caf::event_based_actor* self) {
     self->request(gw, caf::infinite, atom_value, req)
       .then([once](Response& resp) { once->set(std::move(resp)); },
-            [once](caf::error& err) { once->set(std::move(err)); });
+            [once](caf::error& err) { once->set(pgw_error(std::move(err))); });
   });
 }
 
@@ -401,7 +468,11 @@ void client::ocr_then(ocr_request req,
 }
 
 void client::cancel(const std::string& call_id) {
-  caf::anon_send(gateway_, atom::cancel_v, call_id);
+  // Through the requester: a chat call this client queued before is at the
+  // gateway by then (sent straight, the cancel could overtake it).
+  requester::job j;
+  j.cancel_id = call_id;
+  requester_->queue_job(std::move(j));
 }
 
 caf::expected<gateway_status> client::status() {

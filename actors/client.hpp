@@ -61,7 +61,8 @@ public:
 
   /// Starts one call; `done` gets its single answer, on a CAF thread (it
   /// must return quickly and never block), or an `internal` error if the
-  /// client's requester stops first.
+  /// client's requester stops first. An exception `done` throws is logged
+  /// and goes no further.
   void chat_then(chat_request req,
                  std::function<void(caf::expected<chat_response>)> done);
 
@@ -69,8 +70,10 @@ public:
   /// source streams it (only from the source that produced the first token
   /// first; the first delta names it), then the returned handle's result
   /// holds the terminal event. `on_delta` runs on a CAF thread, one call at
-  /// a time, in order; it must return quickly. `on_end`, when given, runs
-  /// (on a CAF thread, after the last `on_delta`) once the result is set.
+  /// a time, in order; it must return quickly. An `on_delta` that throws
+  /// cancels the call (as `cancel` does): the result is `cancelled`, naming
+  /// what it threw. `on_end`, when given, runs (on a CAF thread, after the
+  /// last `on_delta`) once the result is set.
   live_call chat_stream(chat_request req,
                         std::function<void(const stream_delta&)> on_delta,
                         std::function<void()> on_end = {});
@@ -101,7 +104,9 @@ public:
                 std::function<void(caf::expected<ocr_response>)> done);
 
   /// Cancels the call with this id (set `chat_request::call_id` to use it).
-  /// The call answers `cancelled` once its attempts are stopped.
+  /// The call answers `cancelled` once its attempts are stopped. A chat call
+  /// started on this client before the cancel is reached by it, however
+  /// soon after.
   void cancel(const std::string& call_id);
 
   /// The gateway's live status.

@@ -250,6 +250,8 @@ void collect_status(self_ptr self,
 /// the request has none. A default (empty) error when it may start.
 caf::error check_chat(self_ptr self, chat_request& req) {
   auto& st = self->state;
+  if (st.stopping)
+    return make_error(error_code::cancelled, "the gateway is shutting down");
   if (auto err = check_request(req))
     return err;
   if (auto kind = st.scope->sources.front().kind; kind != source_kind::chat)
@@ -343,6 +345,67 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
   return rp;
 }
 
+/// How long a gateway told to exit waits for its cancelled calls to answer
+/// (each closes its connections and settles; far less in practice).
+constexpr auto stop_grace = std::chrono::seconds(5);
+
+/// A monitored call (supervisor, embedding or OCR call) or requester went.
+void on_down(self_ptr self, caf::down_msg& msg) {
+  auto& st = self->state;
+  if (auto r = st.calls_of.find(msg.source); r != st.calls_of.end()) {
+    // A requester went away: its calls are cancelled.
+    for (auto& sup : r->second)
+      if (auto i = st.call_of.find(sup); i != st.call_of.end())
+        if (auto c = st.calls.find(i->second); c != st.calls.end())
+          self->send(c->second, atom::cancel_v);
+    st.calls_of.erase(r);
+    return;
+  }
+  auto i = st.call_of.find(msg.source);
+  if (i == st.call_of.end())
+    return;
+  auto id = i->second;
+  st.timers.drop(msg.source);
+  st.calls.erase(id);
+  st.side_calls.erase(id); // one that ended without answering
+  st.call_of.erase(i);
+  forget_requester(self, msg.source);
+  if (auto p = st.pending.find(msg.source); p != st.pending.end()) {
+    // The supervisor vanished without answering (it should not): the
+    // caller still gets exactly one answer.
+    ++st.calls_failed;
+    error_detail detail;
+    detail.message = "call supervisor ended without an answer";
+    detail.call_id = id;
+    p->second.deliver(make_error(error_code::internal, std::move(detail)));
+    st.pending.erase(p);
+  }
+}
+
+/// Told to exit: refuse new calls and cancel the live ones, which answer
+/// their callers and settle their permits while the limiters (linked to
+/// this actor) still run; quit once they have gone (the down handler), or
+/// at once when none runs, or at a second exit (the grace's end).
+void on_exit(self_ptr self, caf::error reason) {
+  auto& st = self->state;
+  if (st.stopping || (st.calls.empty() && st.side_calls.empty())) {
+    for (auto& entry : st.pending)
+      entry.second.deliver(make_error(error_code::cancelled,
+                                      "the gateway shut down"));
+    st.pending.clear();
+    self->quit(reason);
+    return;
+  }
+  st.stopping = true;
+  st.stop_reason = reason;
+  for (auto& call : st.calls)
+    self->send(call.second, atom::cancel_v);
+  for (auto& call : st.side_calls)
+    caf::anon_send(call.second, atom::cancel_v);
+  caf::delayed_anon_send(caf::actor_cast<caf::actor>(self), stop_grace,
+                         caf::exit_msg{self->address(), std::move(reason)});
+}
+
 } // namespace
 
 gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
@@ -386,47 +449,15 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
   st.call_sources = std::make_shared<const std::map<std::string, call_source>>(
     std::move(call_sources));
   self->set_down_handler([self](caf::down_msg& msg) {
+    on_down(self, msg);
     auto& st = self->state;
-    if (auto r = st.calls_of.find(msg.source); r != st.calls_of.end()) {
-      // A requester went away: its calls are cancelled.
-      for (auto& sup : r->second)
-        if (auto i = st.call_of.find(sup); i != st.call_of.end())
-          if (auto c = st.calls.find(i->second); c != st.calls.end())
-            self->send(c->second, atom::cancel_v);
-      st.calls_of.erase(r);
-      return;
-    }
-    auto i = st.call_of.find(msg.source);
-    if (i == st.call_of.end())
-      return;
-    auto id = i->second;
-    st.timers.drop(msg.source);
-    st.calls.erase(id);
-    st.call_of.erase(i);
-    forget_requester(self, msg.source);
-    if (auto p = st.pending.find(msg.source); p != st.pending.end()) {
-      // The supervisor vanished without answering (it should not): the
-      // caller still gets exactly one answer.
-      ++st.calls_failed;
-      error_detail detail;
-      detail.message = "call supervisor ended without an answer";
-      detail.call_id = id;
-      p->second.deliver(make_error(error_code::internal, std::move(detail)));
-      st.pending.erase(p);
-    }
+    if (st.stopping && st.calls.empty() && st.side_calls.empty())
+      self->quit(st.stop_reason); // every call has answered and settled
   });
   self->set_exit_handler([self](caf::exit_msg& msg) {
     if (msg.reason == caf::exit_reason::normal)
       return; // a linked actor that ended normally, as CAF's default
-    // A gateway that goes stops its calls first: their timers live here, so
-    // a call left running would never end (nor close its connections).
-    // Each answers `cancelled` and stops its attempts.
-    auto& st = self->state;
-    for (auto& call : st.calls)
-      self->send_exit(call.second, msg.reason);
-    for (auto& call : st.side_calls)
-      self->send_exit(call.second, msg.reason);
-    self->quit(msg.reason);
+    on_exit(self, std::move(msg.reason));
   });
   return {
     [self](atom::chat, chat_request& req) -> caf::result<chat_response> {

@@ -122,6 +122,12 @@ struct gateway_state {
   std::unordered_map<caf::actor_addr,
                      caf::typed_response_promise<chat_response>>
     pending;
+  /// Told to exit (a reason other than normal): new calls are refused, the
+  /// live ones are cancelled, and the gateway quits with `stop_reason` once
+  /// they have answered (their permits settled while the limiters, linked
+  /// to it, still run), or at `stop_grace`.
+  bool stopping = false;
+  caf::error stop_reason;
   /// The timers of the live calls (stall window, deadline, retry, hedge).
   timer_table timers;
   gateway_options opts;

@@ -18,6 +18,8 @@ namespace pgw::detail {
 /// already has it.
 inline caf::error claim_call_id(gateway_self self, std::string& id) {
   auto& st = self->state;
+  if (st.stopping)
+    return make_error(error_code::cancelled, "the gateway is shutting down");
   if (id.empty())
     id = fmt::format("{}-{:016x}-{}", st.scope->name, st.rng(),
                      ++st.next_call);
@@ -79,6 +81,8 @@ caf::result<Response> run_side_call(gateway_self self, const std::string& id,
                                     Handle call) {
   auto& st = self->state;
   st.side_calls.emplace(id, caf::actor_cast<caf::actor>(call));
+  // Its end is heard (a gateway that stops waits for its calls to end).
+  self->monitor(call);
   // A live call may arm timers at the gateway; they go when it answers.
   auto addr = call.address();
   st.call_of.emplace(addr, id);

@@ -16,7 +16,9 @@
 #include <doctest/doctest.h>
 
 #include <chrono>
+#include <future>
 #include <thread>
+#include <vector>
 
 using namespace pgw;
 using namespace pgw::test;
@@ -268,4 +270,47 @@ TEST_CASE("redis governance: failures seen by one node open the circuit for all 
   CHECK(st2->sources[0].attempts == 0);
   caf::anon_send_exit(*node1, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(*node2, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("redis governance: a gateway shut down with calls running settles "
+          "and releases their permits before its limiters go") {
+  redis_process redis;
+  sim_process sim;
+  auto env = governed_env(sim, redis);
+  env["LLM__GENERIC__A__MODEL"] = "hang";
+  env["LLM__GENERIC__A__MAX_CONCURRENCY"] = "8";
+  auto cfg = load_settings(env);
+  REQUIRE(cfg);
+  auto direct = make_redis_client(redis.url());
+  REQUIRE(direct);
+  auto& rc = **direct;
+  constexpr int calls = 3;
+  {
+    config sys_cfg;
+    caf::actor_system sys{sys_cfg};
+    auto gw = spawn_gateway(sys, *cfg, "LLM");
+    REQUIRE(gw);
+    client cl{sys, *gw};
+    std::vector<std::future<caf::expected<chat_response>>> pending;
+    for (int i = 0; i < calls; ++i)
+      pending.push_back(cl.chat_async(hi()));
+    for (int i = 0; i < 250 && limiter_counter(rc, "acquired") < calls; ++i)
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    REQUIRE(limiter_counter(rc, "acquired") == calls);
+    caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
+    for (auto& p : pending) {
+      auto res = p.get();
+      REQUIRE_FALSE(res);
+      CHECK(describe(res.error()).find("cancelled") != std::string::npos);
+    }
+  } // the actor system is gone: whatever was queued has been sent or lost
+  // Every permit was given back at once, not left to its lease's expiry.
+  CHECK(limiter_counter(rc, "released") == calls);
+  auto leases = rc.command({"KEYS", "*:lim:lease"});
+  REQUIRE(leases);
+  for (auto& key : leases->elements) {
+    auto n = rc.command({"ZCARD", key.str});
+    REQUIRE(n);
+    CHECK(n->integer == 0);
+  }
 }
