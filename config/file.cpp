@@ -34,6 +34,12 @@ caf::expected<std::string> read_config_file(const std::string& path,
     return fail(fmt::format("cannot be read ({})", std::strerror(errno)));
   if (S_ISDIR(st.st_mode))
     return fail("is a directory");
+  // /dev/null (under any name) reads as empty: `--env-file /dev/null` is
+  // how a caller says "no file" (the fleet scenario's nodes do).
+  struct stat null_st {};
+  if (S_ISCHR(st.st_mode) && ::stat("/dev/null", &null_st) == 0
+      && S_ISCHR(null_st.st_mode) && st.st_rdev == null_st.st_rdev)
+    return std::string{};
   if (!S_ISREG(st.st_mode))
     return fail("is not a regular file (a FIFO, device or socket)");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)

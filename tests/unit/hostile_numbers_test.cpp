@@ -272,6 +272,14 @@ TEST_CASE("classify: a redirect is source_rejected, never transient") {
 
 // -- files and prompts --------------------------------------------------------------
 
+TEST_CASE("config files: /dev/null reads as an empty file") {
+  // `--env-file /dev/null` says "no env file" (soak --scenario fleet's
+  // nodes are started so).
+  auto empty = read_env_file("/dev/null");
+  REQUIRE(empty);
+  CHECK(empty->empty());
+}
+
 TEST_CASE("config files: regular files only, at most 1 MiB") {
   auto err = read_config_file("/dev/zero", "env file /dev/zero");
   REQUIRE_FALSE(err);
