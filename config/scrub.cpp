@@ -1,4 +1,5 @@
 #include "config/scrub.hpp"
+#include "config/url.hpp"
 
 #include <algorithm>
 #include <memory>
@@ -189,6 +190,9 @@ std::vector<std::string> secrets_of(const settings& s) {
       out.push_back(std::move(x));
   };
   add(url_password(s.global.redis_url));
+  // And as Redis is told it (percent-decoded).
+  if (auto decoded = percent_decode(url_password(s.global.redis_url)))
+    add(*decoded);
   for (auto& [name, scope] : s.scopes)
     for (auto& src : scope.sources) {
       add(src.api_key);

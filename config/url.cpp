@@ -100,16 +100,57 @@ std::string parse_url(std::string_view text, url_parts& out) {
   return {};
 }
 
+std::optional<std::string> percent_decode(std::string_view text) {
+  auto hex = [](char ch) -> int {
+    if (ch >= '0' && ch <= '9')
+      return ch - '0';
+    ch = static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    return ch >= 'a' && ch <= 'f' ? ch - 'a' + 10 : -1;
+  };
+  std::string out;
+  out.reserve(text.size());
+  for (size_t i = 0; i < text.size(); ++i) {
+    if (text[i] != '%') {
+      out.push_back(text[i]);
+      continue;
+    }
+    if (i + 2 >= text.size() || hex(text[i + 1]) < 0 || hex(text[i + 2]) < 0)
+      return std::nullopt;
+    out.push_back(static_cast<char>(hex(text[i + 1]) * 16 + hex(text[i + 2])));
+    i += 2;
+  }
+  return out;
+}
+
 std::string split_redis_url(std::string_view text, redis_url_parts& out,
                             bool need_port) {
   url_parts parts;
   auto problem = parse_url(text, parts);
   if (parts.scheme != "redis")
     return "must start with redis://";
+  // A '/', '?' or '#' in a password ends the host part early.
+  auto rest = text.substr(std::min(text.size(), text.find("://") + 3));
+  auto cut = rest.find_first_of("/?#");
+  bool cut_credentials = cut != std::string_view::npos
+                         && rest.find('@', cut) != std::string_view::npos
+                         && rest.substr(0, cut).find('@')
+                              == std::string_view::npos;
+  if (cut_credentials && (!problem.empty() || !parts.path.empty()))
+    return "has a '/', '?' or '#' before its '@': a password holding one "
+           "must be percent-encoded (%2F, %3F, %23)";
   if (!problem.empty())
     return problem;
-  if (parts.has_userinfo && (!parts.user.empty() || parts.password.empty()))
-    return "credentials must be :password@ (no user name)";
+  if (parts.has_userinfo && parts.password.empty())
+    return "credentials must be :password@ or user:password@";
+  if (parts.has_userinfo) {
+    auto user = percent_decode(parts.user);
+    auto password = percent_decode(parts.password);
+    if (!user || !password)
+      return "has an invalid percent-encoding in its credentials (%XX, two "
+             "hex digits)";
+    out.user = std::move(*user);
+    parts.password = std::move(*password);
+  }
   if (need_port && !parts.port)
     return "has no port";
   if (!parts.path.empty()) {

@@ -37,9 +37,14 @@ std::string parse_url(std::string_view text, url_parts& out);
 struct redis_url_parts {
   std::string host;
   std::optional<uint16_t> port;
-  std::string password; ///< empty: none given
+  std::string user;     ///< an ACL user (`user:password@`); empty: none
+  std::string password; ///< empty: none given (percent-decoded)
   int64_t db = 0;
 };
+
+/// `text` with each `%XX` replaced by its byte; nothing when a `%` is not
+/// followed by two hex digits.
+std::optional<std::string> percent_decode(std::string_view text);
 
 /// The one REDIS_URL grammar: validation (`need_port`: the key must name a
 /// port) and the Redis client (which defaults it) both parse with this.

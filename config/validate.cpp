@@ -118,7 +118,7 @@ std::string check_base_url(const std::string& url) {
   return problem;
 }
 
-/// REDIS_URL: `redis://[:password@]host:port[/db]`.
+/// REDIS_URL: `redis://[[user]:password@]host:port[/db]`.
 std::string check_redis_url(const std::string& url) {
   redis_url_parts parts;
   return split_redis_url(url, parts, true);
@@ -169,7 +169,7 @@ caf::error check_global(const global_config& g) {
                      "prefix of cache keys");
   if (auto problem = check_redis_url(g.redis_url); !problem.empty())
     return violation("REDIS_URL", mask_url(g.redis_url), problem,
-                     "expected redis://[:password@]host:port[/db]");
+                     "expected redis://[[user]:password@]host:port[/db]");
   if (g.pricing_path.empty())
     return violation("PGW_PRICING_PATH", "", "must not be empty",
                      "price table file");

@@ -27,6 +27,7 @@ namespace pgw {
 struct redis_endpoint {
   std::string host;
   uint16_t port = 6379;
+  std::string user;     ///< an ACL user for AUTH; empty: the default user
   std::string password; ///< empty: no AUTH
   int64_t db = 0;       ///< SELECTed after connecting when not 0
 
@@ -34,7 +35,8 @@ struct redis_endpoint {
   std::string describe() const;
 };
 
-/// Parses `redis://[:password@]host[:port][/db]` (the grammar of REDIS_URL,
+/// Parses `redis://[[user]:password@]host[:port][/db]`, credentials
+/// percent-decoded (the grammar of REDIS_URL,
 /// config/validate.cpp; the port defaults to 6379). An IPv6 host is written
 /// in brackets. Fails with `invalid_config` and a message that masks the
 /// password.

@@ -138,6 +138,13 @@ TEST_CASE("redis: REDIS_URL gives host, port, password and database") {
   REQUIRE(ep);
   CHECK(ep->password == "p@ss:w0rd");
   CHECK(ep->host == "h");
+  CHECK(ep->user.empty());
+  // An ACL user, and credentials percent-encoded ('/', '?', '#').
+  ep = parse_redis_url("redis://default:p%2Fw%3Fx%23y%25@h:1/0");
+  REQUIRE(ep);
+  CHECK(ep->user == "default");
+  CHECK(ep->password == "p/w?x#y%");
+  CHECK(ep->host == "h");
 }
 
 TEST_CASE("redis: a malformed REDIS_URL is refused without showing the "
@@ -152,7 +159,10 @@ TEST_CASE("redis: a malformed REDIS_URL is refused without showing the "
          bad_url{"redis://:pw-SECRET@:6379", "has no host"},
          bad_url{"redis://:pw-SECRET@h:6379/x", "invalid database number"},
          bad_url{"redis://:pw-SECRET@h:6379/", "invalid database number"},
-         bad_url{"redis://user:pw-SECRET@h:6379", "no user name"},
+         bad_url{"redis://user-SECRET@h:6379", "user:password@"},
+         bad_url{"redis://:pw-SECRET/x@h:6379/0", "must be percent-encoded"},
+         bad_url{"redis://:pw-SECRET?x@h:6379", "must be percent-encoded"},
+         bad_url{"redis://:pw-SECRET%2@h:6379", "invalid percent-encoding"},
          bad_url{"redis://:pw-SECRET@h h:6379", "invalid host"},
        }) {
     CAPTURE(url);
@@ -404,6 +414,22 @@ TEST_CASE("redis: a password in REDIS_URL authenticates and never appears "
     auto r = lim->try_acquire(1, 0);
     REQUIRE_MESSAGE(r, describe(r.error()));
     CHECK(r->granted);
+  }
+  SUBCASE("the right password for the ACL user default") {
+    auto url = "redis://default:" + password + "@127.0.0.1:"
+               + std::to_string(server.port()) + "/0";
+    auto client = client_for(url);
+    auto r = client->command({"PING"});
+    REQUIRE_MESSAGE(r, describe(r.error()));
+    CHECK(r->str == "PONG");
+  }
+  SUBCASE("a one-character password is not searched for in messages") {
+    // Scrubbing it replaced every '1' of the address.
+    auto client = client_for("redis://:1@127.0.0.1:"
+                             + std::to_string(server.port()) + "/0");
+    auto r = client->command({"PING"});
+    REQUIRE_FALSE(r);
+    CHECK(contains(describe(r.error()), "127.0.0.1:"));
   }
   SUBCASE("no password") {
     auto client = client_for(server.url());

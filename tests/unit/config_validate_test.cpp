@@ -436,15 +436,16 @@ TEST_CASE("PGW_CACHE_TTL_S > 0") {
   CHECK(loads(base({{"PGW_CACHE_TTL_S", "0.5"}})));
 }
 
-TEST_CASE("REDIS_URL is redis://, optional :password@, host:port, optional /db") {
+TEST_CASE("REDIS_URL is redis://, optional [user]:password@, host:port, optional /db") {
   for (auto good : {"redis://127.0.0.1:6379/0", "redis://h:6379",
-                    "redis://:pw@redis.internal:6380/15", "redis://[::1]:1/2"}) {
+                    "redis://:pw@redis.internal:6380/15", "redis://[::1]:1/2",
+                    "redis://default:pw@h:6379", "redis://:p%2Fw@h:6379/1"}) {
     CAPTURE(good);
     CHECK(loads(base({{"REDIS_URL", good}})));
   }
   CHECK(load_error(base({{"REDIS_URL", "http://h:6379"}}))
         == "REDIS_URL=http://h:6379: must start with redis:// (expected "
-           "redis://[:password@]host:port[/db])");
+           "redis://[[user]:password@]host:port[/db])");
   CHECK(contains(load_error(base({{"REDIS_URL", "redis://h"}})),
                  "REDIS_URL=redis://h: has no port"));
   CHECK(contains(load_error(base({{"REDIS_URL", "redis://h:0"}})),
@@ -457,10 +458,13 @@ TEST_CASE("REDIS_URL is redis://, optional :password@, host:port, optional /db")
                  "has an invalid database number"));
   CHECK(contains(load_error(base({{"REDIS_URL", "redis://h:6379/"}})),
                  "has an invalid database number"));
-  auto user = load_error(base({{"REDIS_URL", "redis://u:pw-SECRET@h:6379"}}));
+  auto user = load_error(base({{"REDIS_URL", "redis://u-SECRET@h:6379"}}));
   CHECK(user
-        == "REDIS_URL=redis://***@h:6379: credentials must be :password@ (no "
-           "user name) (expected redis://[:password@]host:port[/db])");
+        == "REDIS_URL=redis://***@h:6379: credentials must be :password@ or "
+           "user:password@ (expected redis://[[user]:password@]host:port[/db])");
+  auto slash = load_error(base({{"REDIS_URL", "redis://:a/b-SECRET@h:6379"}}));
+  CHECK(contains(slash, "must be percent-encoded (%2F, %3F, %23)"));
+  CHECK_FALSE(contains(slash, "SECRET"));
 }
 
 TEST_CASE("a REDIS_URL error never shows the password") {
