@@ -302,7 +302,7 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
   args.sink = std::move(sink);
   if (st.opts.cache && st.scope->cache.enabled) {
     args.cache = st.opts.cache;
-    args.cache_key = cache_key(st.scope->name, req);
+    args.cache_key = cache_key(st.scope->name, req, st.cache_sources);
   }
   args.request = std::make_shared<const chat_request>(std::move(req));
   auto id = args.request->call_id;
@@ -446,6 +446,8 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
     entries.push_back({src.name, src.priority});
   }
   st.picker.emplace(st.scope->selector, std::move(entries));
+  if (opts.cache && st.scope->cache.enabled)
+    st.cache_sources = cache_sources_id(*st.scope);
   st.call_sources = std::make_shared<const std::map<std::string, call_source>>(
     std::move(call_sources));
   self->set_down_handler([self](caf::down_msg& msg) {

@@ -128,6 +128,8 @@ struct gateway_state {
   /// to it, still run), or at `stop_grace`.
   bool stopping = false;
   caf::error stop_reason;
+  /// The scope's sources in the cache's keys (backends/cache_key.hpp).
+  std::string cache_sources;
   /// The timers of the live calls (stall window, deadline, retry, hedge).
   timer_table timers;
   gateway_options opts;

@@ -61,22 +61,10 @@ void write_value(std::string& out, const json::value& v) {
   switch (v.kind()) {
     case json::kind::null: out += "null"; break;
     case json::kind::bool_: out += v.get_bool() ? "true" : "false"; break;
-    case json::kind::int64: {
-      auto i = v.get_int64();
-      if (std::llabs(i) <= 9007199254740992LL)
-        out += std::to_string(i);
-      else
-        write_number(out, static_cast<double>(i));
-      break;
-    }
-    case json::kind::uint64: {
-      auto u = v.get_uint64();
-      if (u <= 9007199254740992ULL)
-        out += std::to_string(u);
-      else
-        write_number(out, static_cast<double>(u));
-      break;
-    }
+    // Integers exactly, as the upstream gets them: beyond 2^53 two of them
+    // can be one double (9007199254740992 and ...993).
+    case json::kind::int64: out += std::to_string(v.get_int64()); break;
+    case json::kind::uint64: out += std::to_string(v.get_uint64()); break;
     case json::kind::double_: write_number(out, v.get_double()); break;
     case json::kind::string: write_string(out, v.get_string()); break;
     case json::kind::array: {
@@ -170,8 +158,28 @@ std::string canonical_json_text(const std::string& text) {
   return out;
 }
 
+std::string cache_sources_id(const scope_config& scope) {
+  std::vector<const source_config*> sources;
+  for (const auto& src : scope.sources)
+    sources.push_back(&src);
+  std::sort(sources.begin(), sources.end(),
+            [](auto* a, auto* b) { return a->name < b->name; });
+  json::array list;
+  for (auto* src : sources)
+    list.push_back(json::object{{"name", src->name},
+                                {"provider", src->provider},
+                                {"kind", to_string(src->kind)},
+                                {"base_url", src->base_url},
+                                {"model", src->model},
+                                {"overlay", json_field(src->overlay)}});
+  std::string out;
+  write_value(out, list);
+  return sha256_hex(out);
+}
+
 std::string cache_key_material(const std::string& scope,
-                               const chat_request& req) {
+                               const chat_request& req,
+                               const std::string& sources_id) {
   json::array messages;
   for (const auto& m : req.messages)
     messages.push_back(message_value(m));
@@ -181,6 +189,7 @@ std::string cache_key_material(const std::string& scope,
   json::object body{
     {"version", cache_key_version},
     {"scope", scope},
+    {"sources", sources_id},
     {"tenant", req.tenant},
     {"messages", std::move(messages)},
     {"source", req.source},
@@ -206,8 +215,9 @@ std::string cache_key_material(const std::string& scope,
   return out;
 }
 
-std::string cache_key(const std::string& scope, const chat_request& req) {
-  return sha256_hex(cache_key_material(scope, req));
+std::string cache_key(const std::string& scope, const chat_request& req,
+                      const std::string& sources_id) {
+  return sha256_hex(cache_key_material(scope, req, sources_id));
 }
 
 std::vector<const void*> cache_key_excluded_fields(const chat_request& req) {

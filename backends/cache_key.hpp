@@ -14,6 +14,7 @@
 /// string (the request fails upstream anyway, and must not share a key
 /// with a valid one).
 
+#include "config/settings.hpp"
 #include "messages/chat.hpp"
 
 #include <string>
@@ -22,16 +23,26 @@
 namespace pgw {
 
 /// Bumped whenever the canonical form changes: old entries then miss.
-inline constexpr const char* cache_key_version = "pgw-cache-key/1";
+/// 2: the scope's sources are in the key; integers beyond 2^53 exact.
+inline constexpr const char* cache_key_version = "pgw-cache-key/2";
+
+/// What answers a scope's calls: a hash of each source's name, provider,
+/// kind, base URL, model and OVERLAY. In the key, so that a changed model
+/// or overlay (or another deployment's scope of the same name on a shared
+/// Redis) misses instead of replaying another source's answers.
+std::string cache_sources_id(const scope_config& scope);
 
 /// The canonical JSON the key hashes (exposed for tests and debugging; it
-/// contains the prompt, so never log it).
+/// contains the prompt, so never log it). `sources_id` is the scope's
+/// `cache_sources_id`.
 std::string cache_key_material(const std::string& scope,
-                               const chat_request& req);
+                               const chat_request& req,
+                               const std::string& sources_id = {});
 
-/// Lower-case hex SHA-256 of `cache_key_material(scope, req)`; the tenant is
-/// `req.tenant`.
-std::string cache_key(const std::string& scope, const chat_request& req);
+/// Lower-case hex SHA-256 of `cache_key_material(scope, req, sources_id)`;
+/// the tenant is `req.tenant`.
+std::string cache_key(const std::string& scope, const chat_request& req,
+                      const std::string& sources_id = {});
 
 /// The fields of `req` the key leaves out on purpose, by address (they do
 /// not change the answer: delivery mode, bounds, ids and the cache's own

@@ -200,3 +200,31 @@ TEST_CASE_FIXTURE(cached_gateway, "cache: tenants never share entries") {
   check_answer(*call(gw, t1), true);
   CHECK(fake->count("a") == 2);
 }
+
+TEST_CASE_FIXTURE(cached_gateway, "cache: a gateway whose source has another model or overlay does not replay the first one's answers") {
+  fake->script("a", {fake_step::ok(), fake_step::ok(), fake_step::ok()});
+  check_answer(*call(gw, hello()), false);
+  check_answer(*call(gw, hello()), true);
+  // The same scope on the same cache (a restart with a changed config, or
+  // another deployment on one Redis): its own answers only.
+  gateway_options opts;
+  opts.cache = cache_ref;
+  auto changed_model = test_scope({"a"});
+  changed_model.cache.enabled = true;
+  changed_model.sources[0].model = "model-a-v2";
+  auto gw2 = spawn_gateway(changed_model, 42, opts);
+  check_answer(*call(gw2, hello()), false);
+  auto changed_overlay = test_scope({"a"});
+  changed_overlay.cache.enabled = true;
+  changed_overlay.sources[0].overlay = R"({"temperature":0})";
+  auto gw3 = spawn_gateway(changed_overlay, 42, opts);
+  check_answer(*call(gw3, hello()), false);
+  CHECK(fake->count("a") == 3);
+  // An unchanged one shares them.
+  auto same = test_scope({"a"});
+  same.cache.enabled = true;
+  auto gw4 = spawn_gateway(same, 42, opts);
+  check_answer(*call(gw4, hello()), true);
+  for (auto& g : {gw2, gw3, gw4})
+    caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
+}

@@ -218,6 +218,51 @@ TEST_CASE("cache key: numbers are normalised") {
         != std::string::npos);
 }
 
+TEST_CASE("cache key: integers beyond 2^53 stay exact") {
+  // Sent upstream exactly; as doubles they were one number.
+  CHECK(canonical_json_text("[9007199254740993, 18446744073709551615]")
+        == "[9007199254740993,18446744073709551615]");
+  auto a = base_request();
+  auto b = base_request();
+  a.extra_body = R"({"my_x": 9007199254740992})";
+  b.extra_body = R"({"my_x": 9007199254740993})";
+  CHECK(key_of(a) != key_of(b));
+}
+
+TEST_CASE("cache key: the scope's sources are in it, model and overlay too") {
+  scope_config sc;
+  sc.name = "LLM";
+  source_config a;
+  a.name = "a";
+  a.provider = "generic";
+  a.base_url = "http://h/v1";
+  a.model = "m1";
+  source_config b = a;
+  b.name = "b";
+  sc.sources = {a, b};
+  auto id = cache_sources_id(sc);
+  CHECK(id.size() == 64);
+  auto reordered = sc;
+  std::swap(reordered.sources[0], reordered.sources[1]);
+  CHECK(cache_sources_id(reordered) == id); // the order of keys is no meaning
+  auto changed = [&](auto edit) {
+    auto other = sc;
+    edit(other.sources[1]);
+    return cache_sources_id(other);
+  };
+  CHECK(changed([](source_config& s) { s.model = "m2"; }) != id);
+  CHECK(changed([](source_config& s) { s.overlay = R"({"temperature":0})"; })
+        != id);
+  CHECK(changed([](source_config& s) { s.base_url = "http://other/v1"; })
+        != id);
+  CHECK(changed([](source_config& s) { s.api_key = "rotated"; }) == id);
+  auto req = base_request();
+  CHECK(cache_key("LLM", req, id)
+        != cache_key("LLM", req, changed([](source_config& s) {
+                       s.model = "m2";
+                     })));
+}
+
 TEST_CASE("cache key: an unparsable JSON field never matches a valid one") {
   auto a = base_request();
   auto b = base_request();
