@@ -3,7 +3,10 @@
 #include "actors/accounting.hpp"
 #include "actors/selector.hpp"
 #include "actors/side_call.hpp"
+#include "config/keys.hpp"
 #include "config/limits.hpp"
+
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <utility>
@@ -537,6 +540,20 @@ void call_plan::on_refused(const admit_result& r, time_point now) {
       fail_msg(error_code::circuit_open,
                with_sources("every source's circuit is open"),
                r.retry_after_s);
+    return;
+  }
+  // A wait that would outlast the call's deadline is no use: the caller
+  // hears now what it would hear then, with when to come back (was: the
+  // whole deadline spent, then call_deadline_exceeded without it).
+  if (args_.deadline_s
+      && seconds_between(started_at_, now) + *wait_s >= *args_.deadline_s) {
+    auto words = fmt::format("no source may run before the call's deadline "
+                             "({} s): the earliest frees up in {:.1f} s",
+                             detail::format_number(*args_.deadline_s),
+                             *wait_s);
+    fail_msg(quota ? error_code::quota_exhausted : error_code::circuit_open,
+             with_sources(words),
+             r.retry_after_s ? r.retry_after_s : caf::optional<double>{*wait_s});
     return;
   }
   // Wait for the earliest source, bounded by the stall window (and the

@@ -105,7 +105,8 @@ void on_refused(self_ptr self, size_t i, admit_result& r) {
   auto step = after_refusal(*st.args.scope, r, b.retry, st.last,
                             "every source rejected a sub-batch of inputs "
                               + std::to_string(b.range.begin) + ".."
-                              + std::to_string(b.range.end - 1));
+                              + std::to_string(b.range.end - 1),
+                            time_left_s(self));
   if (step.wait_s)
     retry_later(self, i, *step.wait_s);
   else

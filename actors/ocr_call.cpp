@@ -127,7 +127,8 @@ void start_attempt(self_ptr self, admit_result& r) {
 void on_refused(self_ptr self, admit_result& r) {
   auto& st = self->state;
   auto step = after_refusal(*st.args.scope, r, st.retry, st.last,
-                            "every source rejected the image");
+                            "every source rejected the image",
+                            time_left_s(self));
   if (step.wait_s)
     retry_later(self, *step.wait_s);
   else

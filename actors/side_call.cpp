@@ -5,6 +5,8 @@
 
 #include <caf/send.hpp>
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -114,7 +116,8 @@ void source_history::skipped(const std::string& source,
 
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
                            const side_retry& line, source_history& last,
-                           std::string rejected_message) {
+                           std::string rejected_message,
+                           caf::optional<double> time_left_s) {
   refusal_step step;
   for (auto& [source, reason] : r.skipped) {
     auto why = r.why.find(source);
@@ -139,6 +142,13 @@ refusal_step after_refusal(const scope_config& scope, const admit_result& r,
     step.message = quota ? "no source may run: quota full or circuit open "
                            "everywhere"
                          : "every source's circuit is open";
+  } else if (time_left_s && *step.wait_s >= *time_left_s) {
+    // Waiting would only spend the deadline (as call_plan decides).
+    step.code = quota ? error_code::quota_exhausted : error_code::circuit_open;
+    step.message = fmt::format("no source may run before the call's "
+                               "deadline: the earliest frees up in {:.1f} s",
+                               *step.wait_s);
+    step.wait_s = caf::none;
   }
   return step;
 }

@@ -138,10 +138,25 @@ struct refusal_step {
 /// Records the skipped sources in `last`, then decides:
 /// no source left → `request_rejected` with `rejected_message` when `line`
 /// was rejected somewhere (else `retry_exhausted`); otherwise the wait of
-/// `refusal_wait`, or `quota_exhausted` / `circuit_open`.
+/// `refusal_wait`, or `quota_exhausted` / `circuit_open` — also when that
+/// wait would outlast `time_left_s`, the time left before the call's
+/// deadline.
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
                            const side_retry& line, source_history& last,
-                           std::string rejected_message);
+                           std::string rejected_message,
+                           caf::optional<double> time_left_s = caf::none);
+
+/// The seconds left before the deadline of a call started at `started_at`,
+/// if it has one.
+template <class Self>
+caf::optional<double> time_left_s(Self* self) {
+  auto& st = self->state;
+  if (!st.args.deadline_s)
+    return caf::none;
+  return *st.args.deadline_s
+         - std::chrono::duration<double>(self->clock().now() - st.started_at)
+             .count();
+}
 
 /// The code and message of a failed admission request.
 std::pair<error_code, std::string> admission_failure(const caf::error& err);

@@ -356,7 +356,7 @@ TEST_CASE_FIXTURE(actor_fixture, "a call's long timers are dropped when it ends"
   CHECK(sched.clock().schedule().size() <= 1);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during a backoff wait") {
+TEST_CASE_FIXTURE(actor_fixture, "a 429 whose Retry-After outlasts the deadline fails at once, saying when") {
   fake->script("a", {fake_step::rate_limited(30.0)});
   auto gw = spawn_gateway(test_scope({"a"}));
   auto req = hello();
@@ -364,12 +364,16 @@ TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during a backoff wait") {
   auto t0 = now();
   auto out = call(gw, req);
   REQUIRE(out->answers == 1);
-  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
-  CHECK(seconds_between(t0, now()) == doctest::Approx(5.0).epsilon(0.01));
+  CHECK(code_of(out->error) == error_code::quota_exhausted);
+  auto detail = detail_of(out->error);
+  REQUIRE(detail);
+  REQUIRE(detail->retry_after_s);
+  CHECK(*detail->retry_after_s == doctest::Approx(30.0).epsilon(0.05));
+  CHECK(seconds_between(t0, now()) < 0.01); // was: the whole deadline
   CHECK(fake->calls().size() == 1);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during an admission wait") {
+TEST_CASE_FIXTURE(actor_fixture, "an admission wait that outlasts the deadline fails at once, one that fits is waited") {
   auto sc = test_scope({"a"});
   sc.sources[0].rpm = 1;
   sc.on_quota_full = refusal_policy::wait;
@@ -380,9 +384,17 @@ TEST_CASE_FIXTURE(actor_fixture, "the deadline fires during an admission wait") 
   auto t0 = now();
   auto out = call(gw, req);
   REQUIRE(out->answers == 1);
-  CHECK(code_of(out->error) == error_code::call_deadline_exceeded);
-  CHECK(seconds_between(t0, now()) == doctest::Approx(10.0).epsilon(0.01));
-  CHECK(fake->calls().size() == 1);
+  CHECK(code_of(out->error) == error_code::quota_exhausted);
+  CHECK(describe(out->error).find("before the call's deadline (10 s)")
+        != std::string::npos);
+  CHECK(seconds_between(t0, now()) < 0.01);
+  // With a deadline past the window's end, the call waits and runs.
+  req.deadline_s = 120;
+  out = call(gw, req);
+  REQUIRE(out->answers == 1);
+  CHECK(out->response);
+  CHECK(seconds_between(t0, now()) > 50);
+  CHECK(fake->calls().size() == 2);
 }
 
 TEST_CASE_FIXTURE(actor_fixture, "a requester that goes away cancels its call") {

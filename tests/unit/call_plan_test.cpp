@@ -293,6 +293,8 @@ TEST_CASE("call_plan: refusals wait or fail by the scope's policies") {
   short_window.stall_window_s = 1;
   setup one;
   one.sources = {"a"};
+  setup short_deadline;
+  short_deadline.deadline_s = 5;
   auto refused = [](admit_result r) {
     return [r](call_plan& p) {
       p.start(t0, {});
@@ -328,6 +330,22 @@ TEST_CASE("call_plan: refusals wait or fail by the scope's policies") {
     {"a refusal that says now waits the shortest wait", {},
      refused(refusal(admission_refusal::quota, {{"a", skip_reason::quota}}, 0)),
      {"timer retry 1 1ms"}},
+    {"a wait that outlasts the deadline fails now, saying when to come back",
+     short_deadline,
+     refused(refusal(admission_refusal::quota, {{"a", skip_reason::quota}}, 55)),
+     {"fail quota_exhausted"}, "no source may run before the call's deadline (5 s)"},
+    {"an open circuit that outlasts the deadline fails now", [] {
+       setup s;
+       s.deadline_s = 5;
+       s.on_circuit_open = refusal_policy::wait;
+       return s;
+     }(),
+     refused(refusal(admission_refusal::circuit_open,
+                     {{"a", skip_reason::circuit_open}}, 30)),
+     {"fail circuit_open"}, "the earliest frees up in 30.0 s"},
+    {"a wait within the deadline waits", short_deadline,
+     refused(refusal(admission_refusal::quota, {{"a", skip_reason::quota}}, 4)),
+     {"timer retry 1 4000ms"}},
     {"a wait that crosses the stall window ends the call stalled",
      short_window,
      refused(refusal(admission_refusal::quota, {{"a", skip_reason::quota}}, 2)),
