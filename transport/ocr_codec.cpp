@@ -9,6 +9,7 @@
 #include <cctype>
 #include <cmath>
 #include <initializer_list>
+#include <optional>
 
 namespace pgw {
 
@@ -191,10 +192,10 @@ std::string monkey_multipart(const std::string& bytes, image_type t,
 
 namespace {
 
-void malformed(attempt_result& out, const char* message) {
+void malformed(attempt_result& out, std::string message) {
   out.kind = outcome::result_invalid;
   out.reason = "malformed_body";
-  out.error_message = message;
+  out.error_message = std::move(message);
 }
 
 /// The answer object when it says `success: true`; otherwise classifies the
@@ -220,15 +221,16 @@ const json::object* monkey_success(const json::value& doc,
   return obj;
 }
 
-/// `{type, text, bbox?}` blocks, normalised; false when `v` is not a list
-/// of such objects.
-bool normalise_blocks(const json::value& v, json::array& out) {
-  if (!v.is_array())
-    return false;
-  for (auto& item : v.get_array()) {
-    auto b = item.if_object();
+/// `{type, text, bbox?}` blocks, normalised into `out`: a missing or
+/// non-string type is "text", a missing or non-string text "", a bbox that
+/// is not 4 finite numbers is left out. Returns the index of the first item
+/// that is not an object (nothing to normalise: the list is unusable), or
+/// -1 when every item was taken.
+int64_t normalise_blocks(const json::array& items, json::array& out) {
+  for (size_t i = 0; i < items.size(); ++i) {
+    auto b = items[i].if_object();
     if (b == nullptr)
-      return false;
+      return static_cast<int64_t>(i);
     json::object n;
     auto type = b->if_contains("type");
     auto text = b->if_contains("text");
@@ -247,17 +249,26 @@ bool normalise_blocks(const json::value& v, json::array& out) {
     }
     out.emplace_back(std::move(n));
   }
-  return true;
+  return -1;
 }
 
 /// Sets `out` ok with `markdown` and `blocks_json` from a layout object
-/// holding `content_key` (markdown) and/or `blocks_key`.
+/// holding `content_key` (markdown) and/or `blocks_key` (a list). False
+/// when it holds neither, or (`why` set) when the list has an item that is
+/// not an object: the whole list is refused, never cut at that item.
 bool take_layout(const json::object& obj, const char* content_key,
                  const char* blocks_key, attempt_result& out,
-                 std::string& blocks_json) {
+                 std::string& blocks_json, std::string& why) {
   json::array blocks;
   auto list = obj.if_contains(blocks_key);
-  bool has_blocks = list != nullptr && normalise_blocks(*list, blocks);
+  bool has_blocks = list != nullptr && list->is_array();
+  if (has_blocks) {
+    if (auto bad = normalise_blocks(list->get_array(), blocks); bad >= 0) {
+      why = std::string{blocks_key} + " item " + std::to_string(bad)
+            + " is not an object";
+      return false;
+    }
+  }
   auto content = obj.if_contains(content_key);
   bool has_text = content != nullptr && content->is_string();
   if (!has_blocks && !has_text)
@@ -280,6 +291,21 @@ bool take_layout(const json::object& obj, const char* content_key,
   out.content = std::move(text);
   blocks_json = json::serialize(blocks);
   return true;
+}
+
+/// The text between a fence that wraps the whole of `text` (surrounding
+/// blanks aside): "```" (with an optional info string such as `json`) and
+/// a newline at the start, "```" at the end; none otherwise.
+std::optional<std::string> fenced_body(const std::string& text) {
+  auto first = text.find_first_not_of(" \t\r\n");
+  auto last = text.find_last_not_of(" \t\r\n");
+  if (first == std::string::npos || text.compare(first, 3, "```") != 0)
+    return std::nullopt;
+  auto open_end = text.find('\n', first);
+  if (open_end == std::string::npos || last < 2 || last - 2 <= open_end
+      || text.compare(last - 2, 3, "```") != 0)
+    return std::nullopt;
+  return text.substr(open_end + 1, last - 2 - (open_end + 1));
 }
 
 } // namespace
@@ -307,9 +333,12 @@ void decode_monkey_layout(const std::string& body, attempt_result& out,
   if (ec)
     doc = nullptr;
   auto obj = monkey_success(doc, out);
+  std::string why;
   if (obj != nullptr
-      && !take_layout(*obj, "content", "content_list", out, blocks_json))
-    malformed(out, "the layout result has neither content nor content_list");
+      && !take_layout(*obj, "content", "content_list", out, blocks_json, why))
+    malformed(out, !why.empty() ? why
+                                : "the layout result has neither content nor "
+                                  "content_list");
 }
 
 std::string vision_prompt(const source_config& src, bool layout) {
@@ -339,23 +368,22 @@ chat_request vision_request(const source_config& src, const std::string& image,
 }
 
 void decode_vision_layout(attempt_result& out, std::string& blocks_json) {
-  auto text = out.content;
-  auto open = text.find("```");
-  if (open != std::string::npos) {
-    auto start = text.find('\n', open);
-    auto close = text.rfind("```");
-    if (start != std::string::npos && close > start)
-      text = text.substr(start + 1, close - start - 1);
-  }
+  // The answer as it is first: a JSON object whose text holds a fence of
+  // its own (a code block in the markdown) is still that object.
   boost::system::error_code ec;
-  auto doc = json::parse(text, ec);
+  auto doc = json::parse(out.content, ec);
+  if (ec)
+    if (auto inner = fenced_body(out.content))
+      doc = json::parse(*inner, ec);
   auto obj = !ec ? doc.if_object() : nullptr;
+  std::string why;
   if (obj == nullptr
-      || !take_layout(*obj, "markdown", "blocks", out, blocks_json)) {
+      || !take_layout(*obj, "markdown", "blocks", out, blocks_json, why)) {
     out.kind = outcome::result_invalid;
     out.reason = "layout_not_json";
-    out.error_message = "the layout answer is not a JSON object with "
-                        "markdown or blocks";
+    out.error_message = !why.empty() ? "the layout answer's " + why
+                                     : "the layout answer is not a JSON "
+                                       "object with markdown or blocks";
   }
 }
 

@@ -69,7 +69,9 @@ void decode_monkey_text(const std::string& body, attempt_result& out);
 /// bbox?}`) becomes `blocks_json` (normalised: type and text strings, bbox
 /// an array of 4 numbers when given) and `out.content` the markdown
 /// (`content` when it is a string, else the blocks' texts joined by blank
-/// lines). Neither present → `result_invalid` (`malformed_body`).
+/// lines). Neither present, or an item of `content_list` that is not an
+/// object (the message names its index; the list is never cut there) →
+/// `result_invalid` (`malformed_body`).
 void decode_monkey_layout(const std::string& body, attempt_result& out,
                           std::string& blocks_json);
 
@@ -83,9 +85,11 @@ chat_request vision_request(const source_config& src, const std::string& image,
                             image_type t, bool layout);
 
 /// A vision model's layout answer (`out.content`) must be a JSON object
-/// `{markdown, blocks?}` (a ```json fence around it is tolerated): sets
-/// `out.content` to the markdown and `blocks_json`, or makes the outcome
-/// `result_invalid` with reason `layout_not_json`.
+/// `{markdown, blocks?}`, read as it is first; only when that fails, as the
+/// inside of a ```json fence that wraps the whole answer (fences inside the
+/// JSON's text are text). Sets `out.content` to the markdown and
+/// `blocks_json`, or makes the outcome `result_invalid` with reason
+/// `layout_not_json` (also for a `blocks` item that is not an object).
 void decode_vision_layout(attempt_result& out, std::string& blocks_json);
 
 } // namespace pgw

@@ -109,3 +109,78 @@ TEST_CASE("ocr: MonkeyOCR answers, success:false classified by message") {
     CHECK(r.reason == "malformed_body");
   }
 }
+
+TEST_CASE("ocr: a vision layout whose JSON text holds a code fence is read "
+          "as JSON, not cut at the fence") {
+  attempt_result r;
+  r.kind = outcome::ok;
+  r.content = "{\n  \"markdown\": \"Run:\\n```sh\\nmake\\n```\",\n"
+              "  \"blocks\": [{\"type\": \"text\", \"text\": \"Run:\"},\n"
+              "             {\"type\": \"text\", \"text\": "
+              "\"```sh\\nmake\\n```\"}]\n}";
+  std::string blocks;
+  decode_vision_layout(r, blocks);
+  INFO(r.error_message);
+  REQUIRE(r.kind == outcome::ok);
+  CHECK(r.content == "Run:\n```sh\nmake\n```");
+  CHECK(blocks
+        == R"([{"type":"text","text":"Run:"},{"type":"text","text":"```sh\nmake\n```"}])");
+}
+
+TEST_CASE("ocr: a vision layout wrapped in a fence is read from inside it, "
+          "a fence that wraps only part of the answer is not") {
+  auto decode = [](std::string content, std::string& blocks) {
+    attempt_result r;
+    r.kind = outcome::ok;
+    r.content = std::move(content);
+    decode_vision_layout(r, blocks);
+    return r;
+  };
+  std::string blocks;
+  auto fenced = decode("```json\n{\"markdown\": \"# T\", \"blocks\": "
+                       "[{\"type\": \"title\", \"text\": \"T\"}]}\n```\n",
+                       blocks);
+  REQUIRE(fenced.kind == outcome::ok);
+  CHECK(fenced.content == "# T");
+  CHECK(blocks == R"([{"type":"title","text":"T"}])");
+  auto bare = decode(" \n```\n{\"markdown\": \"x\"}\n```", blocks);
+  CHECK(bare.kind == outcome::ok);
+  CHECK(bare.content == "x");
+  for (auto* text : {"Here it is:\n```json\n{\"markdown\": \"x\"}\n```",
+                     "```json\n{\"markdown\": \"x\"}", "```", "plain text"}) {
+    CAPTURE(text);
+    auto r = decode(text, blocks);
+    CHECK(r.kind == outcome::result_invalid);
+    CHECK(r.reason == "layout_not_json");
+  }
+}
+
+TEST_CASE("ocr: a layout list with an item that is not an object is "
+          "result_invalid naming the item, never cut to the items before "
+          "it") {
+  attempt_result monkey;
+  std::string blocks;
+  decode_monkey_layout(
+    R"({"success":true,"content":"a","content_list":[{"text":"a"},5]})",
+    monkey, blocks);
+  CHECK(monkey.kind == outcome::result_invalid);
+  CHECK(monkey.reason == "malformed_body");
+  CHECK(monkey.error_message == "content_list item 1 is not an object");
+  attempt_result vision;
+  vision.kind = outcome::ok;
+  vision.content = R"({"markdown":"a","blocks":["x",{"text":"a"}]})";
+  decode_vision_layout(vision, blocks);
+  CHECK(vision.kind == outcome::result_invalid);
+  CHECK(vision.reason == "layout_not_json");
+  CHECK(vision.error_message
+        == "the layout answer's blocks item 0 is not an object");
+  // Malformed fields of an object item are normalised, as before.
+  attempt_result lenient;
+  decode_monkey_layout(
+    R"({"success":true,"content_list":[{"type":1,"text":"a","bbox":[1,2]},{}]})",
+    lenient, blocks);
+  REQUIRE(lenient.kind == outcome::ok);
+  CHECK(blocks
+        == R"([{"type":"text","text":"a"},{"type":"text","text":""}])");
+  CHECK(lenient.content == "a");
+}
