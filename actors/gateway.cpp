@@ -261,8 +261,7 @@ caf::error check_chat(self_ptr self, chat_request& req) {
                         + ", not chat");
   if (!req.source.empty() && st.call_sources->count(req.source) == 0)
     return make_error(error_code::invalid_request,
-                      "source '" + req.source.substr(0, 64)
-                        + "' is not in scope " + st.scope->name);
+                      st.scope->unknown_source(req.source));
   if (req.call_id.empty())
     req.call_id = new_call_id(self);
   else if (st.calls.count(req.call_id) != 0)

@@ -43,8 +43,7 @@ inline caf::error check_pin(gateway_self self, const std::string& source) {
   auto& st = self->state;
   if (!source.empty() && st.call_sources->count(source) == 0)
     return make_error(error_code::invalid_request,
-                      "source '" + source.substr(0, 64)
-                        + "' is not in scope " + st.scope->name);
+                      st.scope->unknown_source(source));
   return {};
 }
 

@@ -79,6 +79,14 @@ const source_config* scope_config::find(const std::string& source_name) const {
   return nullptr;
 }
 
+std::string scope_config::unknown_source(const std::string& source_name) const {
+  std::string known;
+  for (auto& src : sources)
+    known += (known.empty() ? "" : ", ") + src.name;
+  return "source '" + source_name.substr(0, 64) + "' is not in scope " + name
+         + " (its sources: " + known + ")";
+}
+
 const scope_config* settings::find(const std::string& scope_name) const {
   auto i = scopes.find(scope_name);
   return i != scopes.end() ? &i->second : nullptr;

@@ -229,6 +229,11 @@ struct scope_config {
 
   /// The source with this name, or nullptr.
   const source_config* find(const std::string& source_name) const;
+
+  /// "source 'NAME' is not in scope S (its sources: a, b)": the one message
+  /// for a call pinned to a source the scope does not have (chat, embed,
+  /// OCR, the CLI before it reads an image). NAME is cut to 64 bytes.
+  std::string unknown_source(const std::string& source_name) const;
 };
 
 /// `pgw-actor serve` keys (PGW_SERVE_*).

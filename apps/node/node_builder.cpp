@@ -105,10 +105,7 @@ caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
                    std::make_shared<io_pool>(), std::move(wall));
 }
 
-caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
-                                           const settings& cfg,
-                                           const std::string& scope_name,
-                                           const node_options& node) {
+caf::error check_scope(const settings& cfg, const std::string& scope_name) {
   auto scope = cfg.find(scope_name);
   if (scope == nullptr) {
     std::string known;
@@ -123,6 +120,16 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   if (scope->sources.empty())
     return make_error(error_code::invalid_config,
                       "scope " + scope_name + " has no sources");
+  return {};
+}
+
+caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
+                                           const settings& cfg,
+                                           const std::string& scope_name,
+                                           const node_options& node) {
+  if (auto err = check_scope(cfg, scope_name))
+    return err;
+  auto scope = cfg.find(scope_name);
   gateway_options opts;
   opts.seed = node.seed;
   auto prices = price_table::load(cfg.global.pricing_path);

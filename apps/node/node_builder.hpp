@@ -47,6 +47,11 @@ struct node_options {
 caf::expected<cache_actor> spawn_cache(caf::actor_system& sys,
                                        const settings& cfg);
 
+/// `invalid_config` when the settings have no scope `scope_name` (the
+/// message lists the configured ones) or it has no sources; no error
+/// otherwise. `spawn_gateway` fails with the same.
+caf::error check_scope(const settings& cfg, const std::string& scope_name);
+
 /// Spawns the gateway of `scope_name` from validated settings: the
 /// cpp-httplib transport; memory or Redis limiters and breakers as
 /// LIMITER_BACKEND / BREAKER_BACKEND say (one Redis client and one I/O pool

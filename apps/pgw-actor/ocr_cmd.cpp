@@ -2,6 +2,7 @@
 
 #include "side_cmd.hpp"
 
+#include "apps/node/node_builder.hpp"
 #include "config/file.hpp"
 #include "config/json_text.hpp"
 
@@ -84,13 +85,22 @@ int ocr_main(const std::vector<std::string>& args) {
   auto cfg = load(opts.env_file, opts.json_out);
   if (!cfg)
     return exit_usage;
+  // The image's size cap comes from the scope's sources: an unknown scope
+  // or pinned source is named first, as the gateway would name it (else
+  // a cap of 0 blamed the image).
+  if (auto err = check_scope(*cfg, opts.scope))
+    return report_call_error(err, opts.json_out);
+  auto& scope = *cfg->find(opts.scope);
+  if (!opts.source.empty() && scope.find(opts.source) == nullptr)
+    return report_call_error(make_error(error_code::invalid_request,
+                                        scope.unknown_source(opts.source)),
+                             opts.json_out);
   // Bounded: a regular file of at most the scope's largest MAX_IMAGE_BYTES,
   // never /dev/zero or a FIFO.
   int64_t cap = 0;
-  if (auto* sc = cfg->find(opts.scope))
-    for (auto& src : sc->sources)
-      if (opts.source.empty() || src.name == opts.source)
-        cap = std::max(cap, src.max_image_bytes);
+  for (auto& src : scope.sources)
+    if (opts.source.empty() || src.name == opts.source)
+      cap = std::max(cap, src.max_image_bytes);
   auto image = read_config_file(
     *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
     static_cast<size_t>(cap));

@@ -155,3 +155,36 @@ TEST_CASE_FIXTURE(ocr_e2e_fixture,
   CHECK(err.at("per_source").as_object().contains("a"));
   CHECK_FALSE(err.at("per_source").as_object().contains("b"));
 }
+
+TEST_CASE_FIXTURE(ocr_e2e_fixture,
+                  "ocr: an unknown scope or pinned source is named with the "
+                  "known ones, as chat names a scope, not blamed on the "
+                  "image") {
+  auto env = source("A", "monkey");
+  auto page = dir + "-page.png";
+  for (auto pin : {std::vector<std::string>{"--scope", "OCR/nosuch"},
+                   std::vector<std::string>{"--source", "nosuch"}}) {
+    CAPTURE(pin[1]);
+    auto args = std::vector<std::string>{"text", page};
+    args.insert(args.end(), pin.begin(), pin.end());
+    auto r = ocr(args, env);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err
+          == "pgw-actor: invalid_request: source 'nosuch' is not in scope "
+             "OCR (its sources: a)\n");
+  }
+  auto json_pin = ocr({"text", page, "--source", "nosuch", "--json"}, env);
+  CHECK(json_pin.exit_code == 2);
+  CHECK(json::parse(json_pin.out).at("error").at("code").as_string()
+        == "invalid_request");
+  auto scope = ocr({"text", page, "--scope", "NOSUCH"}, env);
+  CHECK(scope.exit_code == 2);
+  CHECK(scope.err.find("scope NOSUCH has no sources") != std::string::npos);
+  CHECK(scope.err.find("configured: OCR") != std::string::npos);
+  CHECK(scope.err.find("MAX_IMAGE_BYTES") == std::string::npos);
+  // chat says the same of a scope it does not know.
+  auto chat = run_program({PGW_ACTOR_BIN, "chat", "hi", "--scope", "NOSUCH"},
+                          env);
+  CHECK(chat.exit_code == 2);
+  CHECK(chat.err == scope.err);
+}
