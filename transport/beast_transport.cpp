@@ -452,7 +452,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       req.set(k, v);
     req.body() = std::move(call.body); // kept for a retry in `req`
     req.prepare_payload();
-    reader.emplace(call, self.opts.max_body_bytes, false);
+    reader.emplace(call, false);
     reader->relay_to(sink, tag); // the first token and deltas
     if (conn)
       send_request();
@@ -623,7 +623,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     reused = false;
     conn.reset();
     connected = false;
-    reader.emplace(call, self.opts.max_body_bytes, false);
+    reader.emplace(call, false);
     reader->relay_to(sink, tag); // the first token and deltas
     open();
     arm(); // the connect deadline

@@ -29,8 +29,6 @@ public:
     size_t threads = 0;
     /// Idle keep-alive connections kept per source.
     size_t max_idle_per_source = 256;
-    /// Largest non-streaming body or error body accepted, bytes.
-    size_t max_body_bytes = 32 * 1024 * 1024;
     /// A loop run by someone else (serve's CAF worker) to carry every call
     /// instead of threads of the transport's own; `threads` is then unused.
     /// It must outlive the transport's calls: a call still running when the

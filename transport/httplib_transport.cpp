@@ -449,7 +449,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   for (auto& [k, v] : request_headers(st->call, target))
     req.set_header(k, v);
 
-  response_reader reader{st->call, opts.max_body_bytes};
+  response_reader reader{st->call};
   reader.relay_to(st->sink, st->tag); // sends the first token and deltas
 
   req.response_handler = [&](const httplib::Response& r) {

@@ -18,8 +18,6 @@ public:
   struct options {
     /// Idle keep-alive connections kept per source.
     size_t max_idle_per_source = 256;
-    /// Largest non-streaming body or error body accepted, bytes.
-    size_t max_body_bytes = 32 * 1024 * 1024;
   };
 
   httplib_transport();

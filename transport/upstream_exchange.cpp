@@ -173,9 +173,8 @@ void fail_before_status(attempt_result& res, bool while_writing) {
 // -- response_reader --------------------------------------------------------------
 
 response_reader::response_reader(const upstream_call& call,
-                                 size_t max_body_bytes, bool client_decodes)
+                                 bool client_decodes)
   : call_(call),
-    max_body_bytes_(max_body_bytes),
     answer_cap_(static_cast<size_t>(
       std::max<int64_t>(call.source->max_response_bytes, 1))),
     decompress_(source_sets_header(*call.source, "Accept-Encoding")),
@@ -271,10 +270,10 @@ response_reader::step response_reader::on_decoded(const char* data,
                                                   size_t n) {
   step out;
   if (!sse_mode_) {
-    if (body_.size() + n > max_body_bytes_) {
-      body_too_big_ = true;
-      out.keep_reading = false;
-    } else if (body_.size() + n > answer_cap_ + body_envelope_bytes) {
+    // The source's MAX_RESPONSE_BYTES is the only bound: a transport cap of
+    // its own (32 MiB, as `body_too_large`) cut larger settings short, and
+    // as result_invalid the same source was asked again.
+    if (body_.size() + n > answer_cap_ + body_envelope_bytes) {
       answer_too_big_ = true;
       out.keep_reading = false;
     } else {
@@ -389,9 +388,6 @@ bool response_reader::complete(
   } else if (!sent && status_ == 0) {
     res.kind = outcome::transient;
     transport_failure(res);
-  } else if (body_too_big_) {
-    res.kind = outcome::result_invalid;
-    res.reason = "body_too_large";
   } else if (answer_too_big_) {
     res.kind = outcome::source_rejected;
     res.reason = reason_response_too_large;

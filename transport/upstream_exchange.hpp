@@ -119,12 +119,14 @@ void fail_before_status(attempt_result& res, bool while_writing);
 /// classifies how the exchange ended.
 class response_reader {
 public:
-  /// `max_body_bytes` bounds a non-streamed body or an error body.
+  /// A non-streamed body or an error body is bounded by the source's
+  /// MAX_RESPONSE_BYTES plus 64 KiB of JSON envelope (over it:
+  /// `source_rejected` / `response_too_large`).
   /// `client_decodes`: the HTTP client decodes an encoding the source's
   /// HEADERS asked for (cpp-httplib); else the reader does (gzip, deflate;
   /// any other is `malformed_response` / `unsupported_content_encoding`).
-  response_reader(const upstream_call& call, size_t max_body_bytes,
-                  bool client_decodes = true);
+  explicit response_reader(const upstream_call& call,
+                           bool client_decodes = true);
 
   ~response_reader();
 
@@ -200,7 +202,6 @@ private:
   stream_accumulator::step on_event(const sse_event& ev);
 
   const upstream_call& call_;
-  size_t max_body_bytes_;
   size_t answer_cap_;
   bool decompress_;
   bool client_decodes_;
@@ -225,7 +226,6 @@ private:
   std::unique_ptr<head_fields> head_;
   bool sse_mode_ = false;
   std::string body_;
-  bool body_too_big_ = false;
   bool answer_too_big_ = false;
   sse_parser parser_;
   stream_accumulator acc_;

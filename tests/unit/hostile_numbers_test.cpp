@@ -14,9 +14,11 @@
 #include "messages/errors.hpp"
 #include "transport/chat_codec.hpp"
 #include "transport/classify.hpp"
+#include "transport/upstream_exchange.hpp"
 
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -363,6 +365,43 @@ TEST_CASE("check_request: every text sent upstream is checked as UTF-8, "
     CHECK(code_of(err) == error_code::invalid_request);
     CHECK(message_of(err) == where + ": not valid UTF-8 at byte offset 2");
   }
+}
+
+TEST_CASE("transport: a body is bounded by MAX_RESPONSE_BYTES alone, a "
+          "setting above 32 MiB holds, never body_too_large") {
+  auto src = std::make_shared<source_config>();
+  src->name = "a";
+  src->max_response_bytes = 40 * 1024 * 1024;
+  upstream_call call;
+  call.source = src;
+  call.kind = upstream_kind::embeddings;
+  // The transports' own cap was 32 MiB (body_too_large, result_invalid:
+  // the same source asked again until the budget was spent).
+  auto read = [&call](size_t body_bytes) {
+    response_reader reader{call};
+    reader.on_status(200);
+    REQUIRE(reader.on_header_end());
+    std::string body(body_bytes, 'x');
+    bool whole = true;
+    for (size_t at = 0; at < body.size(); at += 1 << 20)
+      if (!reader.on_body(body.data() + at,
+                          std::min<size_t>(1 << 20, body.size() - at))
+             .keep_reading) {
+        whole = false;
+        break;
+      }
+    attempt_result res;
+    transport_warnings warn;
+    reader.complete(res, timeout_kind::none, whole, true, warn,
+                    [](attempt_result&) {});
+    return res;
+  };
+  auto fits = read(36 * 1024 * 1024);
+  CHECK(fits.kind == outcome::ok);
+  CHECK(fits.content.size() == 36 * 1024 * 1024);
+  auto over = read(41 * 1024 * 1024);
+  CHECK(over.kind == outcome::source_rejected);
+  CHECK(over.reason == "response_too_large");
 }
 
 // -- the stream accumulator -----------------------------------------------------------
