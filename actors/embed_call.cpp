@@ -185,25 +185,29 @@ void pump(self_ptr self) {
   }
 }
 
+/// Takes sub-batch `b`'s vectors; `settled` is what its permit settled
+/// (the reported usage, else the estimate), the tokens the answer reports.
 void succeed_batch(self_ptr self, embed_batch_state& b,
                    std::vector<std::vector<float>>& vectors,
-                   const attempt_result& res, const std::string& source) {
+                   const attempt_result& res, const std::string& source,
+                   int64_t settled) {
   auto& st = self->state;
   auto& out = st.response;
   for (size_t k = 0; k < vectors.size(); ++k)
     out.vectors[b.range.begin + k] = std::move(vectors[k]);
   ++out.sub_batches;
   out.stats.generation_ms += res.latency_ms;
-  out.stats.prompt_tokens += res.prompt_tokens;
+  // Without reported usage the estimate was settled: the answer says so
+  // (usage_source `unavailable` tells it from a reported count), not 0.
+  out.stats.prompt_tokens += settled;
   st.all_usage_reported = st.all_usage_reported && res.usage_reported;
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;
   if (out.model.empty())
     out.model = model;
-  auto cost = st.args.prices ? st.args.prices->cost(st.args.scope->name,
-                                                    source, model,
-                                                    res.prompt_tokens, 0)
-                             : std::nullopt;
+  // Priced as its attempt row is: no reported usage, no price (as chat).
+  auto cost = attempt_cost(st.args.prices.get(), st.args.scope->name, source,
+                           model, outcome::ok, &res, settled);
   if (cost && st.cost_usd)
     *st.cost_usd += *cost;
   else
@@ -241,16 +245,15 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
     }
   }
   res.content.clear();
-  end_request(self, b, res.kind,
-              settle_amount(res, b.req.admitted.granted_permit.est),
-              res.retry_after_s, &res);
+  auto settled = settle_amount(res, b.req.admitted.granted_permit.est);
+  end_request(self, b, res.kind, settled, res.retry_after_s, &res);
   --st.busy;
   st.last.note(source, res);
   switch (res.kind) {
     case outcome::ok:
       if (st.dim == 0)
         st.dim = vectors.front().size();
-      succeed_batch(self, b, vectors, res, source);
+      succeed_batch(self, b, vectors, res, source, settled);
       if (std::all_of(st.batches.begin(), st.batches.end(),
                       [](auto& x) { return x.at == phase::done; })) {
         st.finishing = true;

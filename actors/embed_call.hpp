@@ -56,7 +56,9 @@ struct embed_call_state
 /// only. One deadline bounds the whole call; when it passes (or the call is
 /// cancelled, or a budget runs out) the running sub-batches are cancelled
 /// and settled, and the caller gets one error. Never hedges. The answer
-/// keeps input order and sums usage and generation_ms.
+/// keeps input order and sums generation_ms and the settled tokens (the
+/// estimate of a sub-batch without reported usage; `usage_source` is then
+/// `unavailable` and `cost_usd` unset).
 embed_call_actor::behavior_type
 embed_call(embed_call_actor::stateful_pointer<embed_call_state> self,
            embed_call_args args);

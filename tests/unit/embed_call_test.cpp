@@ -16,10 +16,10 @@ namespace {
 using embed_outcome = side_outcome<embed_response>;
 
 /// An OK answer with one vector per input: [value of the input, 0.5, ...]
-/// of length `dim`; 2 tokens per input.
-fake_step embed_ok(size_t dim = 3) {
+/// of length `dim`; 2 tokens per input, or no usage when `!usage`.
+fake_step embed_ok(size_t dim = 3, bool usage = true) {
   fake_step s = fake_step::ok("", 0, 0);
-  s.respond = [dim](const std::string& body, attempt_result& res) {
+  s.respond = [dim, usage](const std::string& body, attempt_result& res) {
     auto req = boost::json::parse(body).as_object();
     boost::json::array data;
     auto& input = req.at("input").as_array();
@@ -38,6 +38,10 @@ fake_step embed_ok(size_t dim = 3) {
                             {"usage",
                              {{"prompt_tokens", 2 * input.size()},
                               {"total_tokens", 2 * input.size()}}}};
+    if (!usage) {
+      out.erase("usage");
+      res.usage_reported = false; // as the transport's fresh result
+    }
     res.content = boost::json::serialize(out);
   };
   return s;
@@ -485,4 +489,31 @@ TEST_CASE_FIXTURE(embed_fixture,
   REQUIRE(out->response);
   CHECK(status(gw).timers_armed == 0);
   CHECK(sched.clock().schedule().size() <= 1); // the gateway's next tick
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: without reported usage the answer reports the "
+                  "settled estimate, usage_source unavailable, no cost") {
+  fake->script("a", {embed_ok(3, false), embed_ok()});
+  gateway_options opts;
+  auto prices = price_table::parse(
+    R"({"models": {"emb": {"input": 2.0, "output": 9.0}}})");
+  REQUIRE(prices);
+  opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  auto sc = embed_scope({"a"}, 2, 1);
+  auto gw = spawn_gateway(sc, 42, opts);
+  embed_request req;
+  // Estimates: 40 bytes → 11 tokens, 1 byte → 1 token; then 2 + 2 reported.
+  req.inputs = {std::string(39, '0') + "1", "2", "3", "4"};
+  auto out = start_embed(gw, std::move(req));
+  run_until(out);
+  REQUIRE(out->response);
+  auto& stats = out->response->stats;
+  CHECK(stats.prompt_tokens == 12 + 4);
+  CHECK(stats.usage_source == "unavailable");
+  CHECK_FALSE(stats.cost_usd);
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  CHECK(source(st, "a").limiter.tpm_used == stats.prompt_tokens);
 }
