@@ -2,6 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/settlement.hpp"
+#include "config/keys.hpp"
 #include "transport/embed_codec.hpp"
 
 #include <caf/actor_cast.hpp>
@@ -107,6 +108,13 @@ void on_refused(self_ptr self, size_t i, admit_result& r) {
                               + std::to_string(b.range.begin) + ".."
                               + std::to_string(b.range.end - 1),
                             time_left_s(self));
+  // No source left, and the last ones were out only for the size of their
+  // answer: the settings, not the caller, must change.
+  if (!step.wait_s && r.refusal == admission_refusal::none
+      && !b.retry.last_rejection && !b.too_large.empty()) {
+    step.code = error_code::result_invalid;
+    step.message = b.too_large;
+  }
   if (step.wait_s)
     retry_later(self, i, *step.wait_s);
   else
@@ -218,6 +226,56 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   b.at = phase::done;
 }
 
+/// Inputs `[begin, end)` as a sub-batch, with their estimate.
+embed_batch batch_of(const std::vector<std::string>& inputs, size_t begin,
+                     size_t end) {
+  embed_batch out{begin, end, 0};
+  for (auto k = begin; k < end; ++k)
+    out.est_tokens += estimate_embed_tokens(inputs[k]);
+  return out;
+}
+
+/// Sub-batch `i`'s answer on `source` was larger than that source's
+/// MAX_RESPONSE_BYTES: too many vectors for one answer, nothing the caller
+/// did. Halved (both halves ready again; no budget spent, no source
+/// excluded) while it has two inputs or more and was halved fewer than
+/// `max_embed_halvings` times; otherwise `source` is out for it, and when
+/// no source is left the call fails `result_invalid` with what to change.
+void on_too_large(self_ptr self, size_t i, const std::string& source) {
+  auto& st = self->state;
+  auto& b = st.batches[i];
+  auto n = b.range.end - b.range.begin;
+  b.at = phase::ready;
+  if (n > 1 && b.halvings < max_embed_halvings) {
+    auto mid = b.range.begin + n / 2;
+    embed_batch_state upper;
+    upper.range = batch_of(*st.args.inputs, mid, b.range.end);
+    upper.retry = b.retry;
+    upper.halvings = ++b.halvings;
+    b.range = batch_of(*st.args.inputs, b.range.begin, mid);
+    // Index `i` stays this batch's: admissions and timers in flight name
+    // their batch by index, so the other half goes at the end.
+    st.batches.push_back(std::move(upper));
+    return;
+  }
+  b.retry.excluded.push_back(source);
+  auto& cfg = *source_of(self, source)->config;
+  auto key = [&cfg](const char* field) {
+    return detail::source_key(cfg.scope, cfg, field);
+  };
+  b.too_large = "the answer of source " + source + " for inputs "
+                + std::to_string(b.range.begin) + ".."
+                + std::to_string(b.range.end - 1) + " is larger than "
+                + key("MAX_RESPONSE_BYTES") + "="
+                + std::to_string(cfg.max_response_bytes)
+                + (n > 1 ? " after " + std::to_string(b.halvings)
+                             + " halvings of its sub-batch: lower "
+                             + key("MAX_BATCH_INPUTS") + " or raise "
+                             + key("MAX_RESPONSE_BYTES")
+                         : " for a single input: raise "
+                             + key("MAX_RESPONSE_BYTES"));
+}
+
 void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   auto& st = self->state;
   if (st.finishing)
@@ -249,6 +307,12 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
   end_request(self, b, res.kind, settled, res.retry_after_s, &res);
   --st.busy;
   st.last.note(source, res);
+  if (res.kind == outcome::source_rejected
+      && res.reason == reason_response_too_large) {
+    on_too_large(self, i, source);
+    pump(self);
+    return;
+  }
   switch (res.kind) {
     case outcome::ok:
       if (st.dim == 0)

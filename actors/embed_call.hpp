@@ -17,6 +17,10 @@ struct embed_call_args : side_call_args {
   std::shared_ptr<const std::vector<std::string>> inputs;
 };
 
+/// How many times a sub-batch whose answer was over its source's
+/// MAX_RESPONSE_BYTES may be halved (2048 inputs down to 8).
+constexpr int32_t max_embed_halvings = 8;
+
 /// One sub-batch and its retry state.
 struct embed_batch_state {
   enum class phase { ready, admitting, running, waiting, done };
@@ -24,6 +28,12 @@ struct embed_batch_state {
   phase at = phase::ready;
   side_retry retry;
   side_request req; ///< the running request
+  /// Halvings that made this sub-batch (an answer over MAX_RESPONSE_BYTES).
+  int32_t halvings = 0;
+  /// Why the last source that left this sub-batch left: its answer was over
+  /// its MAX_RESPONSE_BYTES even after halving (names the keys to change);
+  /// empty otherwise.
+  std::string too_large;
 };
 
 struct embed_call_state
@@ -53,7 +63,11 @@ struct embed_call_state
 /// sub-batches are retried, each with its own MAX_ATTEMPTS budget and
 /// backoff; a source that rejects a sub-batch (4xx) or answers a vector
 /// length other than the first sub-batch's is excluded for that sub-batch
-/// only. One deadline bounds the whole call; when it passes (or the call is
+/// only. A sub-batch whose answer is over its source's MAX_RESPONSE_BYTES
+/// is halved and both halves run (at most `max_embed_halvings` times, no
+/// budget spent); one that cannot be halved leaves that source, and with
+/// no source left the call fails `result_invalid` naming the keys to
+/// change. One deadline bounds the whole call; when it passes (or the call is
 /// cancelled, or a budget runs out) the running sub-batches are cancelled
 /// and settled, and the caller gets one error. Never hedges. The answer
 /// keeps input order and sums generation_ms and the settled tokens (the

@@ -526,6 +526,12 @@ error_reply reply_for(const caf::error& err) {
       out.status = 504;
       type = "timeout";
       break;
+    case error_code::result_invalid:
+      // The upstreams answered, but nothing usable (an answer over
+      // MAX_RESPONSE_BYTES, no schema match): a bad gateway, not the
+      // caller's request and not pgw failing.
+      out.status = 502;
+      break;
     default:
       out.status = 500;
   }

@@ -20,10 +20,13 @@ namespace json = boost::json;
 namespace {
 
 /// `emb-small` takes at most 100 inputs per request and fails 30 % of its
-/// requests with a 503 (flapping); `emb` is healthy. Both answer 8 floats.
+/// requests with a 503 (flapping); `emb` is healthy. Both answer 8 floats;
+/// `e1536` and `e8192` answer real-sized vectors.
 constexpr const char* embed_scenario = R"({"models": {
   "emb-small": {"dim": 8, "max_inputs": 100, "faults": [{"p": 0.3, "status": 503}]},
-  "emb":       {"dim": 8}
+  "emb":       {"dim": 8},
+  "e1536":     {"dim": 1536},
+  "e8192":     {"dim": 8192}
 }})";
 
 std::string scenario_file() {
@@ -77,6 +80,22 @@ std::vector<std::string> concat(std::vector<std::string> a,
   return a;
 }
 
+/// "text number 0", "text number 1", ...: `n` inputs.
+std::vector<std::string> numbered_texts(int n) {
+  std::vector<std::string> out;
+  for (int i = 0; i < n; ++i)
+    out.push_back("text number " + std::to_string(i));
+  return out;
+}
+
+/// `inputs` as stdin for `embed -`: one a line.
+std::string lines_of(const std::vector<std::string>& inputs) {
+  std::string out;
+  for (auto& in : inputs)
+    out += in + "\n";
+  return out;
+}
+
 /// Checks that the --json answer holds, for every input in order, the
 /// simulator's vector of that input's text.
 void check_vectors(const std::string& out,
@@ -105,12 +124,8 @@ void check_vectors(const std::string& out,
 TEST_CASE_FIXTURE(embed_e2e_fixture,
                   "embed: 10,000 inputs through a flapping source that takes "
                   "at most 100, order verified") {
-  std::vector<std::string> inputs;
-  std::string stdin_text;
-  for (int i = 0; i < 10000; ++i) {
-    inputs.push_back("text number " + std::to_string(i));
-    stdin_text += inputs.back() + "\n";
-  }
+  auto inputs = numbered_texts(10000);
+  auto stdin_text = lines_of(inputs);
   auto env = concat(source("A", "emb-small"), source("B", "emb"));
   env.push_back("EMBED__GENERIC__A__MAX_BATCH_INPUTS=100");
   env.push_back("EMBED__SELECTOR=round_robin");
@@ -226,4 +241,38 @@ TEST_CASE_FIXTURE(embed_e2e_fixture,
   auto two = embed({"x", "--scope", "EMBED/a", "--source", "b"}, env);
   CHECK(two.exit_code == 2);
   CHECK(two.err.find("two different sources pinned") != std::string::npos);
+}
+
+TEST_CASE_FIXTURE(embed_e2e_fixture,
+                  "embed: 600 inputs at 1536 dimensions work with the default "
+                  "limits (a sub-batch over MAX_RESPONSE_BYTES is halved), "
+                  "one vector over it is result_invalid naming the key") {
+  auto inputs = numbered_texts(600);
+  auto r = embed({"-", "--json"}, source("A", "e1536"), lines_of(inputs));
+  INFO(r.err.substr(0, 2000));
+  REQUIRE(r.exit_code == 0);
+  auto doc = json::parse(r.out).as_object();
+  auto& data = doc.at("data").as_array();
+  REQUIRE(data.size() == 600);
+  for (size_t i : {size_t{0}, size_t{299}, size_t{300}, size_t{599}}) {
+    CAPTURE(i);
+    auto& item = data[i].as_object();
+    CHECK(item.at("index").to_number<size_t>() == i);
+    auto& got = item.at("embedding").as_array();
+    REQUIRE(got.size() == 1536);
+    auto expected = pgw::sim::detail::embed_vector(inputs[i], 1536);
+    CHECK(static_cast<float>(got[1535].to_number<double>()) == expected[1535]);
+  }
+  // The whole list was too large for one answer: it was halved.
+  CHECK(doc.at("call_stats").at("attempts").as_int64() > 1);
+  auto one = embed({"x", "--json"},
+                   concat(source("A", "e8192"),
+                          {"EMBED__GENERIC__A__MAX_RESPONSE_BYTES=1024"}));
+  CHECK(one.exit_code == 1); // not 3: the caller's request was fine
+  auto err = json::parse(one.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "result_invalid");
+  CHECK(std::string(err.at("message").as_string())
+          .find("for a single input: raise "
+                "EMBED__GENERIC__A__MAX_RESPONSE_BYTES")
+        != std::string::npos);
 }

@@ -61,6 +61,8 @@ const char* scenario_json = R"({"models": {
   "tools_bad":     {"tool_calls": "bad_args"},
   "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
   "emb":           {"dim": 8},
+  "e1536":         {"dim": 1536},
+  "e8192":         {"dim": 8192},
   "monkey":        {},
   "slow_short":    {"ttft_ms": 300, "tokens": 3},
   "drip":          {"ttft_ms": 50, "token_ms": 150, "tokens": 8},
@@ -1229,6 +1231,43 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
   auto data = json::parse(big->body).at("data").as_array();
   REQUIRE(data.size() == 300);
   CHECK(data[299].at("index").as_int64() == 299);
+}
+
+TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "
+          "the default limits, an answer too large for one input is a 502 "
+          "result_invalid, never the caller's 400") {
+  json::array inputs;
+  for (int i = 0; i < 600; ++i)
+    inputs.emplace_back("text number " + std::to_string(i));
+  {
+    serve_fixture f{{"EMBED__OPENAI__E__MODEL=e1536"}};
+    auto cli = f.http();
+    auto res = cli.Post("/v1/embeddings", f.auth(),
+                        json::serialize(json::object{{"model", "EMBED"},
+                                                     {"input", inputs}}),
+                        "application/json");
+    REQUIRE(res);
+    CAPTURE(res->body.substr(0, 1000));
+    REQUIRE(res->status == 200);
+    auto data = json::parse(res->body).at("data").as_array();
+    REQUIRE(data.size() == 600);
+    CHECK(data[599].at("index").as_int64() == 599);
+    CHECK(data[599].at("embedding").as_array().size() == 1536);
+  }
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=e8192",
+                   "EMBED__OPENAI__E__MAX_RESPONSE_BYTES=1024"}};
+  auto cli = f.http();
+  auto res = cli.Post("/v1/embeddings", f.auth(),
+                      R"({"model":"EMBED","input":"x"})", "application/json");
+  REQUIRE(res);
+  CAPTURE(res->body);
+  CHECK(res->status == 502);
+  auto err = json::parse(res->body).at("error").as_object();
+  CHECK(err.at("code").as_string() == "result_invalid");
+  CHECK(err.at("type").as_string() == "api_error");
+  CHECK(std::string(err.at("message").as_string())
+          .find("raise EMBED__OPENAI__E__MAX_RESPONSE_BYTES")
+        != std::string::npos);
 }
 
 TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "

@@ -47,6 +47,22 @@ fake_step embed_ok(size_t dim = 3, bool usage = true) {
   return s;
 }
 
+/// The transport's answer to a request of more than `fits` inputs (all of
+/// them when 0): over MAX_RESPONSE_BYTES; smaller ones as `embed_ok`.
+fake_step embed_fits(size_t fits) {
+  auto s = embed_ok();
+  auto ok = s.respond;
+  s.respond = [ok, fits](const std::string& body, attempt_result& res) {
+    auto n = boost::json::parse(body).at("input").as_array().size();
+    if (fits != 0 && n <= fits)
+      return ok(body, res);
+    res.kind = outcome::source_rejected;
+    res.reason = reason_response_too_large;
+    res.content.clear();
+  };
+  return s;
+}
+
 std::vector<std::string> numbers(size_t n) {
   std::vector<std::string> out;
   for (size_t i = 0; i < n; ++i)
@@ -489,6 +505,55 @@ TEST_CASE_FIXTURE(embed_fixture,
   REQUIRE(out->response);
   CHECK(status(gw).timers_armed == 0);
   CHECK(sched.clock().schedule().size() <= 1); // the gateway's next tick
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a sub-batch whose answer is over MAX_RESPONSE_BYTES "
+                  "is halved until it fits, no budget spent, order kept") {
+  fake->script("a", {embed_fits(2)});
+  auto sc = embed_scope({"a"}, 8, 1);
+  sc.max_attempts = 1; // a halving must not spend it
+  auto gw = spawn_gateway(sc);
+  auto out = embed(gw, numbers(8));
+  INFO(describe(out->error));
+  REQUIRE(out->response);
+  check_order(*out->response, 8);
+  // 8 (too large), 0..3 (too large), 0..1, 4..7 (too large), 4..5, 2..3,
+  // 6..7: each half keeps its place, the other goes last.
+  std::vector<size_t> sizes;
+  for (auto& b : bodies())
+    sizes.push_back(b.size());
+  CHECK(sizes == std::vector<size_t>{8, 4, 2, 4, 2, 2, 2});
+  CHECK(out->response->sub_batches == 4);
+  CHECK(out->response->stats.prompt_tokens == 16);
+  CHECK(out->response->stats.source == "a");
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  CHECK(source(st, "a").outcomes.at("source_rejected") == 3);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: an answer over MAX_RESPONSE_BYTES even for one "
+                  "input is result_invalid naming the key to raise, not the "
+                  "caller's request_rejected") {
+  fake->script("a", {embed_fits(0)});
+  fake->script("b", {embed_fits(0)});
+  auto gw = spawn_gateway(embed_scope({"a", "b"}, 4, 1, "priority"));
+  auto out = embed(gw, numbers(2));
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::result_invalid);
+  auto d = detail_of(out->error);
+  REQUIRE(d);
+  CAPTURE(d->message);
+  CHECK(d->message.find("is larger than EMBED__GENERIC__") != std::string::npos);
+  CHECK(d->message.find("for a single input: raise EMBED__GENERIC__")
+        != std::string::npos);
+  // Both inputs on a, halved; the first half on a, then on b: no source
+  // left, the call ends before the second half runs.
+  CHECK(fake->calls().size() == 3);
+  settle();
+  check_balanced(status(gw));
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
