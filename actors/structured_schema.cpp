@@ -22,6 +22,7 @@
 #include <valijson/validator.hpp>
 
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <map>
 #include <mutex>
@@ -40,6 +41,10 @@ public:
   valijson::Schema schema;
   /// The schema uses `pattern` or `patternProperties` (std::regex).
   bool has_patterns = false;
+  /// Some subschema says `uniqueItems: true` (valijson compares every pair).
+  bool has_unique_items = false;
+  /// Subschema checks one answer value may take at most (weighted).
+  uint64_t fanout = 1;
 };
 
 namespace {
@@ -131,41 +136,62 @@ std::string to_pointer(const std::vector<std::string>& context) {
   return out;
 }
 
-bool extends(const std::vector<std::string>& longer,
-             const std::vector<std::string>& prefix) {
-  return longer.size() > prefix.size()
-         && std::equal(prefix.begin(), prefix.end(), longer.begin());
-}
-
-/// Validates `value` and returns the errors, most specific only (an error
-/// whose location has a more specific error below it only says "a child
-/// failed"), capped at `max_schema_issues` plus a summary line.
+/// Validates `value` and returns the errors. valijson stops at the first
+/// error without a results object, and collects every error with one: the
+/// first pass decides; the errors are collected only for an invalid value
+/// and only when `list` (the caller bounded the work). Most specific only
+/// (an error whose location has a more specific error below it only says
+/// "a child failed"), capped at `max_schema_issues` plus a summary line.
 std::vector<schema_issue> validate(const valijson::Schema& schema,
-                                   const json::value& value) {
+                                   const json::value& value, bool list) {
   valijson::Validator validator;
   valijson::ValidationResults results;
   valijson::adapters::BoostJsonAdapter target(value);
   try {
-    if (validator.validate(schema, target, &results))
+    if (validator.validate(schema, target, nullptr))
       return {};
+    if (!list)
+      return {{"", "the value does not match the schema (too large to list "
+                   "the errors: more than "
+                     + std::to_string(max_listed_work) + " checks)"}};
+    validator.validate(schema, target, &results);
   } catch (const std::exception& e) {
     // A `pattern` that std::regex rejects surfaces only here.
     return {{"", std::string("the schema could not be applied: ") + e.what()}};
   }
   std::vector<valijson::ValidationResults::Error> errors;
+  errors.reserve(results.numErrors());
   valijson::ValidationResults::Error err;
   while (results.popError(err))
-    errors.push_back(err);
+    errors.push_back(std::move(err));
+  // Sorted by location, the locations below one come right after it (and
+  // its equals): one look at the next distinct location tells.
+  std::vector<size_t> by_context(errors.size());
+  for (size_t i = 0; i < by_context.size(); ++i)
+    by_context[i] = i;
+  std::stable_sort(by_context.begin(), by_context.end(),
+                   [&](size_t a, size_t b) {
+                     return errors[a].context < errors[b].context;
+                   });
+  std::vector<bool> general(errors.size(), false);
+  for (size_t i = 0; i < by_context.size();) {
+    auto& ctx = errors[by_context[i]].context;
+    auto j = i;
+    while (j < by_context.size() && errors[by_context[j]].context == ctx)
+      ++j;
+    auto& next = errors[by_context[std::min(j, by_context.size() - 1)]].context;
+    bool below = j < by_context.size() && next.size() > ctx.size()
+                 && std::equal(ctx.begin(), ctx.end(), next.begin());
+    for (; i < j; ++i)
+      general[by_context[i]] = below;
+  }
   std::vector<schema_issue> out;
   size_t kept = 0;
-  for (auto& e : errors) {
-    bool general = std::any_of(errors.begin(), errors.end(), [&](auto& other) {
-      return extends(other.context, e.context);
-    });
-    if (general)
+  for (size_t i = 0; i < errors.size(); ++i) {
+    if (general[i])
       continue;
     if (++kept <= max_schema_issues)
-      out.push_back({to_pointer(e.context), e.description});
+      out.push_back({to_pointer(errors[i].context), errors[i].description});
   }
   if (kept > max_schema_issues)
     out.push_back({"", "... and " + std::to_string(kept - max_schema_issues)
@@ -173,6 +199,26 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
   if (out.empty())
     out.push_back({"", "the value does not match the schema"});
   return out;
+}
+
+/// Values in `value` (itself included), and the pairs of items of its
+/// arrays (what `uniqueItems` compares).
+struct answer_size {
+  uint64_t values = 0;
+  uint64_t item_pairs = 0;
+};
+
+void measure_answer(const json::value& value, answer_size& out) {
+  ++out.values;
+  if (value.is_array()) {
+    uint64_t n = value.get_array().size();
+    out.item_pairs += n > 1 ? n * (n - 1) / 2 : 0;
+    for (auto& x : value.get_array())
+      measure_answer(x, out);
+  } else if (value.is_object()) {
+    for (auto& kv : value.get_object())
+      measure_answer(kv.value(), out);
+  }
 }
 
 // -- checks valijson does not make safely ----------------------------------------
@@ -183,6 +229,61 @@ std::string pointer_token(std::string_view key) {
     out += c == '~' ? std::string("~0") : c == '/' ? std::string("~1")
                                                     : std::string(1, c);
   return out;
+}
+
+std::optional<std::string> decode_token(std::string token) {
+  auto replace_all = [&token](std::string_view from, char to) {
+    for (auto n = token.find(from); n != std::string::npos;
+         n = token.find(from, n + 1))
+      token.replace(n, from.size(), 1, to);
+  };
+  replace_all("~1", '/');
+  replace_all("~0", '~');
+  auto hex = [&token](size_t i) {
+    return i < token.size()
+           && std::isxdigit(static_cast<unsigned char>(token[i])) != 0;
+  };
+  for (auto n = token.find('%'); n != std::string::npos;
+       n = token.find('%', n + 1)) {
+    if (!hex(n + 1) || !hex(n + 2))
+      return std::nullopt;
+    token.replace(n, 3, 1,
+                  static_cast<char>(std::stoi(token.substr(n + 1, 2),
+                                              nullptr, 16)));
+  }
+  return token;
+}
+
+/// The node a `$ref` fragment names, read as valijson reads it (empty
+/// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed
+/// by digits), or nullptr.
+const json::value* resolve(const json::value& root,
+                            const std::string& pointer) {
+  if (!pointer.empty() && pointer.front() != '/')
+    return nullptr;
+  const json::value* node = &root;
+  size_t start = 0;
+  while (node != nullptr && start < pointer.size()) {
+    auto end = std::min(pointer.find('/', start + 1), pointer.size());
+    auto token = decode_token(pointer.substr(start + 1, end - start - 1));
+    start = end;
+    if (!token)
+      return nullptr;
+    if (token->empty())
+      continue;
+    if (node->is_object()) {
+      node = node->get_object().if_contains(*token);
+    } else if (node->is_array() && token->size() < 10
+               && std::all_of(token->begin(), token->end(),
+                              [](char c) { return c >= '0' && c <= '9'; })) {
+      auto index = std::stoul(*token);
+      auto& arr = node->get_array();
+      node = index < arr.size() ? &arr[index] : nullptr;
+    } else {
+      node = nullptr;
+    }
+  }
+  return node;
 }
 
 /// A problem found in the schema document, with its pointer.
@@ -226,6 +327,21 @@ public:
                                   + pointer_token(kv.key()),
                                 *err};
     }
+    if (auto u = obj.if_contains("uniqueItems"); u && u->is_bool())
+      has_unique_items = has_unique_items || u->get_bool();
+    // The meta-schema says these are unique; checked here, in linear time
+    // (valijson's uniqueItems compares every pair).
+    if (auto r = obj.if_contains("required"))
+      if (auto p = repeated_string(*r, at + "/required"))
+        return p;
+    if (auto t = obj.if_contains("type"))
+      if (auto p = repeated_string(*t, at + "/type"))
+        return p;
+    if (auto d = obj.if_contains("dependencies"); d && d->is_object())
+      for (auto& kv : d->get_object())
+        if (auto p = repeated_string(kv.value(), at + "/dependencies/"
+                                                   + pointer_token(kv.key())))
+          return p;
     if (auto ref = obj.if_contains("$ref"); ref && ref->is_string())
       if (auto p = check_ref(std::string(ref->get_string()), at + "/$ref",
                              depth))
@@ -260,8 +376,26 @@ public:
   }
 
   bool has_patterns = false;
+  /// Some subschema says `uniqueItems: true`.
+  bool has_unique_items = false;
 
 private:
+  /// An array of strings that names one twice.
+  static std::optional<schema_problem> repeated_string(const json::value& v,
+                                                       const std::string& at) {
+    if (!v.is_array())
+      return std::nullopt;
+    std::set<std::string_view> seen;
+    auto& arr = v.get_array();
+    for (size_t i = 0; i < arr.size(); ++i)
+      if (arr[i].is_string() && !seen.insert(arr[i].get_string()).second)
+        return schema_problem{at + "/" + std::to_string(i),
+                              "\"" + std::string(arr[i].get_string())
+                                + "\" is listed twice (the items must be "
+                                  "unique)"};
+    return std::nullopt;
+  }
+
   static std::optional<std::string> regex_error(std::string_view pattern) {
     try {
       std::regex re{std::string(pattern)};
@@ -282,91 +416,274 @@ private:
       return schema_problem{at, "$ref \"" + ref
                                   + "\": only local $ref (\"#/...\") are "
                                     "supported"};
-    auto target = resolve(ref.substr(1));
+    auto target = resolve(root_, ref.substr(1));
     if (target == nullptr)
       return schema_problem{at, "$ref \"" + ref
                                   + "\" does not resolve in the schema"};
-    if (ref_loops(ref))
-      return schema_problem{at, "$ref chain refers back to itself"};
     if (!walked_targets_.insert(target).second)
       return std::nullopt;
     return walk(*target, ref.substr(1), depth + 1);
   }
 
-  /// The node a `$ref` fragment names, read as valijson reads it (empty
-  /// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed
-  /// by digits), or nullptr.
-  const json::value* resolve(const std::string& pointer) const {
-    if (!pointer.empty() && pointer.front() != '/')
-      return nullptr;
-    const json::value* node = &root_;
-    size_t start = 0;
-    while (node != nullptr && start < pointer.size()) {
-      auto end = std::min(pointer.find('/', start + 1), pointer.size());
-      auto token = decode_token(pointer.substr(start + 1, end - start - 1));
-      start = end;
-      if (!token)
-        return nullptr;
-      if (token->empty())
-        continue;
-      if (node->is_object()) {
-        node = node->get_object().if_contains(*token);
-      } else if (node->is_array() && token->size() < 10
-                 && std::all_of(token->begin(), token->end(),
-                                [](char c) { return c >= '0' && c <= '9'; })) {
-        auto index = std::stoul(*token);
-        auto& arr = node->get_array();
-        node = index < arr.size() ? &arr[index] : nullptr;
-      } else {
-        node = nullptr;
+  const json::value& root_;
+  std::set<const json::value*> walked_targets_;
+};
+
+// -- what validating an answer can cost ------------------------------------------
+
+/// The subschemas valijson applies from one subschema, by where they apply.
+struct subschema_links {
+  /// To the same answer value (allOf, anyOf, oneOf, not, if, then, else, a
+  /// dependency's schema, a `$ref` target), with the pointer of each.
+  std::vector<std::pair<size_t, std::string>> same;
+  /// To a member's value: at most one of `properties`, and all of
+  /// `patternProperties` and `additionalProperties`.
+  std::vector<size_t> member_one, member_all;
+  /// To each key (a string): `propertyNames`.
+  std::vector<size_t> key;
+  /// To an item: at most one of tuple `items` and `additionalItems`, and
+  /// all of a single `items` and `contains`.
+  std::vector<size_t> item_one, item_all;
+};
+
+/// The subschemas reachable from the root as a graph (a `$ref` is an edge
+/// to its target), and what validating one answer value can cost: a loop
+/// of edges that stay on the same value never ends (valijson recurses
+/// until the stack overflows); a loop that descends into the answer ends
+/// with the answer's depth, at most `max_answer_depth`.
+class schema_cost {
+public:
+  explicit schema_cost(const json::value& root) : root_(root) {
+    id_of(&root, "");
+    // The root's definitions too: a loop there is refused even unused.
+    if (root.is_object())
+      for (auto key : {"definitions", "$defs"})
+        if (auto d = root.get_object().if_contains(key); d && d->is_object())
+          for (auto& kv : d->get_object())
+            id_of(&kv.value(), std::string("/") + key + "/"
+                                 + pointer_token(kv.key()));
+    for (size_t i = 0; i < nodes_.size(); ++i)
+      link(i);
+  }
+
+  /// A loop that stays on one value, or a schema whose validation applies
+  /// more than `max_schema_fanout` subschema checks to one answer value or
+  /// nests them deeper than `max_schema_nesting`.
+  std::optional<schema_problem> check() {
+    if (auto loop = find_loop())
+      return loop;
+    measure();
+    if (fanout > max_schema_fanout)
+      return schema_problem{"", "validating one answer value may take "
+                                  + std::to_string(fanout)
+                                  + " subschema checks, more than "
+                                  + std::to_string(max_schema_fanout)};
+    if (nesting > max_schema_nesting)
+      return schema_problem{"", "subschemas (counting $ref targets) nest "
+                                  + std::to_string(nesting)
+                                  + " deep in an answer, more than "
+                                  + std::to_string(max_schema_nesting)};
+    return std::nullopt;
+  }
+
+  /// Checks (weighted by the names and values a subschema lists) applied to
+  /// one answer value at most, and the deepest nesting of subschemas.
+  uint64_t fanout = 0;
+  uint64_t nesting = 0;
+
+private:
+  struct node {
+    const json::value* value;
+    std::string pointer;
+    subschema_links links;
+    uint64_t weight = 1;
+  };
+
+  size_t id_of(const json::value* v, const std::string& pointer) {
+    auto [i, added] = ids_.emplace(v, nodes_.size());
+    if (added)
+      nodes_.push_back({v, pointer, {}, 1});
+    return i->second;
+  }
+
+  void link(size_t id) {
+    auto* v = nodes_[id].value;
+    if (!v->is_object())
+      return;
+    subschema_links out;
+    uint64_t weight = 1;
+    auto at = nodes_[id].pointer;
+    for (auto& kv : v->get_object()) {
+      std::string key(kv.key());
+      auto& x = kv.value();
+      auto here = at + "/" + pointer_token(key);
+      auto sub = [&](const json::value& s, const std::string& p) {
+        return id_of(&s, p);
+      };
+      auto each_of_array = [&](auto&& fn) {
+        if (x.is_array())
+          for (size_t i = 0; i < x.get_array().size(); ++i)
+            fn(x.get_array()[i], here + "/" + std::to_string(i));
+      };
+      auto each_of_object = [&](auto&& fn) {
+        if (x.is_object())
+          for (auto& m : x.get_object())
+            fn(m.value(), here + "/" + pointer_token(m.key()));
+      };
+      if (key == "$ref" && x.is_string()) {
+        auto fragment = std::string(x.get_string()).substr(1);
+        if (auto target = resolve(root_, fragment))
+          out.same.emplace_back(sub(*target, fragment), here);
+      } else if (key == "allOf" || key == "anyOf" || key == "oneOf") {
+        each_of_array([&](auto& s, auto p) {
+          out.same.emplace_back(sub(s, p), p);
+        });
+      } else if (key == "not" || key == "if" || key == "then"
+                 || key == "else") {
+        out.same.emplace_back(sub(x, here), here);
+      } else if (key == "dependencies") {
+        each_of_object([&](auto& s, auto p) {
+          if (s.is_object() || s.is_bool())
+            out.same.emplace_back(sub(s, p), p);
+          else if (s.is_array())
+            weight += s.get_array().size();
+        });
+      } else if (key == "properties") {
+        each_of_object([&](auto& s, auto p) {
+          out.member_one.push_back(sub(s, p));
+        });
+        weight += x.is_object() ? x.get_object().size() : 0;
+      } else if (key == "patternProperties") {
+        each_of_object([&](auto& s, auto p) {
+          out.member_all.push_back(sub(s, p));
+        });
+        weight += x.is_object() ? x.get_object().size() : 0;
+      } else if (key == "additionalProperties") {
+        out.member_all.push_back(sub(x, here));
+      } else if (key == "propertyNames") {
+        out.key.push_back(sub(x, here));
+      } else if (key == "items" && x.is_array()) {
+        each_of_array([&](auto& s, auto p) {
+          out.item_one.push_back(sub(s, p));
+        });
+      } else if (key == "items" || key == "contains") {
+        out.item_all.push_back(sub(x, here));
+      } else if (key == "additionalItems") {
+        out.item_one.push_back(sub(x, here));
+      } else if ((key == "required" || key == "enum") && x.is_array()) {
+        weight += x.get_array().size();
       }
     }
-    return node;
+    nodes_[id].links = std::move(out);
+    nodes_[id].weight = weight;
   }
 
-  static std::optional<std::string> decode_token(std::string token) {
-    auto replace_all = [&token](std::string_view from, char to) {
-      for (auto n = token.find(from); n != std::string::npos;
-           n = token.find(from, n + 1))
-        token.replace(n, from.size(), 1, to);
-    };
-    replace_all("~1", '/');
-    replace_all("~0", '~');
-    auto hex = [&token](size_t i) {
-      return i < token.size()
-             && std::isxdigit(static_cast<unsigned char>(token[i])) != 0;
-    };
-    for (auto n = token.find('%'); n != std::string::npos;
-         n = token.find('%', n + 1)) {
-      if (!hex(n + 1) || !hex(n + 2))
-        return std::nullopt;
-      token.replace(n, 3, 1,
-                    static_cast<char>(std::stoi(token.substr(n + 1, 2),
-                                                nullptr, 16)));
-    }
-    return token;
+  static std::string shown(const std::string& pointer) {
+    return pointer.empty() ? std::string("(root)") : pointer;
   }
 
-  /// True when following local `$ref`s from `ref` through nodes that are
-  /// themselves `$ref`s comes back to a node already seen.
-  bool ref_loops(std::string ref) const {
-    std::set<const json::value*> seen;
-    while (!ref.empty() && ref.front() == '#') {
-      auto target = resolve(ref.substr(1));
-      if (target == nullptr || !target->is_object())
-        return false;
-      if (!seen.insert(target).second)
-        return true;
-      auto next = target->get_object().if_contains("$ref");
-      if (next == nullptr || !next->is_string())
-        return false;
-      ref = std::string(next->get_string());
+  /// Depth-first over the same-value edges (no recursion: the chain may be
+  /// as long as the schema); fills `order_` children first.
+  std::optional<schema_problem> find_loop() {
+    std::vector<int> color(nodes_.size(), 0); // 0 new, 1 on path, 2 done
+    std::vector<std::pair<size_t, size_t>> path; // node, next edge
+    for (size_t start = 0; start < nodes_.size(); ++start) {
+      if (color[start] != 0)
+        continue;
+      path.emplace_back(start, 0);
+      color[start] = 1;
+      while (!path.empty()) {
+        auto& [u, e] = path.back();
+        auto& same = nodes_[u].links.same;
+        if (e == same.size()) {
+          color[u] = 2;
+          order_.push_back(u);
+          path.pop_back();
+          continue;
+        }
+        auto v = same[e++].first;
+        if (color[v] == 1) {
+          auto first = std::find_if(path.begin(), path.end(),
+                                    [v](auto& x) { return x.first == v; });
+          std::string chain;
+          for (auto i = first; i != path.end(); ++i)
+            chain += shown(nodes_[i->first].pointer) + " -> ";
+          chain += shown(nodes_[v].pointer);
+          auto& edge = nodes_[v].links.same[first->second - 1];
+          return schema_problem{edge.second,
+                                "$ref chain refers back to itself without "
+                                "descending into the answer, an endless "
+                                "loop: "
+                                  + chain};
+        }
+        if (color[v] == 0) {
+          color[v] = 1;
+          path.emplace_back(v, 0);
+        }
+      }
     }
-    return false;
+    return std::nullopt;
+  }
+
+  /// Fills `fanout` and `nesting`: for each answer depth k and kind of
+  /// value (object, array, other), what a subschema applies to a value k
+  /// levels below the one it is applied to, children before parents.
+  void measure() {
+    constexpr uint64_t cap = uint64_t{1} << 40;
+    auto add = [cap](uint64_t a, uint64_t b) {
+      return std::min(a + b, cap);
+    };
+    using per_kind = std::array<uint64_t, 3>; // object, array, other
+    std::vector<per_kind> f_prev(nodes_.size()), f(nodes_.size());
+    std::vector<per_kind> d_prev(nodes_.size()), d(nodes_.size());
+    auto best = [](const per_kind& x) {
+      return std::max({x[0], x[1], x[2]});
+    };
+    for (size_t k = 0; k <= max_answer_depth; ++k) {
+      for (auto u : order_) {
+        auto& n = nodes_[u];
+        for (size_t kind = 0; kind < 3; ++kind) {
+          uint64_t work = k == 0 ? n.weight : 0;
+          uint64_t deepest = 0;
+          for (auto& [c, p] : n.links.same) {
+            work = add(work, f[c][kind]);
+            deepest = std::max(deepest, d[c][kind]);
+          }
+          if (k > 0 && kind != 2) {
+            auto& one = kind == 0 ? n.links.member_one : n.links.item_one;
+            auto& all = kind == 0 ? n.links.member_all : n.links.item_all;
+            uint64_t below = 0;
+            for (size_t ck = 0; ck < 3; ++ck) {
+              uint64_t w = 0;
+              for (auto c : one)
+                w = std::max(w, f_prev[c][ck]);
+              for (auto c : all)
+                w = add(w, f_prev[c][ck]);
+              below = std::max(below, w);
+            }
+            if (kind == 0)
+              for (auto c : n.links.key)
+                below = std::max(below, f_prev[c][2]);
+            work = add(work, below);
+            for (auto* group : {&one, &all, &n.links.key})
+              for (auto c : *group)
+                deepest = std::max(deepest, best(d_prev[c]));
+          }
+          f[u][kind] = work;
+          d[u][kind] = deepest + 1;
+        }
+      }
+      fanout = std::max(fanout, best(f[0]));
+      nesting = std::max(nesting, best(d[0]));
+      std::swap(f, f_prev);
+      std::swap(d, d_prev);
+    }
   }
 
   const json::value& root_;
-  std::set<const json::value*> walked_targets_;
+  std::vector<node> nodes_;
+  std::map<const json::value*, size_t> ids_;
+  std::vector<size_t> order_;
 };
 
 /// Strings and keys of `value` too long to check against a pattern.
@@ -396,6 +713,10 @@ void long_strings(const json::value& value, const std::string& at,
 const valijson::Schema& meta_schema() {
   static const auto compiled = [] {
     auto doc = json::parse(draft7_meta_schema);
+    // uniqueItems compares every pair: 60,000 `required` names took 35 s.
+    // schema_walker checks the same lists in linear time instead.
+    doc.at_pointer("/definitions/stringArray").as_object().erase("uniqueItems");
+    doc.at_pointer("/properties/type/anyOf/1").as_object().erase("uniqueItems");
     auto schema = std::make_unique<valijson::Schema>();
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(doc), *schema);
@@ -412,6 +733,11 @@ caf::error invalid_schema(const std::string& pointer, const std::string& what) {
 }
 
 caf::expected<schema_ptr> compile(const std::string& text) {
+  if (text.size() > max_schema_bytes)
+    return make_error(error_code::invalid_request,
+                      "schema: " + std::to_string(text.size())
+                        + " bytes, larger than "
+                        + std::to_string(max_schema_bytes) + " bytes");
   json::error_code ec;
   auto doc = json::parse(text, ec);
   if (ec)
@@ -419,14 +745,19 @@ caf::expected<schema_ptr> compile(const std::string& text) {
                       "schema: not valid JSON (" + ec.message() + ")");
   if (!doc.is_object() && !doc.is_bool())
     return invalid_schema("", "a JSON Schema is an object (or a boolean)");
-  auto issues = validate(meta_schema(), doc);
+  auto issues = validate(meta_schema(), doc, true);
   if (!issues.empty())
     return invalid_schema(issues.front().pointer, issues.front().message);
   schema_walker walker{doc};
   if (auto problem = walker.walk(doc, ""))
     return invalid_schema(problem->pointer, problem->message);
+  schema_cost cost{doc};
+  if (auto problem = cost.check())
+    return invalid_schema(problem->pointer, problem->message);
   auto out = std::make_shared<compiled_schema>();
   out->has_patterns = walker.has_patterns;
+  out->has_unique_items = walker.has_unique_items;
+  out->fanout = cost.fanout;
   out->document = std::move(doc);
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
@@ -479,12 +810,14 @@ structured_check check_answer(const compiled_schema& schema,
                               const std::string& content) {
   structured_check out;
   json::error_code ec;
-  auto value = json::parse(content, ec);
+  json::parse_options depth_bound;
+  depth_bound.max_depth = max_answer_depth;
+  auto value = json::parse(content, ec, {}, depth_bound);
   if (ec) {
     auto fixed = repair_json(content);
     json::error_code ec2;
     if (fixed.changed)
-      value = json::parse(fixed.text, ec2);
+      value = json::parse(fixed.text, ec2, {}, depth_bound);
     if (!fixed.changed || ec2) {
       out.issues.push_back(
         {"", "the answer is not valid JSON (" + ec.message() + ")"});
@@ -498,7 +831,19 @@ structured_check check_answer(const compiled_schema& schema,
     if (!out.issues.empty())
       return out;
   }
-  out.issues = validate(schema.schema, value);
+  answer_size size;
+  measure_answer(value, size);
+  auto work = size.values * schema.fanout
+              + (schema.has_unique_items ? size.item_pairs : 0);
+  if (work > max_validation_work) {
+    out.issues.push_back(
+      {"", "the answer has " + std::to_string(size.values)
+             + " values: validating it against this schema could take "
+             + std::to_string(work) + " checks, more than "
+             + std::to_string(max_validation_work)});
+    return out;
+  }
+  out.issues = validate(schema.schema, value, work <= max_listed_work);
   out.valid = out.issues.empty();
   return out;
 }
@@ -510,6 +855,24 @@ std::string format_issues(const std::vector<schema_issue>& issues) {
       out += '\n';
     out += (i.pointer.empty() ? std::string("(root)") : i.pointer) + ": "
            + i.message;
+  }
+  return out;
+}
+
+} // namespace pgw
+
+namespace pgw {
+
+std::string format_issues_line(const std::vector<schema_issue>& issues) {
+  std::string out;
+  bool in_break = false;
+  for (auto c : format_issues(issues)) {
+    bool brk = c == '\r' || c == '\n';
+    if (brk && !in_break)
+      out += "; ";
+    else if (!brk)
+      out += c;
+    in_break = brk;
   }
   return out;
 }

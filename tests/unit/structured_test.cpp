@@ -12,6 +12,7 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <chrono>
 #include <string>
 #include <vector>
 
@@ -142,6 +143,25 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
     // Checked before valijson, which would recurse forever or fail on
     // every answer instead.
     {R"({"$ref":"#"})", "schema /$ref: $ref chain refers back to itself"},
+    // Loops through keywords that stay on the same answer value: valijson
+    // recursed until the stack overflowed (serve died).
+    {R"({"allOf":[{"$ref":"#"}]})",
+     "schema /allOf/0: $ref chain refers back to itself without descending "
+     "into the answer, an endless loop: (root) -> /allOf/0 -> (root)"},
+    {R"({"not":{"$ref":"#"}})",
+     "schema /not: $ref chain refers back to itself without descending into "
+     "the answer, an endless loop: (root) -> /not -> (root)"},
+    {R"({"$ref":"#/definitions/a","definitions":{"a":{"anyOf":[{"$ref":"#/definitions/a"}]}}})",
+     "schema /definitions/a/anyOf/0: $ref chain refers back to itself "
+     "without descending into the answer, an endless loop: /definitions/a "
+     "-> /definitions/a/anyOf/0 -> /definitions/a"},
+    {R"({"if":{"type":"object"},"then":{"oneOf":[{"$ref":"#/definitions/b"}]},"definitions":{"b":{"dependencies":{"x":{"$ref":"#"}}}}})",
+     "an endless loop: (root) -> /then -> /then/oneOf/0 -> /definitions/b "
+     "-> /definitions/b/dependencies/x -> (root)"},
+    // The meta-schema's uniqueItems, checked in linear time.
+    {R"({"required":["a","b","a"]})",
+     R"(schema /required/2: "a" is listed twice (the items must be unique))"},
+    {R"({"type":["string","string"]})", R"(schema /type/1: "string" is listed twice)"},
     {R"({"definitions":{"a":{"$ref":"#/definitions/b"},"b":{"$ref":"#/definitions/a"}},"properties":{"x":{"$ref":"#/definitions/a"}}})",
      "schema /definitions/a/$ref: $ref chain refers back to itself"},
     {R"({"properties":{"id":{"type":"string","pattern":"(["}}})",
@@ -360,4 +380,114 @@ TEST_CASE("structured: the re-ask messages carry the bad answer and the errors")
   auto capped = reask_messages(original, long_answer, {{"", "e"}});
   CHECK(capped[2].content.size() < max_echoed_answer_bytes + 40);
   CHECK(capped[2].content.find("[answer truncated]") != std::string::npos);
+}
+
+TEST_CASE("structured: a recursive schema that descends into the answer is bounded by the answer's depth") {
+  // A tree: `$ref` back to the root through items, a legitimate loop.
+  auto tree = compiled(R"({"type":"object","properties":{"children":{"type":"array","items":{"$ref":"#"}}}})");
+  auto nest = [](int levels, const std::string& leaf) {
+    std::string text = leaf;
+    for (int i = 0; i < levels; ++i)
+      text = R"({"children":[)" + text + "]}";
+    return text;
+  };
+  // 15 levels and a leaf are 31 nested containers; 33 do not parse.
+  CHECK(check_answer(*tree, nest(15, "{}")).valid);
+  auto wrong = check_answer(*tree, nest(15, "3"));
+  CHECK_FALSE(wrong.valid);
+  REQUIRE_FALSE(wrong.issues.empty());
+  CHECK(wrong.issues.front().pointer.size() == 15 * std::string("/children/0").size());
+  auto deep = check_answer(*tree, nest(17, "{}"));
+  CHECK_FALSE(deep.valid);
+  CHECK(contains(deep.issues.front().message, "not valid JSON"));
+}
+
+TEST_CASE("structured: schemas whose checks multiply or nest without bound are refused") {
+  // Each level of the answer doubles the checks: 2^32 for a deep answer.
+  CHECK(contains(compile_error(R"({"anyOf":[{"items":{"$ref":"#"}},{"items":{"$ref":"#"}}]})"),
+                 "schema (root): validating one answer value may take "));
+  CHECK(contains(compile_error(R"({"anyOf":[{"items":{"$ref":"#"}},{"items":{"$ref":"#"}}]})"),
+                 "checks, more than 100000"));
+  // A diamond of 20 definitions, each referring twice to the next: 2^20
+  // checks on one value.
+  std::string defs;
+  for (int i = 0; i < 20; ++i)
+    defs += (i ? "," : "") + std::string(R"("d)") + std::to_string(i)
+            + R"(":{"allOf":[{"$ref":"#/definitions/d)" + std::to_string(i + 1)
+            + R"("},{"$ref":"#/definitions/d)" + std::to_string(i + 1) + R"("}]})";
+  defs += R"(,"d20":{"type":"string"})";
+  CHECK(contains(compile_error(R"({"$ref":"#/definitions/d0","definitions":{)" + defs + "}}"),
+                 "more than 100000"));
+  // A chain of 300 definitions, each referring to the next (listed last
+  // first: each is walked once, shallow). valijson needs 1-2 KiB of stack
+  // per level; 250 links (503 levels) overflowed a 512 KiB stack.
+  std::string chain;
+  for (int i = 299; i >= 0; --i)
+    chain += R"("c)" + std::to_string(i)
+             + R"(":{"allOf":[{"$ref":"#/definitions/c)" + std::to_string(i + 1) + R"("}]},)";
+  chain += R"("c300":{"type":"string"})";
+  CHECK(compile_error(R"({"definitions":{)" + chain + R"(},"properties":{"x":{"$ref":"#/definitions/c0"}}})")
+        == "schema (root): subschemas (counting $ref targets) nest 603 deep "
+           "in an answer, more than 512");
+  // The draft-7 meta-schema itself (recursive through anyOf and items)
+  // stays within the bounds.
+  CHECK(compile_schema(R"({"definitions":{"schemaArray":{"type":"array","minItems":1,"items":{"$ref":"#"}}},"type":["object","boolean"],"properties":{"items":{"anyOf":[{"$ref":"#"},{"$ref":"#/definitions/schemaArray"}]},"allOf":{"$ref":"#/definitions/schemaArray"},"properties":{"type":"object","additionalProperties":{"$ref":"#"}},"not":{"$ref":"#"}}})"));
+}
+
+TEST_CASE("structured: big schemas and answers are checked in bounded time") {
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  // 60,000 wrong items: every error was compared with every other (27 s).
+  auto strings = compiled(R"({"type":"array","items":{"type":"string"}})");
+  std::string answer = "[";
+  for (int i = 0; i < 60000; ++i)
+    answer += std::string(i ? "," : "") + std::to_string(i);
+  answer += "]";
+  auto t0 = clock::now();
+  auto check = check_answer(*strings, answer);
+  CHECK(seconds_since(t0) < 2.0);
+  CHECK_FALSE(check.valid);
+  REQUIRE(check.issues.size() == max_schema_issues + 1);
+  CHECK(check.issues.front().pointer == "/0");
+  CHECK(check.issues.back().message == "... and 59980 more errors");
+  // `required` of 60,000 names: the meta-schema's uniqueItems compared
+  // every pair (35 s). Over the size limit now; 10,000 names compile.
+  std::string names;
+  for (int i = 0; i < 60000; ++i)
+    names += std::string(i ? "," : "") + "\"n" + std::to_string(i) + "\"";
+  auto big = R"({"type":"object","required":[)" + names + "]}";
+  t0 = clock::now();
+  CHECK(compile_error(big) == "schema: " + std::to_string(big.size())
+                                + " bytes, larger than 131072 bytes");
+  names.clear();
+  for (int i = 0; i < 10000; ++i)
+    names += std::string(i ? "," : "") + "\"m" + std::to_string(i) + "\"";
+  auto many = compiled(R"({"type":"object","required":[)" + names + "]}");
+  CHECK(seconds_since(t0) < 2.0);
+  auto missing = check_answer(*many, "{}");
+  REQUIRE(missing.issues.size() == max_schema_issues + 1);
+  CHECK(contains(missing.issues.front().message, "'m0'"));
+  // uniqueItems compares every pair of items: 60,000 items are too many.
+  auto unique = compiled(R"({"type":"array","uniqueItems":true})");
+  t0 = clock::now();
+  auto pairs = check_answer(*unique, answer);
+  CHECK(seconds_since(t0) < 2.0);
+  REQUIRE(pairs.issues.size() == 1);
+  CHECK(pairs.issues[0].message
+        == "the answer has 60001 values: validating it against this schema "
+           "could take 1800030001 checks, more than 20000000");
+  CHECK(check_answer(*unique, "[1,2,3]").valid);
+  CHECK_FALSE(check_answer(*unique, "[1,2,1]").valid);
+}
+
+TEST_CASE("structured: the issues on one line") {
+  auto schema = compiled(R"({"type":"object","required":["a\nb","c"]})");
+  auto check = check_answer(*schema, "{}");
+  CHECK(format_issues(check.issues).find('\n') != std::string::npos);
+  auto line = format_issues_line(check.issues);
+  CHECK(line.find('\n') == std::string::npos);
+  CHECK(contains(line, "a; b"));
+  CHECK(contains(line, "'a; b'.; (root): Missing required property 'c'."));
 }
