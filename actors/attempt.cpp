@@ -71,7 +71,7 @@ void check_structured(self_ptr self, attempt_result& res) {
     return;
   res.kind = outcome::result_invalid;
   res.reason = check.json.empty() ? "invalid_json" : "schema_mismatch";
-  res.error_message = format_issues({check.issues.front()});
+  res.error_message = format_issues_line({check.issues.front()});
 }
 
 /// PGW_LOG=debug: one line when the attempt ends (source, outcome, reason,

@@ -705,7 +705,7 @@ bool call_plan::structured_reask(time_point now) {
       || budget_used_ >= scope.max_attempts) {
     fail_msg(error_code::result_invalid,
              "no answer matched the schema after " + std::to_string(reasks_)
-               + " re-asks; last validation errors:\n" + known().last_issues);
+               + " re-asks; last validation errors: " + known().last_issues);
     return true;
   }
   ++reasks_;

@@ -355,7 +355,8 @@ bool lower_rung(self_ptr self, const plan_leg& leg) {
 }
 
 /// Structured output: keeps the validator's errors of a mismatched answer
-/// and makes the next round's messages from it; returns the errors as text.
+/// and makes the next round's messages from it; returns the errors as one
+/// line of text (for the call's error message).
 std::string note_mismatch(self_ptr self, const plan_leg& leg) {
   auto& st = self->state;
   if (!st.schema)
@@ -363,7 +364,7 @@ std::string note_mismatch(self_ptr self, const plan_leg& leg) {
   auto issues = check_answer(*st.schema, leg.result().content).issues;
   st.conversation = reask_messages(st.args.request->messages,
                                    leg.result().content, issues);
-  return format_issues(issues);
+  return format_issues_line(issues);
 }
 
 call_plan_args plan_args(self_ptr self) {

@@ -719,7 +719,7 @@ TEST_CASE("call_plan: structured output re-asks and downgrades") {
        running(p);
        return p.leg_done(1, mismatch, t0 + 1s);
      },
-     {"fail result_invalid"}, "after 0 re-asks; last validation errors:\n- /x: bad"},
+     {"fail result_invalid"}, "after 0 re-asks; last validation errors: - /x: bad"},
     {"a lowered rung runs again at once, without budget", down,
      [](call_plan& p) {
        running(p);

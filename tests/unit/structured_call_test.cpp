@@ -118,6 +118,9 @@ TEST_CASE_FIXTURE(actor_fixture, "structured: invalid MAX_REASKS+1 times is resu
   REQUIRE(d != nullptr);
   CHECK(d->message.find("after 2 re-asks") != std::string::npos);
   CHECK(d->message.find("/age: ") != std::string::npos);
+  // One line: the CLI prints it as one (the errors were on lines of their
+  // own).
+  CHECK(d->message.find('\n') == std::string::npos);
   CHECK(d->per_source.at("a") == "schema_mismatch");
   check_balanced(status(gw));
 }
