@@ -61,10 +61,11 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
 
 /// Structured output: an answer that is not schema-valid JSON is
 /// `result_invalid`, decided before the row, the settlement and the
-/// breaker feed (a mismatch is not the source's breaker failure).
+/// breaker feed (a mismatch is not the source's breaker failure). An
+/// answer with tool calls is not checked: the schema is for content.
 void check_structured(self_ptr self, attempt_result& res) {
   auto& schema = self->state.args.schema;
-  if (!schema || res.kind != outcome::ok)
+  if (!schema || res.kind != outcome::ok || !res.tool_calls.empty())
     return;
   auto check = check_answer(*schema, res.content);
   if (check.valid)

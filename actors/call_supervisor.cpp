@@ -170,14 +170,17 @@ bool structured_start(self_ptr self);
 /// Structured output: the validated JSON and how it was obtained. The
 /// attempt already checked the answer (an invalid one never reaches here);
 /// the check is repeated for its value (the schema is compiled, it is cheap).
+/// An answer with tool calls is returned as it is, with no `parsed`.
 void structured_fill(self_ptr self, chat_response& resp) {
   auto& st = self->state;
   if (!st.schema)
     return;
+  resp.stats.reasks = plan_of(self).reasks();
+  if (!resp.tool_calls.empty())
+    return;
   auto check = check_answer(*st.schema, resp.content);
   resp.parsed = std::move(check.json);
   resp.stats.repaired = check.repaired;
-  resp.stats.reasks = plan_of(self).reasks();
 }
 
 /// Leg `id` won: its result becomes the answer.

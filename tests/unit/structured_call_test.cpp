@@ -238,3 +238,26 @@ TEST_CASE_FIXTURE(actor_fixture, "structured: hedging is per round, a mismatched
   CHECK(body_of(calls[0]).at("messages") == body_of(calls[1]).at("messages"));
   check_balanced(status(gw));
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "structured: an answer with tool calls is returned as it is, the schema is for content") {
+  auto step = fake_step::ok("");
+  step.result.finish_reason = "tool_calls";
+  step.result.tool_calls.push_back({"call_1", "function", "lookup",
+                                    R"({"who":"Ada"})"});
+  fake->script("a", {step});
+  auto gw = spawn_gateway(test_scope({"a"}));
+  auto out = call(gw, structured());
+  // It was "not valid JSON", re-asked, then result_invalid without them.
+  REQUIRE(out->response);
+  auto& r = *out->response;
+  CHECK(fake->count("a") == 1);
+  CHECK(r.stats.attempts == 1);
+  CHECK(r.stats.reasks == 0);
+  CHECK(r.finish_reason == "tool_calls");
+  CHECK(r.content.empty());
+  CHECK(r.parsed.empty());
+  REQUIRE(r.tool_calls.size() == 1);
+  CHECK(r.tool_calls[0].name == "lookup");
+  CHECK(r.tool_calls[0].arguments == R"({"who":"Ada"})");
+  check_balanced(status(gw));
+}
