@@ -3,7 +3,9 @@
 #include "commands.hpp"
 
 #include "actors/client.hpp"
+#include "actors/structured_schema.hpp"
 #include "apps/node/node_builder.hpp"
+#include "config/file.hpp"
 #include "config/limits.hpp"
 
 #include <caf/actor_system.hpp>
@@ -12,7 +14,6 @@
 #include <caf/send.hpp>
 
 #include <chrono>
-#include <fstream>
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -104,11 +105,14 @@ int chat_main(const std::vector<std::string>& args) {
                              + ": must be an integer >= 1");
         req.max_tokens = static_cast<int64_t>(*x);
       } else {
-        std::ifstream in{*v, std::ios::binary};
-        if (!in)
-          return usage_error("--schema " + *v + ": cannot be read");
-        req.schema.assign(std::istreambuf_iterator<char>(in),
-                          std::istreambuf_iterator<char>());
+        // Bounded like the env file: a regular file, at most the largest
+        // schema compiled (never /dev/zero, never a FIFO that blocks).
+        auto text = read_config_file(*v, "--schema " + *v, max_schema_bytes);
+        if (!text) { // the caller's file, not configuration
+          auto d = detail_of(text.error());
+          return usage_error(d ? d->message : describe(text.error()));
+        }
+        req.schema = std::move(*text);
         schema_path = *v;
       }
     } else if (a.size() > 1 && a[0] == '-' && a != "-") {

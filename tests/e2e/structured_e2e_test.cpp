@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace pgw::test;
@@ -128,8 +129,47 @@ TEST_CASE_FIXTURE(structured_fixture, "chat --schema: an invalid schema is exit 
   auto missing = chat({"--schema", "/nonexistent/schema.json", "who?"},
                       env("stubborn"));
   CHECK(missing.exit_code == 2);
-  CHECK(missing.err.find("--schema /nonexistent/schema.json: cannot be read")
+  CHECK(missing.err.find("--schema /nonexistent/schema.json: cannot be read "
+                         "(No such file or directory)")
         != std::string::npos);
+  CHECK(log().empty());
+}
+
+TEST_CASE_FIXTURE(structured_fixture, "chat --schema: the file is read bounded, a FIFO, a device or a big file is refused naming it, exit 2") {
+  // A FIFO with no writer blocked the read forever and /dev/zero grew
+  // without end: `timeout` turns a hang into exit 124.
+  auto fifo = std::filesystem::temp_directory_path()
+              / ("pgw-structured-e2e-" + std::to_string(::getpid()) + ".fifo");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  auto big = write_temp("big.json", R"({"description":")"
+                                      + std::string(200 * 1024, 'x') + "\"}");
+  auto bounded = [&](const std::string& path, bool json_out) {
+    std::vector<std::string> args{"/usr/bin/timeout", "20", PGW_ACTOR_BIN, "chat",
+                                  "--schema", path, "who?"};
+    if (json_out)
+      args.push_back("--json");
+    return run_program(args, env("stubborn"), "");
+  };
+  auto from_fifo = bounded(fifo.string(), false);
+  auto from_zero = bounded("/dev/zero", false);
+  auto from_big = bounded(big, false);
+  auto as_json = bounded(fifo.string(), true);
+  std::filesystem::remove(fifo);
+  std::filesystem::remove(big);
+  CHECK(from_fifo.exit_code == 2);
+  CHECK(from_fifo.err.find("--schema " + fifo.string()
+                           + ": is not a regular file")
+        != std::string::npos);
+  CHECK(from_zero.exit_code == 2);
+  CHECK(from_zero.err.find("--schema /dev/zero: is not a regular file")
+        != std::string::npos);
+  CHECK(from_big.exit_code == 2);
+  CHECK(from_big.err.find("--schema " + big + ": is larger than 131072 bytes")
+        != std::string::npos);
+  CHECK(as_json.exit_code == 2);
+  auto err = json::parse(as_json.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "invalid_request");
+  CHECK(std::string(err.at("message").as_string()).rfind("--schema " + fifo.string() + ": is not a regular file", 0) == 0);
   CHECK(log().empty());
 }
 
