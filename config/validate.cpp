@@ -243,15 +243,22 @@ caf::error check_source(const std::string& scope, const source_config& src) {
                           "streaming: max silence after the first token"))
     return err;
   {
+    // The value is not shown: an overlay may carry a credential (an
+    // api_key field, say). Where it went wrong is.
     boost::system::error_code ec;
-    auto doc = boost::json::parse(src.overlay, ec);
+    boost::json::stream_parser parser;
+    auto used = parser.write_some(src.overlay.data(), src.overlay.size(), ec);
+    if (!ec)
+      parser.finish(ec);
     const char* rule = "a JSON object merged into every request body";
+    auto shown = fmt::format("*** ({} bytes)", src.overlay.size());
     if (ec)
-      return violation(key("OVERLAY"), src.overlay,
-                       "not valid JSON: " + ec.message(), rule);
-    if (!doc.is_object())
-      return violation(key("OVERLAY"), src.overlay, "not a JSON object",
+      return violation(key("OVERLAY"), shown,
+                       fmt::format("not valid JSON at byte offset {}: {}",
+                                   used, ec.message()),
                        rule);
+    if (!parser.release().is_object())
+      return violation(key("OVERLAY"), shown, "not a JSON object", rule);
   }
   for (auto& [name, value] : src.headers) {
     if (!is_header_name(name))

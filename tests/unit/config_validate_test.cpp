@@ -502,7 +502,13 @@ TEST_CASE("validate: rules hold for settings built in code") {
   sc.sources[0].timeout_s = 120;
   sc.sources[0].overlay = "[]";
   CHECK(contains(message_of(validate(s)),
-                 "LLM__OPENAI__A__OVERLAY=[]: not a JSON object"));
+                 "LLM__OPENAI__A__OVERLAY=*** (2 bytes): not a JSON object"));
+  // Never the value (it may hold a credential), but where it went wrong.
+  sc.sources[0].overlay = R"({"api_key": "SECRETxyz": 1})";
+  auto bad = message_of(validate(s));
+  CHECK_FALSE(contains(bad, "SECRETxyz"));
+  CHECK(contains(bad, "LLM__OPENAI__A__OVERLAY=*** (27 bytes): not valid "
+                      "JSON at byte offset 23"));
   sc.sources[0].overlay = "{}";
   sc.sources.push_back(src); // same name again
   CHECK(contains(message_of(validate(s)), "source name a is used twice"));
