@@ -128,8 +128,11 @@ json::value opt(const caf::optional<T>& x) {
 json::value message_value(const chat_message& m) {
   json::array parts;
   for (const auto& p : m.parts)
-    parts.push_back(json::object{
-      {"type", p.type}, {"text", p.text}, {"image_url", p.image_url}});
+    parts.push_back(json::object{{"type", p.type},
+                                 {"text", p.text},
+                                 {"image_url", p.image_url},
+                                 {"detail", p.detail},
+                                 {"extra", json_field(p.extra)}});
   json::array calls;
   for (const auto& c : m.tool_calls)
     calls.push_back(json::object{{"id", c.id},
@@ -142,7 +145,8 @@ json::value message_value(const chat_message& m) {
                       {"parts", std::move(parts)},
                       {"tool_calls", std::move(calls)},
                       {"tool_call_id", m.tool_call_id},
-                      {"name", m.name}};
+                      {"name", m.name},
+                      {"extra", json_field(m.extra)}};
 }
 
 } // namespace

@@ -19,12 +19,18 @@ struct content_part {
   std::string type;      ///< "text" or "image_url"
   std::string text;      ///< for "text"
   std::string image_url; ///< for "image_url": an http(s) or data: URL
+  /// For "image_url": OpenAI's `detail` (auto, low, high); empty: not sent.
+  std::string detail{};
+  /// The part's other members as the caller sent them, passed through: a
+  /// JSON object's text (`{"cache_control":{"type":"ephemeral"}}`); empty:
+  /// none.
+  std::string extra{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, content_part& x) {
   return f(caf::meta::type_name("pgw.content_part"), x.type, x.text,
-           x.image_url);
+           x.image_url, x.detail, x.extra);
 }
 
 /// One function call the model asked for (OpenAI `tool_calls[i]`).
@@ -53,12 +59,16 @@ struct chat_message {
   std::string tool_call_id{};
   /// Optional participant or function name.
   std::string name{};
+  /// The message's other members as the caller sent them, passed through:
+  /// a JSON object's text (`{"prefix":true}`, `cache_control`,
+  /// `reasoning_content`); empty: none.
+  std::string extra{};
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, chat_message& x) {
   return f(caf::meta::type_name("pgw.chat_message"), x.role, x.content,
-           x.parts, x.tool_calls, x.tool_call_id, x.name);
+           x.parts, x.tool_calls, x.tool_call_id, x.name, x.extra);
 }
 
 /// A logical chat call. Unset optionals take the scope's defaults.

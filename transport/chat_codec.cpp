@@ -243,6 +243,20 @@ caf::expected<const json::object*> overlay_of(const source_config& src) {
   return &parsed.emplace(src.overlay, std::move(*obj)).first->second;
 }
 
+/// Adds the members of `extra` (a caller's JSON object text, checked by
+/// check_request) that `obj` does not have.
+void add_extra(json::object& obj, const std::string& extra) {
+  if (extra.empty())
+    return;
+  json::error_code ec;
+  auto v = json::parse(extra, ec);
+  if (ec || !v.is_object())
+    return;
+  for (auto& kv : v.get_object())
+    if (!obj.contains(kv.key()))
+      obj.emplace(kv.key(), kv.value());
+}
+
 json::value build_messages(const std::vector<chat_message>& messages) {
   json::array out;
   out.reserve(messages.size());
@@ -254,11 +268,18 @@ json::value build_messages(const std::vector<chat_message>& messages) {
     } else {
       json::array parts;
       for (auto& p : m.parts) {
-        if (p.type == "image_url")
-          parts.push_back(json::object{
-            {"type", "image_url"}, {"image_url", json::object{{"url", p.image_url}}}});
-        else
-          parts.push_back(json::object{{"type", "text"}, {"text", p.text}});
+        json::object part;
+        if (p.type == "image_url") {
+          json::object image{{"url", p.image_url}};
+          if (!p.detail.empty())
+            image["detail"] = p.detail;
+          part = json::object{{"type", "image_url"},
+                              {"image_url", std::move(image)}};
+        } else {
+          part = json::object{{"type", "text"}, {"text", p.text}};
+        }
+        add_extra(part, p.extra);
+        parts.push_back(std::move(part));
       }
       msg["content"] = std::move(parts);
     }
@@ -278,6 +299,7 @@ json::value build_messages(const std::vector<chat_message>& messages) {
       msg["tool_call_id"] = m.tool_call_id;
     if (!m.name.empty())
       msg["name"] = m.name;
+    add_extra(msg, m.extra);
     out.push_back(std::move(msg));
   }
   return out;
@@ -319,6 +341,18 @@ caf::error utf8_field(const std::string& where, std::string_view text) {
   return {};
 }
 
+/// `invalid_request` unless `extra` (the members passed through) is empty
+/// or a JSON object's text.
+caf::error extra_field(const std::string& where, const std::string& extra) {
+  if (extra.empty())
+    return {};
+  json::error_code ec;
+  auto v = json::parse(extra, ec);
+  if (ec || !v.is_object())
+    return invalid(where + ".extra: must be a JSON object's text");
+  return {};
+}
+
 } // namespace
 
 caf::error check_request(const chat_request& req) {
@@ -349,7 +383,13 @@ caf::error check_request(const chat_request& req) {
         return err;
       if (auto err = utf8_field(part + ".image_url", m.parts[j].image_url))
         return err;
+      if (auto err = utf8_field(part + ".detail", m.parts[j].detail))
+        return err;
+      if (auto err = extra_field(part, m.parts[j].extra))
+        return err;
     }
+    if (auto err = extra_field(where, m.extra))
+      return err;
     for (size_t j = 0; j < m.tool_calls.size(); ++j) {
       auto call = where + ".tool_calls[" + std::to_string(j) + "]";
       auto& tc = m.tool_calls[j];

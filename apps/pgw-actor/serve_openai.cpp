@@ -6,8 +6,10 @@
 
 #include <boost/json.hpp>
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
+#include <initializer_list>
 
 namespace pgw::serve {
 
@@ -21,6 +23,18 @@ using problem = std::optional<std::string>;
 
 problem bad(const std::string& where, const std::string& rule) {
   return where + ": " + rule;
+}
+
+/// The members of `obj` other than `known`, as a JSON object's text; ""
+/// when there are none.
+std::string others(const json::object& obj,
+                   std::initializer_list<const char*> known) {
+  json::object rest;
+  for (auto& kv : obj)
+    if (std::none_of(known.begin(), known.end(),
+                     [&](const char* k) { return kv.key() == k; }))
+      rest.emplace(kv.key(), kv.value());
+  return rest.empty() ? std::string{} : json_text(rest);
 }
 
 /// Message content: a string, null, or content parts (text, image_url).
@@ -48,14 +62,20 @@ problem read_content(const json::value& v, const std::string& where,
         part.text = std::string(t->get_string());
     } else if (part.type == "image_url") {
       auto u = p.if_contains("image_url");
-      if (u && u->is_string())
+      if (u && u->is_string()) {
         part.image_url = std::string(u->get_string());
-      else if (u && u->is_object())
-        if (auto url = u->get_object().if_contains("url"); url && url->is_string())
+      } else if (u && u->is_object()) {
+        auto& image = u->get_object();
+        if (auto url = image.if_contains("url"); url && url->is_string())
           part.image_url = std::string(url->get_string());
+        if (auto d = image.if_contains("detail"); d && d->is_string())
+          part.detail = std::string(d->get_string());
+      }
     } else {
       return bad(at + ".type", "must be text or image_url");
     }
+    // Anything else the part carries (cache_control, say) goes upstream.
+    part.extra = others(p, {"type", "text", "image_url"});
     m.parts.push_back(std::move(part));
   }
   return {};
@@ -119,6 +139,10 @@ problem read_messages(const json::value& v, chat_request& req) {
       m.tool_call_id = std::string(x->get_string());
     if (auto x = o.if_contains("name"); x && x->is_string())
       m.name = std::string(x->get_string());
+    // Members pgw does not read (prefix, cache_control, reasoning_content)
+    // go upstream unchanged, as the body's do.
+    m.extra = others(o, {"role", "content", "tool_calls", "tool_call_id",
+                         "name"});
     req.messages.push_back(std::move(m));
   }
   return {};

@@ -4,6 +4,7 @@
 #include "apps/pgw-upstream-sim/embeddings.hpp"
 #include "fixtures/eventually.hpp"
 #include "fixtures/process.hpp"
+#include "fixtures/raw_upstream.hpp"
 #include "fixtures/sim_process.hpp"
 #include "transport/ocr_codec.hpp"
 
@@ -26,6 +27,7 @@
 #include <fstream>
 #include <sstream>
 #include <future>
+#include <mutex>
 #include <thread>
 #include <utility>
 
@@ -1348,3 +1350,53 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
 }
 
 } // TEST_SUITE
+
+TEST_CASE("serve: a message's and a content part's other members, and an image's detail, reach the upstream unchanged") {
+  // Dropped before: cache_control, prefix and image_url.detail never left
+  // serve (the request-level unknown fields did).
+  std::mutex mtx;
+  std::string seen;
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string& req) {
+    {
+      std::lock_guard<std::mutex> guard{mtx};
+      seen = req.substr(req.find("\r\n\r\n") + 4);
+    }
+    std::string body
+      = R"({"id":"x","object":"chat.completion","created":1,"model":"m",)"
+        R"("choices":[{"index":0,"message":{"role":"assistant",)"
+        R"("content":"fine"},"finish_reason":"stop"}],)"
+        R"("usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}})";
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   "Content-Length: "
+                     + std::to_string(body.size()) + "\r\n\r\n" + body);
+  }};
+  serve_fixture f{{"RAW__GENERIC__R__BASE_URL=" + up.base_url(),
+                   "RAW__GENERIC__R__MODEL=m", "RAW__STREAM=false"}};
+  httplib::Client cli{"127.0.0.1", f.port};
+  auto body = R"({"model":"RAW","messages":[)"
+              R"({"role":"system","content":"s","cache_control":{"type":"ephemeral"}},)"
+              R"({"role":"user","content":[)"
+              R"({"type":"text","text":"look","cache_control":{"type":"ephemeral"}},)"
+              R"({"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}}]},)"
+              R"({"role":"assistant","content":"Sure,","prefix":true}]})";
+  auto r = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
+  REQUIRE(r);
+  INFO(r->body);
+  REQUIRE(r->status == 200);
+  std::string sent;
+  {
+    std::lock_guard<std::mutex> guard{mtx};
+    sent = seen;
+  }
+  INFO(sent);
+  auto msgs = json::parse(sent).at("messages").as_array();
+  REQUIRE(msgs.size() == 3);
+  CHECK(msgs[0].at("cache_control").at("type").as_string() == "ephemeral");
+  auto& parts = msgs[1].at("content").as_array();
+  REQUIRE(parts.size() == 2);
+  CHECK(parts[0].at("cache_control").at("type").as_string() == "ephemeral");
+  CHECK(parts[1].at("image_url").at("detail").as_string() == "low");
+  CHECK(parts[1].at("image_url").at("url").as_string()
+        == "https://example.com/a.png");
+  CHECK(msgs[2].at("prefix").as_bool());
+}

@@ -139,7 +139,8 @@ TEST_CASE("cache key: every field of a message, part and tool call counts") {
   req.messages.push_back(m);
   const auto base = key_of(req);
   auto n_msg = field_addresses(req.messages[0]).size();
-  CHECK(n_msg == 6);
+  CHECK(n_msg == 7);
+  CHECK(field_addresses(req.messages[0].parts[0]).size() == 5);
   for (size_t i = 0; i < n_msg; ++i) {
     CAPTURE(i);
     auto r = req;

@@ -149,6 +149,39 @@ TEST_CASE("chat body: content parts and several messages") {
   CHECK(msgs[2].at("role") == "assistant");
 }
 
+TEST_CASE("chat body: a message's and a part's other members and an image's detail are passed through") {
+  chat_request req;
+  chat_message sys{"system", "s", {}};
+  sys.extra = R"({"cache_control":{"type":"ephemeral"},"role":"not ours"})";
+  req.messages.push_back(sys);
+  chat_message user{"user", "", {}};
+  user.parts.push_back({"text", "look", ""});
+  user.parts[0].extra = R"({"cache_control":{"type":"ephemeral"}})";
+  user.parts.push_back({"image_url", "", "https://h/a.png"});
+  user.parts[1].detail = "low";
+  req.messages.push_back(user);
+  chat_message prefix{"assistant", "Sure,", {}};
+  prefix.extra = R"({"prefix":true})";
+  req.messages.push_back(prefix);
+  REQUIRE_FALSE(check_request(req));
+  auto body = body_of(req, make_source(), false);
+  auto& msgs = body.at("messages").as_array();
+  REQUIRE(msgs.size() == 3);
+  CHECK(msgs[0].at("cache_control").at("type") == "ephemeral");
+  CHECK(msgs[0].at("role") == "system"); // pgw's own members win
+  CHECK(msgs[1].at("content").at(0).at("cache_control").at("type")
+        == "ephemeral");
+  CHECK(msgs[1].at("content").at(1)
+        == json::parse(R"({"type":"image_url",
+                           "image_url":{"url":"https://h/a.png","detail":"low"}})"));
+  CHECK(msgs[2].at("prefix") == true);
+  // What is passed through must be a JSON object.
+  req.messages[2].extra = "[1]";
+  auto err = check_request(req);
+  CHECK(code_of(err) == error_code::invalid_request);
+  CHECK(invalid_message(err) == "messages[2].extra: must be a JSON object's text");
+}
+
 TEST_CASE("chat body: text with quotes and control characters stays valid JSON") {
   chat_request req;
   req.messages.push_back({"user", "say \"hi\"\n\t\\ \x01 \xE2\x82\xAC", {}});
