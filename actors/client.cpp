@@ -292,6 +292,7 @@ live_call& live_call::operator=(live_call&& other) noexcept {
     cancel();
     helper_ = std::move(other.helper_);
     result_ = std::move(other.result_);
+    answer_ = std::move(other.answer_);
   }
   return *this;
 }
@@ -301,7 +302,9 @@ live_call::~live_call() {
 }
 
 caf::expected<chat_response> live_call::wait() {
-  return result_.get();
+  if (!answer_)
+    answer_.emplace(result_.get());
+  return *answer_;
 }
 
 void live_call::cancel() {

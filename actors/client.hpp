@@ -11,6 +11,7 @@
 #include <functional>
 #include <future>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,8 @@ public:
 
   /// Blocks until the terminal event: the whole answer (its deltas came
   /// before it) or the error — `stream_interrupted` when the stream broke
-  /// after its first delta, `cancelled` after `cancel`.
+  /// after its first delta, `cancelled` after `cancel`. May be called again
+  /// (the same answer), unless the answer was taken from `result()`.
   caf::expected<chat_response> wait();
 
   /// The terminal event as a future (for waiting with a timeout).
@@ -47,6 +49,8 @@ private:
 
   caf::actor helper_;
   std::future<caf::expected<chat_response>> result_;
+  /// The answer once `wait` took it from `result_`.
+  std::optional<caf::expected<chat_response>> answer_;
 };
 
 class client {
