@@ -22,29 +22,21 @@ namespace {
 
 /// Runs a caller's callback `what` on a CAF thread: an exception it throws
 /// is logged and goes no further (it would end the actor that runs it, and
-/// with it every other call that actor carries). False when it threw.
+/// with it every other call that actor carries). Says what was thrown, if
+/// anything.
 template <class F>
-bool contained(const char* what, F&& fn) {
+std::optional<std::string> contained(const char* what, F&& fn) {
+  std::string threw;
   try {
     fn();
-    return true;
+    return std::nullopt;
   } catch (const std::exception& e) {
-    log::error("client", "{} threw: {}", what, e.what());
+    threw = fmt::format("{} threw: {}", what, e.what());
   } catch (...) {
-    log::error("client", "{} threw a non-standard exception", what);
+    threw = fmt::format("{} threw a non-standard exception", what);
   }
-  return false;
-}
-
-/// What a callback threw, for the answer of the call it broke.
-std::string thrown_by(const char* what) {
-  try {
-    throw;
-  } catch (const std::exception& e) {
-    return fmt::format("{} threw: {}", what, e.what());
-  } catch (...) {
-    return fmt::format("{} threw a non-standard exception", what);
-  }
+  log::error("client", "{}", threw);
+  return threw;
 }
 
 /// `err` in pgw's category: CAF's own errors (a request to a gateway that
@@ -369,13 +361,10 @@ live_call client::chat_stream(chat_request req,
        on_delta](atom::delta, const stream_delta& d) {
         if (*decided || !sink_failed->empty() || !on_delta)
           return;
-        try {
-          on_delta(d);
-        } catch (...) {
+        if (auto threw = contained("on_delta", [&] { on_delta(d); })) {
           // Cancelled as if the caller had gone: its legs stop, the
           // permits settle, and the terminal event decides the result.
-          *sink_failed = thrown_by("on_delta");
-          log::error("client", "{}: cancelling the call", *sink_failed);
+          *sink_failed = std::move(*threw);
           self->send_exit(requester, caf::exit_reason::user_shutdown);
         }
       },

@@ -250,7 +250,7 @@ void collect_status(self_ptr self,
 /// the request has none. A default (empty) error when it may start.
 caf::error check_chat(self_ptr self, chat_request& req) {
   auto& st = self->state;
-  if (st.stopping)
+  if (st.stop_reason)
     return make_error(error_code::cancelled, "the gateway is shutting down");
   if (auto err = check_request(req))
     return err;
@@ -387,7 +387,14 @@ void on_down(self_ptr self, caf::down_msg& msg) {
 /// at once when none runs, or at a second exit (the grace's end).
 void on_exit(self_ptr self, caf::error reason) {
   auto& st = self->state;
-  if (st.stopping || (st.calls.empty() && st.side_calls.empty())) {
+  if (st.stop_reason || (st.calls.empty() && st.side_calls.empty())) {
+    // A call still running would never end: its timers live here (nor
+    // would it close its connections). The exit stops it; it settles in
+    // its attempts' exit handlers.
+    for (auto& call : st.calls)
+      self->send_exit(call.second, reason);
+    for (auto& call : st.side_calls)
+      self->send_exit(call.second, reason);
     for (auto& entry : st.pending)
       entry.second.deliver(make_error(error_code::cancelled,
                                       "the gateway shut down"));
@@ -395,7 +402,6 @@ void on_exit(self_ptr self, caf::error reason) {
     self->quit(reason);
     return;
   }
-  st.stopping = true;
   st.stop_reason = reason;
   for (auto& call : st.calls)
     self->send(call.second, atom::cancel_v);
@@ -452,7 +458,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
   self->set_down_handler([self](caf::down_msg& msg) {
     on_down(self, msg);
     auto& st = self->state;
-    if (st.stopping && st.calls.empty() && st.side_calls.empty())
+    if (st.stop_reason && st.calls.empty() && st.side_calls.empty())
       self->quit(st.stop_reason); // every call has answered and settled
   });
   self->set_exit_handler([self](caf::exit_msg& msg) {

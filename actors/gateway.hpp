@@ -122,11 +122,10 @@ struct gateway_state {
   std::unordered_map<caf::actor_addr,
                      caf::typed_response_promise<chat_response>>
     pending;
-  /// Told to exit (a reason other than normal): new calls are refused, the
-  /// live ones are cancelled, and the gateway quits with `stop_reason` once
-  /// they have answered (their permits settled while the limiters, linked
-  /// to it, still run), or at `stop_grace`.
-  bool stopping = false;
+  /// Set once told to exit (a reason other than normal): new calls are
+  /// refused, the live ones are cancelled, and the gateway quits with it
+  /// once they have answered (their permits settled while the limiters,
+  /// linked to it, still run), or at `stop_grace`.
   caf::error stop_reason;
   /// The scope's sources in the cache's keys (backends/cache_key.hpp).
   std::string cache_sources;

@@ -18,7 +18,7 @@ namespace pgw::detail {
 /// already has it.
 inline caf::error claim_call_id(gateway_self self, std::string& id) {
   auto& st = self->state;
-  if (st.stopping)
+  if (st.stop_reason)
     return make_error(error_code::cancelled, "the gateway is shutting down");
   if (id.empty())
     id = fmt::format("{}-{:016x}-{}", st.scope->name, st.rng(),

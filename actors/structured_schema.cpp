@@ -4,6 +4,7 @@
 #include "actors/structured_schema.hpp"
 
 #include "actors/structured_repair.hpp"
+#include "config/url.hpp"
 #include "messages/errors.hpp"
 
 // valijson throws on a schema it cannot use only with this set (the root
@@ -239,19 +240,7 @@ std::optional<std::string> decode_token(std::string token) {
   };
   replace_all("~1", '/');
   replace_all("~0", '~');
-  auto hex = [&token](size_t i) {
-    return i < token.size()
-           && std::isxdigit(static_cast<unsigned char>(token[i])) != 0;
-  };
-  for (auto n = token.find('%'); n != std::string::npos;
-       n = token.find('%', n + 1)) {
-    if (!hex(n + 1) || !hex(n + 2))
-      return std::nullopt;
-    token.replace(n, 3, 1,
-                  static_cast<char>(std::stoi(token.substr(n + 1, 2),
-                                              nullptr, 16)));
-  }
-  return token;
+  return percent_decode(token);
 }
 
 /// The node a `$ref` fragment names, read as valijson reads it (empty

@@ -1,8 +1,8 @@
 #include "backends/redis/client.hpp"
 
-#include "config/url.hpp"
-
 #include "config/keys.hpp"
+#include "config/scrub.hpp"
+#include "config/url.hpp"
 #include "config/support/log.hpp"
 #include "messages/errors.hpp"
 
@@ -361,17 +361,11 @@ public:
 private:
   // -- errors -------------------------------------------------------------------
 
-  /// Never lets the password through, whatever a server or the OS says.
+  /// Never lets the password through, whatever a server or the OS says
+  /// (config/scrub.hpp's rules: one shorter than 4 bytes is not matched,
+  /// it would garble an address and so show itself).
   std::string scrub(std::string text) const {
-    // As every secret (README, Secrets): one shorter than 4 bytes is not
-    // matched — replacing each "1" of a host and port both garbled the
-    // message and showed a one-character password.
-    if (ep_.password.size() < 4)
-      return text;
-    for (auto pos = text.find(ep_.password); pos != std::string::npos;
-         pos = text.find(ep_.password, pos + 3))
-      text.replace(pos, ep_.password.size(), "***");
-    return text;
+    return redact_secrets(text, {ep_.password}, "***");
   }
 
   caf::error failure(const std::string& what) {
