@@ -139,12 +139,18 @@ struct client::requester {
   /// (chat) or `then` (chat_then). Or, with none of them, a cancel of the
   /// call with id `cancel_id`: sent after the calls queued before it, so a
   /// call is known to the gateway when its cancel comes.
+  /// An embedding or OCR call: sends its own request from the actor and
+  /// calls `finished` once answered.
+  using side_send
+    = std::function<void(caf::event_based_actor*, std::function<void()>)>;
+
   struct job {
     chat_request req;
     std::shared_ptr<chat_promise> promise;
     std::shared_ptr<slot_guard> slot;
     std::shared_ptr<then_guard> then = nullptr;
     std::string cancel_id = {};
+    side_send side = nullptr;
   };
 
   struct queue {
@@ -175,6 +181,14 @@ struct client::requester {
             taken.swap(q->jobs);
           }
           for (auto& j : taken) {
+            if (j.side) {
+              ++*pending;
+              j.side(self, [pending, maybe_quit] {
+                --*pending;
+                maybe_quit();
+              });
+              continue;
+            }
             if (!j.promise && !j.slot && !j.then) {
               self->send(gw, atom::cancel_v, std::move(j.cancel_id));
               continue;
@@ -392,31 +406,43 @@ caf::expected<embed_response> client::embed(std::vector<std::string> inputs) {
 
 namespace {
 
-/// Sends `(atom, req)` to `gw` from a helper actor; `done` gets the single
-/// answer once, on a CAF thread (an `internal` error if the helper stops
-/// without one).
+/// Sends `(atom, req)` to `gw` through the client's requester, in order
+/// with its other calls and cancels (a cancel right after cannot overtake
+/// the call); `done` gets the single answer once, on a CAF thread (an
+/// `internal` error if the requester stops without one).
 template <class Response, class Atom, class Request>
-void ask_then(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
-              Request req,
+void ask_then(client::requester& rq, const gateway_actor& gw,
+              Atom atom_value, Request req,
               std::function<void(caf::expected<Response>)> done) {
   auto once = std::make_shared<once_callback<Response>>(
-    std::move(done), "the call's helper stopped before its answer");
-  sys.spawn([gw, atom_value, req = std::move(req),
-             once](caf::event_based_actor* self) {
+    std::move(done), "the client's requester stopped before the call's "
+                     "answer");
+  client::requester::job j;
+  j.side = [gw, atom_value, req = std::move(req),
+            once](caf::event_based_actor* self,
+                  std::function<void()> finished) {
     self->request(gw, caf::infinite, atom_value, req)
-      .then([once](Response& resp) { once->set(std::move(resp)); },
-            [once](caf::error& err) { once->set(pgw_error(std::move(err))); });
-  });
+      .then(
+        [once, finished](Response& resp) {
+          once->set(std::move(resp));
+          finished();
+        },
+        [once, finished](caf::error& err) {
+          once->set(pgw_error(std::move(err)));
+          finished();
+        });
+  };
+  rq.queue_job(std::move(j));
 }
 
 /// `ask_then` with the answer in a future.
 template <class Response, class Atom, class Request>
 std::future<caf::expected<Response>>
-ask(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
+ask(client::requester& rq, const gateway_actor& gw, Atom atom_value,
     Request req) {
   auto promise = std::make_shared<std::promise<caf::expected<Response>>>();
   auto fut = promise->get_future();
-  ask_then<Response>(sys, gw, atom_value, std::move(req),
+  ask_then<Response>(rq, gw, atom_value, std::move(req),
                      [promise](caf::expected<Response> r) {
                        promise->set_value(std::move(r));
                      });
@@ -427,7 +453,8 @@ ask(caf::actor_system& sys, const gateway_actor& gw, Atom atom_value,
 
 std::future<caf::expected<embed_response>>
 client::embed_async(embed_request req) {
-  return ask<embed_response>(sys_, gateway_, atom::embed_v, std::move(req));
+  return ask<embed_response>(*requester_, gateway_, atom::embed_v,
+                            std::move(req));
 }
 
 caf::expected<ocr_response> client::recognize_text(std::string image) {
@@ -444,23 +471,23 @@ caf::expected<ocr_response> client::parse_layout(std::string image) {
 }
 
 std::future<caf::expected<ocr_response>> client::ocr_async(ocr_request req) {
-  return ask<ocr_response>(sys_, gateway_, atom::ocr_v, std::move(req));
+  return ask<ocr_response>(*requester_, gateway_, atom::ocr_v, std::move(req));
 }
 
 void client::embed_then(embed_request req,
                         std::function<void(caf::expected<embed_response>)> done) {
-  ask_then<embed_response>(sys_, gateway_, atom::embed_v, std::move(req),
-                           std::move(done));
+  ask_then<embed_response>(*requester_, gateway_, atom::embed_v,
+                           std::move(req), std::move(done));
 }
 
 void client::ocr_then(ocr_request req,
                       std::function<void(caf::expected<ocr_response>)> done) {
-  ask_then<ocr_response>(sys_, gateway_, atom::ocr_v, std::move(req),
+  ask_then<ocr_response>(*requester_, gateway_, atom::ocr_v, std::move(req),
                          std::move(done));
 }
 
 void client::cancel(const std::string& call_id) {
-  // Through the requester: a chat call this client queued before is at the
+  // Through the requester: a call this client queued before is at the
   // gateway by then (sent straight, the cancel could overtake it).
   requester::job j;
   j.cancel_id = call_id;

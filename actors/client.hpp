@@ -108,9 +108,9 @@ public:
                 std::function<void(caf::expected<ocr_response>)> done);
 
   /// Cancels the call with this id (set `chat_request::call_id` to use it).
-  /// The call answers `cancelled` once its attempts are stopped. A chat call
-  /// started on this client before the cancel is reached by it, however
-  /// soon after.
+  /// The call answers `cancelled` once its attempts are stopped. A call
+  /// (chat, embed or OCR) started on this client before the cancel is
+  /// reached by it, however soon after.
   void cancel(const std::string& call_id);
 
   /// The gateway's live status.

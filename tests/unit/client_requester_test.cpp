@@ -100,7 +100,7 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
       -> caf::result<ocr_response> {
       log->note(self);
       if (req.image == "hold") {
-        // Kept, so that the helper's request stays open.
+        // Kept, so that the requester's request stays open.
         parked->push_back(self->make_response_promise());
         return caf::delegated<ocr_response>{};
       }
@@ -112,8 +112,8 @@ caf::behavior fake_gateway(caf::event_based_actor* self,
 }
 
 /// Waits for the fake gateway's one call (which it holds), kills the actor
-/// that sent it — the client's requester or a side call's helper, as the
-/// actor system stopping would end it — and returns the answer the call's
+/// that sent it — the client's requester, as the actor system stopping
+/// would end it — and returns the answer the call's
 /// callback then gave (`answer`, set by the callback).
 template <class Response>
 caf::expected<Response>
@@ -305,8 +305,8 @@ TEST_CASE("client: embed_then and ocr_then call back once each, with the "
   auto o = text.get_future().get();
   REQUIRE(o);
   CHECK(o->text == "page text");
-  // Every helper has ended (no callback can come again) once the system
-  // runs as many actors as before the calls.
+  // No actor is left over from the calls (no callback can come again):
+  // the system runs as many actors as before them.
   CHECK(eventually(
     [&] { return sys.registry().running() == actors_before; }));
   CHECK(embedded == 1);
@@ -316,7 +316,7 @@ TEST_CASE("client: embed_then and ocr_then call back once each, with the "
 }
 
 TEST_CASE("client: ocr_then calls back once, with an internal error, when "
-          "its helper stops before the answer") {
+          "the requester stops before the answer") {
   client_config cfg;
   caf::actor_system sys{cfg};
   auto log = std::make_shared<seen>();
@@ -333,7 +333,7 @@ TEST_CASE("client: ocr_then calls back once, with an internal error, when "
   auto res = answer_once_sender_killed(*log, answer.get_future());
   REQUIRE_FALSE(res);
   CHECK(code_of(res.error()) == error_code::internal);
-  CHECK(describe(res.error()).find("helper stopped before its answer")
+  CHECK(describe(res.error()).find("requester stopped before the call's answer")
         != std::string::npos);
   CHECK(times == 1);
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);

@@ -1,9 +1,12 @@
 /// The embedding call actor on the test coordinator with the fake transport.
 
+#include "actors/client.hpp"
 #include "fakes/memory_sink.hpp"
 #include "fixtures/side_call_fixture.hpp"
 
 #include <boost/json.hpp>
+
+#include <future>
 
 #include <set>
 
@@ -581,4 +584,24 @@ TEST_CASE_FIXTURE(embed_fixture,
   auto st = status(gw);
   check_balanced(st);
   CHECK(source(st, "a").limiter.tpm_used == stats.prompt_tokens);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
+                  "client: a cancel right after embed_async reaches the call") {
+  fake->script("a", {fake_step::never()});
+  auto gw = spawn_gateway(embed_scope({"a"}, 2, 4));
+  client cl{sys, gw};
+  embed_request req;
+  req.inputs = numbers(2);
+  req.call_id = "embed-1";
+  auto pending = cl.embed_async(req);
+  cl.cancel("embed-1"); // before anything has run: it used to overtake
+  settle();
+  REQUIRE(pending.wait_for(0s) == std::future_status::ready);
+  auto res = pending.get();
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == error_code::cancelled);
+  for (auto& c : fake->calls()) // cancelled before or after it was sent
+    CHECK(c.cancelled);
+  check_balanced(status(gw));
 }

@@ -1,9 +1,12 @@
 /// The OCR call actor on the test coordinator with the fake transport.
 
+#include "actors/client.hpp"
 #include "fakes/memory_sink.hpp"
 #include "fixtures/side_call_fixture.hpp"
 
 #include <boost/json.hpp>
+
+#include <future>
 
 using namespace pgw;
 using namespace pgw::test;
@@ -280,4 +283,24 @@ TEST_CASE_FIXTURE(ocr_fixture,
   CHECK(describe(bad->error).find("source 'zz' is not in scope OCR")
         != std::string::npos);
   CHECK(fake->calls().size() == 2);
+}
+
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "client: a cancel right after ocr_async reaches the call") {
+  fake->script("a", {fake_step::never()});
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_vision, {"a"}));
+  client cl{sys, gw};
+  ocr_request req;
+  req.image = png;
+  req.call_id = "ocr-1";
+  auto pending = cl.ocr_async(req);
+  cl.cancel("ocr-1"); // before anything has run: it used to overtake
+  settle();
+  REQUIRE(pending.wait_for(0s) == std::future_status::ready);
+  auto res = pending.get();
+  REQUIRE_FALSE(res);
+  CHECK(code_of(res.error()) == error_code::cancelled);
+  for (auto& c : fake->calls()) // cancelled before or after it was sent
+    CHECK(c.cancelled);
+  check_settled_zero(gw);
 }
