@@ -61,6 +61,23 @@ void governance_failed(const admission_ptr& a, const caf::error& err) {
 
 void next_candidate(gateway_self self, admission_ptr a);
 
+/// Which of the source's limits refused a permit, in plain words (the
+/// limiter says `rpm`, `tpm` or `concurrency`).
+std::string limit_reached(const source_config& src, const std::string& which) {
+  auto n = [](const std::optional<int64_t>& v) {
+    return v ? std::to_string(*v) : std::string{"?"};
+  };
+  if (which == "rpm")
+    return "RPM limit reached (RPM=" + n(src.rpm) + ")";
+  if (which == "tpm")
+    return "TPM limit reached (TPM=" + n(src.tpm) + ")";
+  if (which == "concurrency")
+    return "concurrency limit reached (MAX_CONCURRENCY="
+           + n(src.max_concurrency) + ")";
+  return which.empty() ? std::string{"limiter refused"}
+                       : "limiter refused (" + which + ")";
+}
+
 int64_t estimate(const admission_ptr& a, const source_runtime& src) {
   return a->req.est > 0 ? a->req.est : src.config->est_tokens;
 }
@@ -87,6 +104,7 @@ void permit_answered(gateway_self self, admission_ptr a, size_t i,
     // expiry (SPEC §6).
     if (entry.probe && !probe_returned)
       self->send(src.breaker, atom::release_v, entry.epoch);
+    a->out.why[src.config->name] = limit_reached(*src.config, res.reason);
     skip(a, src.config->name, skip_reason::quota, res.retry_after_s);
     next_candidate(self, std::move(a));
     return;

@@ -531,15 +531,8 @@ void call_plan::on_refused(const admit_result& r, time_point now) {
   bool quota = false;
   auto wait_s = refusal_wait(*args_.scope, r, quota);
   if (!wait_s) {
-    if (quota)
-      fail_msg(error_code::quota_exhausted,
-               with_sources("no source may run: quota full, cooling down "
-                            "after a 429 or circuit open everywhere"),
-               r.retry_after_s);
-    else
-      fail_msg(error_code::circuit_open,
-               with_sources("every source's circuit is open"),
-               r.retry_after_s);
+    fail_msg(quota ? error_code::quota_exhausted : error_code::circuit_open,
+             with_sources(refusal_words(r.refusal)), r.retry_after_s);
     return;
   }
   // A wait that would outlast the call's deadline is no use: the caller

@@ -114,6 +114,20 @@ void source_history::skipped(const std::string& source,
   e = after_skip(e, why_skipped, why);
 }
 
+std::string refusal_words(admission_refusal refusal) {
+  switch (refusal) {
+    case admission_refusal::quota:
+      return "no source may run: every source's quota is full";
+    case admission_refusal::cooling:
+      return "no source may run: every source is cooling down after a 429";
+    case admission_refusal::circuit_open:
+      return "every source's circuit is open";
+    default:
+      return "no source may run: quota full, cooling down after a 429 or "
+             "circuit open everywhere";
+  }
+}
+
 refusal_step after_refusal(const scope_config& scope, const admit_result& r,
                            const side_retry& line, source_history& last,
                            std::string rejected_message,
@@ -139,9 +153,7 @@ refusal_step after_refusal(const scope_config& scope, const admit_result& r,
   step.wait_s = refusal_wait(scope, r, quota);
   if (!step.wait_s) {
     step.code = quota ? error_code::quota_exhausted : error_code::circuit_open;
-    step.message = quota ? "no source may run: quota full or circuit open "
-                           "everywhere"
-                         : "every source's circuit is open";
+    step.message = refusal_words(r.refusal);
   } else if (time_left_s && *step.wait_s >= *time_left_s) {
     // Waiting would only spend the deadline (as call_plan decides).
     step.code = quota ? error_code::quota_exhausted : error_code::circuit_open;

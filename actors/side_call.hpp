@@ -118,6 +118,11 @@ void end_admitted(const call_source& src, const gateway_actor& gateway,
                   const admit_result& admitted, outcome kind, int64_t amount,
                   caf::optional<double> retry_after, bool feeds_health);
 
+/// Why no source may run, for a refusal nobody waits for: "every source's
+/// quota is full", "every source is cooling down after a 429", or (mixed)
+/// both with open circuits.
+std::string refusal_words(admission_refusal refusal);
+
 /// After a refusal that is not "none": how long to wait before admitting
 /// again (the earliest skipped source that may be waited for: cooling
 /// always, quota and open circuits by ON_QUOTA_FULL / ON_CIRCUIT_OPEN), or

@@ -120,14 +120,24 @@ std::string describe(const std::string& source, const source_error& x) {
 source_error after_skip(const source_error& last, const std::string& reason,
                         const std::string& why) {
   source_error e{reason, 0, {}, {}};
+  auto words = reason; // "circuit open after ...", "quota full, ..."
+  std::replace(words.begin(), words.end(), '_', ' ');
+  if (reason == "quota")
+    words = "quota full";
   if (!why.empty()) {
-    e.doing = "circuit open, " + why;
+    e.doing = words + ", " + why;
   } else if (last.http_status != 0 || !last.message.empty()) {
     e.http_status = last.http_status;
     e.message = last.message;
-    auto words = reason; // "circuit open after ..."
-    std::replace(words.begin(), words.end(), '_', ' ');
-    e.doing = words + " after " + line_of(last);
+    // A source skipped again (every admission pass of a wait skips it):
+    // what it was skipped after, once — not "cooling after cooling after".
+    auto cause = line_of(last);
+    bool skipped = last.reason == "cooling" || last.reason == "circuit_open"
+                   || last.reason == "quota";
+    if (auto at = last.doing.find(" after ");
+        skipped && at != std::string::npos)
+      cause = last.doing.substr(at + 7);
+    e.doing = words + " after " + cause;
   }
   return e;
 }

@@ -74,8 +74,10 @@ std::string describe(const std::string& source, const source_error& x);
 /// The line of a source skipped for `reason` (cooling, circuit_open, ...)
 /// after `last`, its line so far: a failure with a status or an upstream
 /// message stays in it ("cooling after rate_limited (429 \"…\")"), since
-/// the skip alone hides the cause; else `why` (why its circuit is open:
-/// "circuit open, opened after …"), else the bare reason.
+/// the skip alone hides the cause (once, however often it is skipped);
+/// else `why` (why its circuit is open: "circuit open, opened after …";
+/// which limit is reached: "quota full, RPM limit (3 a minute) reached"),
+/// else the bare reason.
 source_error after_skip(const source_error& last, const std::string& reason,
                         const std::string& why);
 

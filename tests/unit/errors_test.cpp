@@ -69,3 +69,18 @@ TEST_CASE("a skipped source's line keeps the failure that explains the skip") {
                                  "cooling", ""))
         == "a: cooling");
 }
+
+TEST_CASE("a source skipped again says once what it was skipped after") {
+  source_error limited{"http_429", 429, "simulated 429", {}};
+  auto once = after_skip(limited, "cooling", "");
+  auto again = after_skip(after_skip(once, "cooling", ""), "cooling", "");
+  CHECK(describe("a", again) == "a: cooling after http_429 (429 \"simulated "
+                                "429\")"); // was "cooling after cooling after"
+  // Skipped for another reason later: the new reason, the same cause.
+  CHECK(describe("a", after_skip(once, "circuit_open", ""))
+        == "a: circuit open after http_429 (429 \"simulated 429\")");
+  // A quota skip names the limit that was reached.
+  CHECK(describe("a", after_skip(source_error{}, "quota",
+                                 "RPM limit reached (RPM=3)"))
+        == "a: quota full, RPM limit reached (RPM=3)");
+}
