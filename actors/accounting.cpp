@@ -54,6 +54,9 @@ void fill_result(attempt_row& row, outcome kind, const attempt_result* res) {
   row.http_status = res->http_status;
   row.error_code = res->error_code;
   row.error_message = scrub(res->error_message);
+  if (row.error_message.empty() && res->malformed_events > 0)
+    row.error_message = std::to_string(res->malformed_events)
+                        + " stream event(s) skipped: not valid JSON";
   if (res->usage_reported) {
     row.input_tokens = res->prompt_tokens;
     row.output_tokens = res->completion_tokens;

@@ -4,6 +4,7 @@
 #include "actors/attempt.hpp"
 #include "actors/side_call.hpp"
 #include "actors/timer_table.hpp"
+#include "config/support/log.hpp"
 
 #include <caf/exit_reason.hpp>
 #include <caf/send.hpp>
@@ -214,6 +215,12 @@ void succeed(self_ptr self, uint64_t id) {
   stats.completion_tokens = res.completion_tokens;
   stats.usage_source = usage_source_of(&res);
   stats.cost_usd = leg_cost(self, leg);
+  stats.malformed_events = res.malformed_events;
+  if (res.malformed_events > 0)
+    log::warn("gateway", "call {}: source {} sent {} stream event(s) that "
+                         "were not valid JSON; they were skipped and the "
+                         "answer may lack what they carried",
+              resp.call_id, leg.source, res.malformed_events);
   structured_fill(self, resp);
   st.response = std::make_unique<chat_response>(std::move(resp));
 }

@@ -150,6 +150,9 @@ struct call_stats {
   int32_t reasks = 0;
   /// A cache hit: what the stored answer cost when it was made.
   caf::optional<double> cost_saved_usd;
+  /// Stream events of the winning attempt skipped as not valid JSON (SPEC
+  /// §10: skipped and counted): the answer may lack what they carried.
+  int32_t malformed_events = 0;
 };
 
 template <class Inspector>
@@ -158,7 +161,7 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
            x.completion_tokens, x.usage_source, x.cost_usd, x.repaired,
-           x.reasks, x.cost_saved_usd);
+           x.reasks, x.cost_saved_usd, x.malformed_events);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

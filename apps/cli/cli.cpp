@@ -115,6 +115,7 @@ json::object stats_object(const call_stats& s) {
     {"completion_tokens", s.completion_tokens},
     {"usage_source", s.usage_source},
     {"cost_usd", s.cost_usd ? json::value(*s.cost_usd) : json::value(nullptr)},
+    {"malformed_events", s.malformed_events},
   };
 }
 

@@ -276,6 +276,20 @@ TEST_CASE_FIXTURE(e2e_fixture, "the prompt can come from stdin, the answer goes 
   REQUIRE(entries.size() == 1);
 }
 
+TEST_CASE_FIXTURE(e2e_fixture, "a stream event that is not valid JSON is skipped and counted, and said") {
+  // The simulator's "malformed" model sends one invalid event after token 3
+  // (SPEC §10: skipped and counted). The count was kept and never shown.
+  auto r = chat({"--stream", "--json", "hi"}, source("A", "malformed"));
+  INFO(r.err);
+  REQUIRE(r.exit_code == 0);
+  CHECK(parse(r.out).at("call_stats").at("malformed_events").as_int64() == 1);
+  CHECK(r.err.find("source a sent 1 stream event(s) that were not valid JSON")
+        != std::string::npos);
+  auto plain = chat({"--stream", "hi"}, source("A", "ok"));
+  CHECK(plain.exit_code == 0);
+  CHECK(plain.err.find("not valid JSON") == std::string::npos);
+}
+
 TEST_CASE_FIXTURE(e2e_fixture, "a JSON error names the code and the last reason per source") {
   auto env = concat(source("A", "down"), source("B", "unauth"));
   env.push_back("LLM__MAX_ATTEMPTS=2");
