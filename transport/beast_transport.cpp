@@ -672,7 +672,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
         break;
       case stage::tls:
         // Which failure it was: handshake, unknown CA, host name, expiry.
-        classify_tls_failure(certificate_rejected, verify_result, r);
+        classify_tls_failure(certificate_rejected, verify_result, r,
+                             target.host);
         if (!tls_problem.empty())
           r.error_message = tls_problem;
         break;

@@ -297,7 +297,7 @@ void classify_stream_error(const std::string& error_json, attempt_result& out) {
 }
 
 void classify_tls_failure(bool certificate_rejected, long verify_result,
-                          attempt_result& out) {
+                          attempt_result& out, const std::string& host) {
   out.upstream_reached = false;
   if (!certificate_rejected) {
     out.kind = outcome::transient;
@@ -319,7 +319,14 @@ void classify_tls_failure(bool certificate_rejected, long verify_result,
       out.reason = "tls_unknown_ca";
       break;
   }
-  out.error_message = X509_verify_cert_error_string(verify_result);
+  // A chain that verified (X509_V_OK) was refused by a name check of the
+  // client's own (cpp-httplib's): OpenSSL's text for it would be "ok".
+  if (out.reason == "tls_hostname_mismatch" && !host.empty())
+    out.error_message = "certificate does not match host " + host;
+  else if (verify_result == X509_V_OK)
+    out.error_message = "certificate does not match the host name";
+  else
+    out.error_message = X509_verify_cert_error_string(verify_result);
 }
 
 } // namespace pgw

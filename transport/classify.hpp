@@ -47,8 +47,9 @@ void classify_stream_error(const std::string& error_json, attempt_result& out);
 /// `tls_expired`; a host name mismatch, or a chain that verified (so the
 /// name check refused it) → `tls_hostname_mismatch`; anything else →
 /// `tls_unknown_ca`. A refused certificate is `source_dead`: asking that
-/// source again in the call cannot succeed.
+/// source again in the call cannot succeed. The message is OpenSSL's, or
+/// for a host name mismatch "certificate does not match host `host`".
 void classify_tls_failure(bool certificate_rejected, long verify_result,
-                          attempt_result& out);
+                          attempt_result& out, const std::string& host = {});
 
 } // namespace pgw

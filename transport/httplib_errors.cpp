@@ -11,7 +11,8 @@ bool httplib_connected(httplib::Error err) {
 }
 
 void classify_httplib_error(httplib::Error err, httplib::ClientImpl& cli,
-                            transport_warnings& warn, attempt_result& res) {
+                            const std::string& host, transport_warnings& warn,
+                            attempt_result& res) {
   switch (err) {
     case httplib::Error::Connection:
       res.upstream_reached = false;
@@ -31,7 +32,7 @@ void classify_httplib_error(httplib::Error err, httplib::ClientImpl& cli,
       // Which failure it was: handshake, unknown CA, host name, expiry.
       if (auto* tls = dynamic_cast<httplib::SSLClient*>(&cli))
         classify_tls_failure(err == httplib::Error::SSLServerVerification,
-                             tls->get_openssl_verify_result(), res);
+                             tls->get_openssl_verify_result(), res, host);
       else
         classify_tls_failure(false, 0, res);
       break;

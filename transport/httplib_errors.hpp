@@ -17,8 +17,10 @@ namespace pgw {
 bool httplib_connected(httplib::Error err);
 
 /// Fills `res`'s reason (and whether the upstream was reached) for a
-/// request on `cli` that ended with `err` before a complete answer.
+/// request on `cli` (to `host`) that ended with `err` before a complete
+/// answer.
 void classify_httplib_error(httplib::Error err, httplib::ClientImpl& cli,
-                            transport_warnings& warn, attempt_result& res);
+                            const std::string& host, transport_warnings& warn,
+                            attempt_result& res);
 
 } // namespace pgw

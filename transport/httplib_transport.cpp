@@ -519,7 +519,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   res.latency_ms = ms_between(st->started, ended);
 
   auto failure = [&](attempt_result& r) {
-    classify_httplib_error(err, *cli, warn, r);
+    classify_httplib_error(err, *cli, target.host, warn, r);
   };
   bool reusable = reader.complete(res, fired, sent, httplib_connected(err),
                                   warn, failure);

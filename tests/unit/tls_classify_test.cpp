@@ -41,6 +41,19 @@ TEST_CASE("a refused certificate names why and is source_dead") {
   }
 }
 
+TEST_CASE("a host name mismatch names the host, never OpenSSL's \"ok\"") {
+  // cpp-httplib checks the name itself: the chain verified (X509_V_OK).
+  for (long verify : {long{X509_V_OK}, long{X509_V_ERR_HOSTNAME_MISMATCH}}) {
+    CAPTURE(verify);
+    attempt_result r;
+    classify_tls_failure(true, verify, r, "api.example");
+    CHECK(r.reason == "tls_hostname_mismatch");
+    CHECK(r.error_message == "certificate does not match host api.example");
+  }
+  CHECK(tls(true, X509_V_OK).error_message
+        == "certificate does not match the host name");
+}
+
 TEST_CASE("a failed handshake is a transient tls_handshake") {
   auto r = tls(false, X509_V_OK);
   CHECK(r.kind == outcome::transient);
