@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "transport/classify.hpp"
+#include "transport/socket_bytes.hpp"
 #include "transport/upstream_exchange.hpp"
 
 #include <caf/send.hpp>
@@ -15,6 +16,7 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/http/basic_parser.hpp>
+#include <boost/beast/http/error.hpp>
 #include <boost/beast/http/read.hpp>
 #include <boost/beast/http/string_body.hpp>
 #include <boost/beast/http/write.hpp>
@@ -109,6 +111,12 @@ public:
     return refused_;
   }
 
+  /// True when the message read is an interim 1xx response (RFC 9110
+  /// §15.2): not the answer; the final response follows on the connection.
+  bool interim() const {
+    return interim_;
+  }
+
 private:
   void on_request_impl(http::verb, beast::string_view, beast::string_view,
                        int, error_code& ec) override {
@@ -116,18 +124,25 @@ private:
   }
 
   void on_response_impl(int code, beast::string_view, int,
-                        error_code&) override {
-    reader_.on_status(code);
+                        error_code& ec) override {
+    if (code == 101) { // the connection would speak another protocol
+      reader_.on_status(code);
+      reader_.refuse_head("an unexpected 101 Switching Protocols response");
+      return refuse(ec);
+    }
+    interim_ = code >= 100 && code < 200; // its fields are not the answer's
+    if (!interim_)
+      reader_.on_status(code);
   }
 
   void on_field_impl(http::field, beast::string_view name,
                      beast::string_view value, error_code& ec) override {
-    if (!reader_.on_field(view(name), view(value)))
+    if (!interim_ && !reader_.on_field(view(name), view(value)))
       refuse(ec);
   }
 
   void on_header_impl(error_code& ec) override {
-    if (!reader_.on_header_end())
+    if (!interim_ && !reader_.on_header_end())
       refuse(ec);
   }
 
@@ -164,7 +179,51 @@ private:
   response_reader& reader_;
   body_sink& sink_;
   bool refused_ = false;
+  bool interim_ = false;
 };
+
+/// Interim responses skipped before the answer; more is malformed.
+constexpr int max_interim_responses = 16;
+
+/// What is wrong with the upstream's HTTP framing, in plain words, when
+/// Beast's parser refused it; empty for any other error (a connection cut,
+/// a clean end of stream, our own limits).
+std::string framing_problem(const error_code& ec) {
+  if (ec.category() != http::make_error_code(http::error::bad_version)
+                          .category())
+    return {};
+  std::string what;
+  switch (static_cast<http::error>(ec.value())) {
+    case http::error::bad_version:
+    case http::error::bad_status:
+    case http::error::bad_reason:
+    case http::error::bad_method:
+    case http::error::bad_target:
+      what = "an invalid status line";
+      break;
+    case http::error::bad_line_ending:
+    case http::error::bad_field:
+    case http::error::bad_value:
+    case http::error::bad_obs_fold:
+      what = "an invalid header line";
+      break;
+    case http::error::bad_content_length:
+    case http::error::multiple_content_length:
+      what = "an invalid or repeated Content-Length";
+      break;
+    case http::error::bad_transfer_encoding:
+      what = "an invalid Transfer-Encoding (or one with Content-Length)";
+      break;
+    case http::error::bad_chunk:
+    case http::error::bad_chunk_extension:
+      what = "an invalid chunk in a chunked body";
+      break;
+    default:
+      return {};
+  }
+  return "the upstream's HTTP response has " + what + " (" + ec.message()
+         + ")";
+}
 
 /// Where a call failed before a status line.
 enum class stage { none, resolve, connect, tls, write, read };
@@ -340,6 +399,11 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   connection_ptr conn;
   bool reused = false;
   bool retried = false;
+  int interims = 0; ///< interim 1xx responses skipped
+  /// When the request was written, and how soon after it a failure still
+  /// shows a stale connection (see retry_stale).
+  steady::time_point written_at;
+  std::chrono::milliseconds stale_window{0};
   bool request_dropped = false; ///< see drop_request
   std::unique_ptr<tcp::resolver> resolver;
   http::request<http::string_body> req;
@@ -454,6 +518,12 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     req.prepare_payload();
     reader.emplace(call, false);
     reader->relay_to(sink, tag); // the first token and deltas
+    // A pooled connection the upstream closed (or wrote to) while it was
+    // idle is left before the request goes out.
+    if (conn && !idle_socket_usable(conn->lowest().native_handle())) {
+      conn.reset(); // closes it
+      reused = false;
+    }
     if (conn)
       send_request();
     else
@@ -566,6 +636,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     }
     if (!reused || retried)
       drop_request(); // no stale-connection retry can send it again
+    written_at = steady::now();
+    stale_window = stale_failure_window(conn->lowest().native_handle());
     read_more();
   }
 
@@ -598,11 +670,26 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
         reader->refuse_head("headers_too_large");
         return finish();
       }
-      if (retry_stale())
+      if (auto what = framing_problem(ec); !what.empty()) {
+        reader->refuse_head(std::move(what)); // malformed_response
+        return finish();
+      }
+      if (steady::now() - written_at <= stale_window && retry_stale())
         return;
       failed_at = stage::read;
       failure = ec;
       return finish();
+    }
+    if (parser->is_done() && parser->interim()) {
+      // 100 Continue, 103 Early Hints, ...: the answer follows.
+      if (++interims > max_interim_responses) {
+        reader->refuse_head("more than "
+                            + std::to_string(max_interim_responses)
+                            + " interim 1xx responses");
+        return finish();
+      }
+      parser.emplace(*reader, *this); // reads on from what `buf` holds
+      return read_more();
     }
     if (parser->is_done()) {
       sent = true;
@@ -615,9 +702,13 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
 
   /// A reused keep-alive connection the upstream closed while it was idle
   /// fails before any response byte: retried once on a fresh connection,
-  /// transparently (no breaker, no retry budget).
+  /// transparently (no breaker, no retry budget). Only a write that failed,
+  /// or a read that failed within `stale_window` of the write, shows that;
+  /// a later failure may follow a request the upstream took (it fails the
+  /// attempt, counted as any other).
   bool retry_stale() {
-    if (!reused || retried || reader->status() != 0 || parser->got_some())
+    if (!reused || retried || reader->status() != 0 || interims > 0
+        || parser->got_some())
       return false;
     retried = true;
     reused = false;
@@ -704,8 +795,11 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     bool reusable = reader->complete(
       res, fired, sent, connected, self.warn,
       [this](attempt_result& r) { classify_failure(r); });
-    if (reusable && sent && parser && parser->keep_alive() && buf.size() == 0
-        && conn && conn->lowest().is_open())
+    // Only after a complete final answer with nothing after it: never
+    // after an interim response, an error, a cut or a stopped read.
+    if (reusable && sent && reader->status() >= 200 && parser
+        && parser->keep_alive() && buf.size() == 0 && conn
+        && conn->lowest().is_open())
       self.give_back(*call.source, std::move(conn));
     conn.reset();
     caf::anon_send(sink, atom::done_v, tag, std::move(res));

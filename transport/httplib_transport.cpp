@@ -408,6 +408,13 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   auto target = target_of(src.base_url);
   bool was_reused = false;
   auto cli = acquire(src, target, &was_reused);
+  // A pooled connection the upstream closed (or wrote to) while it was idle
+  // is left before the request goes out.
+  if (was_reused && cli->is_socket_open() != 0
+      && !idle_socket_usable(cli->socket())) {
+    cli = acquire(src, target, nullptr); // the old one closes with its client
+    was_reused = false;
+  }
   // Makes `c` the call's connection; false when the call was cancelled.
   auto attach = [this, &st](const std::shared_ptr<pooled_client>& c) {
     {
@@ -456,6 +463,18 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     st->in_head.store(false);
     reader.on_status(r.status);
     res.upstream_reached = true;
+    if (r.status >= 100 && r.status < 200) {
+      // cpp-httplib 0.11 skips only a 100 Continue and takes any other 1xx
+      // for the answer (waiting for a body that never comes): refused at
+      // once, the connection closed with its client.
+      reader.refuse_head(
+        r.status == 101
+          ? std::string("an unexpected 101 Switching Protocols response")
+          : "an interim " + std::to_string(r.status)
+              + " response, which the httplib transport cannot skip; use "
+                "PGW_TRANSPORT=beast");
+      return false;
+    }
     for (auto& kv : r.headers)
       if (!reader.on_field(kv.first, kv.second))
         return false;
@@ -491,12 +510,21 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   watch(st, st->deadline().first);
   httplib::Response resp;
   auto err = httplib::Error::Success;
+  auto stale_window = was_reused ? stale_failure_window(cli->socket())
+                                 : std::chrono::milliseconds{0};
+  auto send_started = steady::now();
   bool sent = cli->send(req, resp, err);
   // A reused keep-alive connection the upstream closed while it was idle
   // fails before any response byte: retried once on a fresh connection,
-  // transparently (no breaker, no retry budget).
+  // transparently (no breaker, no retry budget). Only a failed write, or a
+  // read that failed within `stale_window` of the send, shows that; a later
+  // failure may follow a request the upstream took (it fails the attempt,
+  // counted as any other).
+  bool at_once = err == httplib::Error::Write
+                 || (err == httplib::Error::Read
+                     && steady::now() - send_started <= stale_window);
   if (!sent && was_reused && reader.status() == 0 && !st->cancelled.load()
-      && (err == httplib::Error::Read || err == httplib::Error::Write)) {
+      && at_once) {
     cli = acquire(src, target, nullptr);
     if (attach(cli)) {
       resp = httplib::Response{};

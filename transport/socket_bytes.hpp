@@ -1,5 +1,6 @@
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 
 namespace pgw {
@@ -13,5 +14,19 @@ uint64_t tcp_bytes_received(int fd);
 /// those still queued unread in the kernel (SIOCINQ); 0 when unknown. Read
 /// in that order, a byte arriving in between only lowers the figure.
 uint64_t tcp_bytes_consumed(int fd);
+
+/// True when idle keep-alive socket `fd` may carry a request: nothing is
+/// pending on it (a peek that does not wait finds no EOF, no reset and no
+/// byte: an idle connection has nothing to say, a stray byte would be read
+/// as the next answer).
+bool idle_socket_usable(int fd);
+
+/// How long after a request went out on `fd` a failure with no response
+/// byte still shows a connection the upstream had closed before it could
+/// take the request (a stale keep-alive connection): its FIN or RST was on
+/// its way, or answers our bytes, within a round trip. Twice the kernel's
+/// smoothed round trip (TCP_INFO), at least 50 ms for scheduling on a busy
+/// host; later, the upstream may have taken the request.
+std::chrono::milliseconds stale_failure_window(int fd);
 
 } // namespace pgw

@@ -362,6 +362,8 @@ bool response_reader::complete(
     res.kind = outcome::transient;
     res.reason = "malformed_response";
     res.error_message = bad_head();
+    // Some bytes came back: the request went out (a status line may not).
+    res.upstream_reached = res.upstream_reached || connected;
   } else if (undecodable_) {
     res.kind = outcome::transient;
     res.reason = "malformed_response";
