@@ -400,10 +400,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   bool reused = false;
   bool retried = false;
   int interims = 0; ///< interim 1xx responses skipped
-  /// When the request was written, and how soon after it a failure still
-  /// shows a stale connection (see retry_stale).
+  /// When the request was written (see retry_stale).
   steady::time_point written_at;
-  std::chrono::milliseconds stale_window{0};
   bool request_dropped = false; ///< see drop_request
   std::unique_ptr<tcp::resolver> resolver;
   http::request<http::string_body> req;
@@ -637,7 +635,6 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     if (!reused || retried)
       drop_request(); // no stale-connection retry can send it again
     written_at = steady::now();
-    stale_window = stale_failure_window(conn->lowest().native_handle());
     read_more();
   }
 
@@ -674,7 +671,11 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
         reader->refuse_head(std::move(what)); // malformed_response
         return finish();
       }
-      if (steady::now() - written_at <= stale_window && retry_stale())
+      // How soon after the write a failure still shows a stale connection
+      // (read here, on failure: no getsockopt per call).
+      if (steady::now() - written_at
+            <= stale_failure_window(conn->lowest().native_handle())
+          && retry_stale())
         return;
       failed_at = stage::read;
       failure = ec;
@@ -702,9 +703,9 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
 
   /// A reused keep-alive connection the upstream closed while it was idle
   /// fails before any response byte: retried once on a fresh connection,
-  /// transparently (no breaker, no retry budget). Only a write that failed,
-  /// or a read that failed within `stale_window` of the write, shows that;
-  /// a later failure may follow a request the upstream took (it fails the
+  /// transparently (no breaker, no retry budget). Only a failed write, or a
+  /// read failing within stale_failure_window of the write, shows that; a
+  /// later failure may follow a request the upstream took (it fails the
   /// attempt, counted as any other).
   bool retry_stale() {
     if (!reused || retried || reader->status() != 0 || interims > 0
