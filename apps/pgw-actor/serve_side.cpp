@@ -71,8 +71,13 @@ const served_scope* scope_for(context& ctx, const json::object& body,
   return scope;
 }
 
-/// The inputs of an embeddings body: `input` a string or an array of
-/// strings; a message naming the problem otherwise.
+/// Most inputs of one embeddings request (OpenAI's own limit). The answer
+/// holds a vector per input: without it an 8 MiB body of one-letter inputs
+/// (two million) would ask for gigabytes of vectors.
+constexpr size_t max_embed_inputs = 2048;
+
+/// The inputs of an embeddings body: `input` a string or an array of at
+/// most `max_embed_inputs` strings; a message naming the problem otherwise.
 std::optional<std::string> embed_inputs(const json::object& body,
                                         std::vector<std::string>& out) {
   auto* in = body.if_contains("input");
@@ -82,6 +87,10 @@ std::optional<std::string> embed_inputs(const json::object& body,
   }
   if (in == nullptr || !in->is_array())
     return std::string{"`input` must be a string or an array of strings"};
+  if (auto n = in->as_array().size(); n > max_embed_inputs)
+    return "`input` has " + std::to_string(n) + " items; at most "
+           + std::to_string(max_embed_inputs)
+           + " per request (send the rest in another request)";
   for (auto& v : in->as_array()) {
     if (!v.is_string())
       return std::string{"`input` must be a string or an array of strings "

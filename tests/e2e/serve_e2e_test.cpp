@@ -1204,6 +1204,14 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
   CHECK(dims.second.find("`dimensions` is not supported") != std::string::npos);
   CHECK(post(R"({"model":"EMBED","input":"x","encoding_format":"int8"})").first == 400);
   CHECK(post(R"({"model":"EMBED","input":[[1,2,3]]})").first == 400);
+  // At most 2048 inputs (OpenAI's limit): each asks for a whole vector.
+  std::string many = R"({"model":"EMBED","input":[)";
+  for (int i = 0; i < 2049; ++i)
+    many += i == 0 ? R"("a")" : R"(,"a")";
+  auto too_many = post(many + "]}");
+  CHECK(too_many.first == 400);
+  CHECK(too_many.second.find("`input` has 2049 items; at most 2048")
+        != std::string::npos);
   auto pinned = cli.Post("/v1/embeddings", f.auth(),
                          R"({"model":"EMBED/e","input":"x"})",
                          "application/json");
