@@ -125,6 +125,7 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
         if (end == field) {
           out.what = request_frame::state::whole;
           out.bytes = end + 2;
+          out.trailer_at = data;
           return out;
         }
         field = end + 2;
@@ -171,6 +172,7 @@ request_frame frame_request(std::string_view in, size_t max_head,
 
   std::optional<uint64_t> length;
   int codings = 0;
+  int authorizations = 0;
   bool expects_continue = false;
   for (auto at = eol + 2; at < end + 2;) {
     auto next = in.find("\r\n", at);
@@ -203,6 +205,8 @@ request_frame frame_request(std::string_view in, size_t max_head,
         return refuse(501, "Transfer-Encoding " + shown(value)
                              + " is not supported (only chunked)");
       ++codings;
+    } else if (same_header_name(name, "Authorization")) {
+      ++authorizations;
     } else if (same_header_name(name, "Expect")
                && same_header_name(value, "100-continue")) {
       expects_continue = true;
@@ -210,6 +214,9 @@ request_frame frame_request(std::string_view in, size_t max_head,
   }
   if (codings > 1)
     return refuse(400, "Transfer-Encoding chunked is given more than once");
+  if (authorizations > 1)
+    return refuse(400, "the Authorization header is given more than once "
+                       "(which key counts would be ambiguous)");
   if (codings == 1 && length)
     return refuse(400, "both Content-Length and Transfer-Encoding are given "
                        "(where the body ends would be ambiguous)");
@@ -226,7 +233,9 @@ request_frame frame_request(std::string_view in, size_t max_head,
       return body;
     out.what = body.what;
     out.bytes = body.bytes;
+    out.trailer_at = body.trailer_at;
   } else {
+    out.no_length = !length;
     auto n = length.value_or(0);
     if (n > max_body)
       return refuse(413, too_large(n, max_body));

@@ -7,7 +7,8 @@
 /// no thread), and refuses what would let two parsers disagree on where a
 /// request ends (request smuggling, desync): conflicting or malformed
 /// Content-Length, Transfer-Encoding beside Content-Length, obsolete line
-/// folding, a malformed request line or header line.
+/// folding, a malformed request line or header line; and a request with
+/// two Authorization fields (which one holds the key would be ambiguous).
 
 #include <cstddef>
 #include <cstdint>
@@ -36,6 +37,12 @@ struct request_frame {
   int status = 0;
   /// bad: what was wrong, in plain words.
   std::string reason;
+  /// whole: the head gives neither Content-Length nor Transfer-Encoding,
+  /// so the body is empty (RFC 9112 §6.3).
+  bool no_length = false;
+  /// whole, chunked: where the trailer section starts (just after the last
+  /// chunk's line); 0 for other requests.
+  size_t trailer_at = 0;
 };
 
 /// How far a chunked body was scanned, kept between calls for one request

@@ -5,6 +5,7 @@
 #include "commands.hpp"
 #include "serve_app.hpp"
 #include "serve_front.hpp"
+#include "serve_openai.hpp"
 
 #include "apps/cli/http_connection.hpp"
 #include "apps/node/node_builder.hpp"
@@ -15,6 +16,7 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 #include <boost/json.hpp>
 #include <fmt/format.h>
 #include <httplib.h>
@@ -299,8 +301,15 @@ private:
     auto drain = std::chrono::milliseconds(
       static_cast<int64_t>(std::min(drain_s_, 86400.0 * 30) * 1000));
     // A second signal ends the drain at once.
-    if (wait(drain) == woke::done)
+    auto ended = wait(drain);
+    if (ended == woke::done)
       return;
+    serve::set_shutdown_cause(
+      ended == woke::signal
+        ? "the server is shutting down: a second signal ended its drain"
+        : fmt::format("the server is shutting down: its drain time "
+                      "(PGW_SERVE_DRAIN_S={}) ran out",
+                      drain_s_));
     if (ctx_.in_flight > 0)
       log::write(log::level::warn, "serve",
                  fmt::format("drain over: cancelling {} call(s)",
@@ -368,6 +377,11 @@ void setup_routes(context& ctx, httplib::Server& svr) {
     else if (res.status == 404)
       serve::send_error(res, 404, "no route " + req.path.substr(0, 100),
                         "invalid_request_error", "not_found");
+    else // never an empty error (the front refuses what it can name)
+      serve::send_error(res, res.status,
+                        "the request could not be read (HTTP "
+                          + std::to_string(res.status) + ")",
+                        "invalid_request_error", "invalid_request");
   });
   svr.set_logger([&ctx](const httplib::Request& req,
                         const httplib::Response& res) {
@@ -442,15 +456,23 @@ int serve_main(const std::vector<std::string>& args) {
                          : "unknown option " + a);
   }
   auto colon = listen.rfind(':');
-  auto port = colon == std::string::npos
-                ? std::nullopt
-                : parse_number(listen.substr(colon + 1));
-  if (!port || *port < 0 || *port > 65535
-      || *port != static_cast<int>(*port))
-    return usage_error("--listen " + listen + ": expected HOST:PORT");
+  auto digits = colon == std::string::npos ? std::string{}
+                                           : listen.substr(colon + 1);
+  if (digits.empty() || digits.size() > 5
+      || digits.find_first_not_of("0123456789") != std::string::npos
+      || std::stoi(digits) > 65535)
+    return usage_error("--listen " + listen
+                       + ": expected HOST:PORT (PORT a decimal number "
+                         "from 0 to 65535)");
+  auto port = std::stoi(digits);
   auto host = listen.substr(0, colon);
   if (host.size() > 2 && host.front() == '[' && host.back() == ']')
     host = host.substr(1, host.size() - 2);
+  boost::system::error_code bad_host;
+  boost::asio::ip::make_address(host, bad_host);
+  if (bad_host)
+    return usage_error("--listen " + listen + ": " + host
+                       + " is not an IPv4 or IPv6 address");
   if (std::getenv("PGW_LOG") == nullptr)
     log::set_level(log::level::info); // the access log is on by default
   auto cfg = load(env_file);
@@ -555,6 +577,7 @@ int serve_main(const std::vector<std::string>& args) {
   // (loopback, any port) is what its `listen` and `stop` run on.
   int backend_port = svr.bind_to_any_port("127.0.0.1");
   std::unique_ptr<serve::front> front;
+  std::string listen_error = "cannot start the HTTP server";
   if (backend_port > 0) {
     serve::front_options fo;
     fo.max_body_bytes = static_cast<size_t>(sc.max_body_bytes);
@@ -575,13 +598,14 @@ int serve_main(const std::vector<std::string>& args) {
     };
     try {
       front = std::make_unique<serve::front>(
-        *loop, ctx, host, static_cast<uint16_t>(*port), fo);
-    } catch (const std::exception&) {
+        *loop, ctx, host, static_cast<uint16_t>(port), fo);
+    } catch (const boost::system::system_error& e) {
+      listen_error = e.code().message(); // "Address already in use"
     }
   }
   if (!front) {
-    std::fprintf(stderr, "pgw-actor serve: cannot listen on %s\n",
-                 listen.c_str());
+    std::fprintf(stderr, "pgw-actor serve: cannot listen on %s: %s\n",
+                 listen.c_str(), listen_error.c_str());
     return exit_other;
   }
   if (listen_fd >= 0)

@@ -73,6 +73,17 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
 }
 
+/// A request line's method is one cpp-httplib knows (it refuses others
+/// with an empty 400).
+bool known_method(std::string_view request) {
+  auto method = request.substr(0, request.find(' '));
+  for (std::string_view m : {"GET", "HEAD", "POST", "PUT", "DELETE",
+                             "CONNECT", "OPTIONS", "TRACE", "PATCH"})
+    if (method == m)
+      return true;
+  return false;
+}
+
 /// A request head the front answers itself; nullopt = hand it over.
 struct hot_head {
   httplib::Request req; ///< method, path, headers (body added later)
@@ -266,8 +277,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     bool continue_sent = false;
     /// How far this request's chunked body was scanned.
     cli::chunk_cursor chunks;
-    /// The whole request's size (head and body), once framed.
-    size_t request_bytes = 0;
+    /// The whole request's framing (its size, head and body), once whole.
+    cli::request_frame framed;
     std::array<char, 16384> chunk{};
 
     // The request being answered.
@@ -385,7 +396,9 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       }
       reading = false;
       chunks = {};
-      request_bytes = frame.bytes;
+      framed = frame;
+      if (!known_method(in))
+        return refuse_method();
       if (continue_sent) {
         continue_sent = false;
         forget_expect(frame.head_bytes);
@@ -471,6 +484,18 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       send_error(res, frame.status, frame.reason, "invalid_request_error",
                  frame.status == 413 ? "request_too_large" : "invalid_request");
       respond(false);
+    }
+
+    /// A method cpp-httplib does not know (it would answer an empty 400):
+    /// 501 naming it (methods are case-sensitive, RFC 9110 §9.1).
+    void refuse_method() {
+      cli::request_frame no;
+      no.status = 501;
+      no.reason = "the method \"" + in.substr(0, std::min<size_t>(
+                                                  in.find(' '), 16))
+                  + "\" is not supported (methods are case-sensitive: GET, "
+                    "POST, ...)";
+      refuse(no);
     }
 
     /// After a refusal's answer: no more sending; what the client still
@@ -797,6 +822,10 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     /// to the cpp-httplib server (`front_options::hand_off`); the bytes
     /// after it travel along and come back with the connection
     /// (`take_back`), whatever httplib left unread. The session ends.
+    /// httplib gets the request as framed here: `Content-Length: 0` when
+    /// the head gives no length (httplib would read a POST's body until
+    /// the connection ends), a chunked body without its trailer fields
+    /// (httplib refuses any).
     void hand_off() {
       no_deadline(); // httplib keeps its own timeouts
       timer.cancel();
@@ -804,8 +833,12 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       int fd = sock.release(ec);
       if (ec)
         return close();
-      auto rest = in.substr(request_bytes);
-      in.resize(request_bytes);
+      auto rest = in.substr(framed.bytes);
+      in.resize(framed.bytes);
+      if (framed.trailer_at > 0)
+        in.replace(framed.trailer_at, std::string::npos, "\r\n");
+      if (framed.no_length)
+        in.insert(framed.head_bytes - 2, "Content-Length: 0\r\n");
       owner->opts.hand_off(fd, std::move(in), std::move(rest));
       in.clear();
     }

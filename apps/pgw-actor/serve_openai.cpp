@@ -10,6 +10,7 @@
 #include <cctype>
 #include <cmath>
 #include <initializer_list>
+#include <mutex>
 
 namespace pgw::serve {
 
@@ -160,6 +161,29 @@ bool number_of(const json::value& v, double& out) {
   return std::isfinite(out);
 }
 
+/// The first number in `v` (at `path`) that would not reach the upstream
+/// as written: beyond a double's range (1e400 would go as null), or of a
+/// magnitude of 2^64 or more (an integer that large would be rounded).
+problem out_of_range(const json::value& v, const std::string& path) {
+  if (v.is_double()) {
+    auto d = v.get_double();
+    if (!std::isfinite(d) || std::fabs(d) >= 18446744073709551616.0)
+      return bad(path, "number out of range");
+  } else if (v.is_object()) {
+    for (auto& kv : v.get_object())
+      if (auto p = out_of_range(kv.value(), path.empty()
+                                              ? std::string(kv.key())
+                                              : path + "." + std::string(kv.key())))
+        return p;
+  } else if (v.is_array()) {
+    auto& a = v.get_array();
+    for (size_t i = 0; i < a.size(); ++i)
+      if (auto p = out_of_range(a[i], path + "[" + std::to_string(i) + "]"))
+        return p;
+  }
+  return {};
+}
+
 /// The largest magnitude of an integer field: integers are read through a
 /// double, which holds every integer only up to 2^53.
 constexpr int64_t max_integer = 9'000'000'000'000'000;
@@ -230,6 +254,8 @@ std::optional<std::string> parse_request(const std::string& body,
   // README promises messages that say where a body went wrong.
   unsigned char stack[4096];
   json::parser reader(json::storage_ptr(), json::parse_options(), stack);
+  if (body.empty()) // no Content-Length on a POST is an empty body
+    return std::string("the body is empty (a JSON object is expected)");
   json::error_code ec;
   auto consumed = reader.write(body.data(), body.size(), ec);
   if (ec) {
@@ -268,6 +294,10 @@ std::optional<std::string> parse_request(const std::string& body,
       double d = 0;
       if (val.is_null())
         continue;
+      if (val.is_double() && !std::isfinite(val.get_double()))
+        return bad(key, key == "temperature"
+                          ? "number out of range (a number in [0, 2])"
+                          : "number out of range (a number in [0, 1])");
       if (!number_of(val, d))
         return bad(key, "must be a number");
       (key == "temperature" ? req.temperature : req.top_p) = d;
@@ -345,6 +375,8 @@ std::optional<std::string> parse_request(const std::string& body,
   }
   if (out.model.empty())
     return bad("model", "missing (name a scope, e.g. \"LLM\")");
+  if (auto p = out_of_range(v, {}))
+    return p;
   if (!extra.empty())
     req.extra_body = json_text(extra);
   req.stream = caf::none; // the scope's STREAM decides how upstreams answer
@@ -523,6 +555,18 @@ std::string code_name(const caf::error& err) {
   return code ? to_string(*code) : "internal";
 }
 
+namespace {
+
+std::mutex shutdown_mtx;
+std::string shutdown_cause; ///< set_shutdown_cause's
+
+} // namespace
+
+void set_shutdown_cause(const std::string& why) {
+  std::lock_guard<std::mutex> guard{shutdown_mtx};
+  shutdown_cause = why;
+}
+
 error_reply reply_for(const caf::error& err) {
   error_reply out;
   auto code = code_of(err);
@@ -568,10 +612,22 @@ error_reply reply_for(const caf::error& err) {
   // The message names each source's cause, as the CLI's lines do (its
   // status and what it said, scrubbed): "every source rejected the
   // request" alone does not say whether it was a redirect or a context
-  // length.
+  // length. Once: the gateway's message often names them already, and
+  // may already start with the code.
   auto message = describe(err);
-  if (auto d = detail_of(err); d && !d->sources.empty())
-    message += " — " + describe(d->sources);
+  auto* d = detail_of(err);
+  if (d && d->message.rfind(std::string(to_string(c)) + ": ", 0) == 0)
+    message = d->message;
+  if (d && !d->sources.empty()) {
+    auto sources = describe(d->sources);
+    if (message.find(sources) == std::string::npos)
+      message += " — " + sources;
+  }
+  if (c == error_code::cancelled) {
+    std::lock_guard<std::mutex> guard{shutdown_mtx};
+    if (!shutdown_cause.empty())
+      message = std::string(to_string(c)) + ": " + shutdown_cause;
+  }
   out.body = error_body(message, type, to_string(c));
   return out;
 }

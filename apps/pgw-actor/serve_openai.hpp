@@ -88,6 +88,11 @@ std::string error_body(const std::string& message, const std::string& type,
 /// call_deadline_exceeded, 499-as-503 cancelled, 500 otherwise.
 error_reply reply_for(const caf::error& err);
 
+/// Why serve cancelled the calls still running (its drain time ran out, or
+/// a second signal came): from then on a `cancelled` call says this rather
+/// than blaming the caller. Set once, before the cancel; any thread.
+void set_shutdown_cause(const std::string& why);
+
 /// The pgw code of an error (`internal` for foreign errors).
 std::string code_name(const caf::error& err);
 

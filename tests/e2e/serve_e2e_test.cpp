@@ -855,6 +855,107 @@ TEST_CASE("serve: a request that could be framed two ways is refused, once, "
   CHECK(c.read_response().status == 200);
 }
 
+TEST_CASE("serve: no body length, trailers, a lower-case method, two keys "
+          "and numbers beyond range are each answered at once with a named "
+          "error") {
+  serve_fixture f{{"PGW_SERVE_READ_TIMEOUT_S=20"}};
+  const std::string body
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  auto message = [](const raw_connection::response& r) {
+    return std::string(json::parse(r.body).at("error").at("message")
+                         .as_string());
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  // No Content-Length: an empty body, answered at once (it was read until
+  // the read timeout); the connection goes on.
+  raw_connection c{f.port};
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+         "Bearer " + the_key + "\r\n\r\n" + chat_request_bytes(body));
+  auto empty = c.read_response();
+  CHECK(empty.status == 400);
+  CHECK(message(empty) == "the body is empty (a JSON object is expected)");
+  CHECK(c.read_response().status == 200);
+  c.send("PUT /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+         "Bearer " + the_key + "\r\n\r\n");
+  CHECK(c.read_response().status == 404);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
+  // A chunked body with a trailer field: served.
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", body.size());
+  c.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nAuthorization: "
+         "Bearer " + the_key + "\r\nTransfer-Encoding: chunked\r\n\r\n"
+         + size + "\r\n" + body + "\r\n0\r\nX-Trailer: 1\r\n\r\n");
+  CHECK(c.read_response().status == 200);
+  // A lower-case method: named, not an empty 400.
+  raw_connection lower{f.port};
+  lower.send("post /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+             "Content-Length: 2\r\n\r\n{}");
+  auto m = lower.read_response();
+  CHECK(m.status == 501);
+  CHECK(has(message(m), "the method \"post\" is not supported"));
+  // Two keys, the good one first: refused before auth.
+  raw_connection two{f.port};
+  two.send(chat_request_bytes(body, "Authorization: Bearer wrong\r\n"));
+  auto dup = two.read_response();
+  CHECK(dup.status == 400);
+  CHECK(has(message(dup), "the Authorization header is given more than "
+                          "once"));
+  // Numbers that would not reach the upstream as written.
+  auto sent = [&](const std::string& extra) {
+    raw_connection n{f.port};
+    n.send(chat_request_bytes(
+      R"({"model":"LLM","messages":[{"role":"user","content":"hi"}],)"
+      + extra + "}"));
+    auto r = n.read_response();
+    CHECK(r.status == 400);
+    return message(r);
+  };
+  CHECK(sent(R"("frequency_penalty":1e400)")
+        == "frequency_penalty: number out of range");
+  CHECK(sent(R"("logit_bias":{"50256":-1e400})")
+        == "logit_bias.50256: number out of range");
+  CHECK(sent(R"("metadata":{"ids":[1,18446744073709551616]})")
+        == "metadata.ids[1]: number out of range");
+  CHECK(sent(R"("temperature":1e400)")
+        == "temperature: number out of range (a number in [0, 2])");
+  // A source's cause is named once, and the code once.
+  raw_connection d{f.port};
+  d.send(chat_request_bytes(
+    R"({"model":"DOWN","messages":[{"role":"user","content":"hi"}]})"));
+  auto down = message(d.read_response());
+  CHECK(occurrences(down, "d: http_503") == 1);
+  CHECK(occurrences(down, "retry_exhausted: ") == 1);
+}
+
+TEST_CASE("serve: --listen names what is wrong: a bad address or port is a "
+          "usage error, an address in use says so") {
+  std::vector<std::string> env{"PGW_TELEMETRY_DB=off",
+                               "LLM__OPENAI__A__BASE_URL=http://127.0.0.1:9/v1",
+                               "LLM__OPENAI__A__MODEL=ok"};
+  auto run = [&](const std::string& listen) {
+    return run_program({PGW_ACTOR_BIN, "serve", "--listen", listen}, env);
+  };
+  auto hex = run("127.0.0.1:0x50");
+  CHECK(hex.exit_code == 2);
+  CHECK(has(hex.err, "PORT a decimal number"));
+  auto host = run("300.1.1.1:80");
+  CHECK(host.exit_code == 2);
+  CHECK(has(host.err, "300.1.1.1 is not an IPv4 or IPv6 address"));
+  CHECK_FALSE(has(host.err, "no PGW_SERVE_KEYS_FILE"));
+  int taken = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  REQUIRE(::bind(taken, reinterpret_cast<sockaddr*>(&addr), len) == 0);
+  REQUIRE(::listen(taken, 1) == 0);
+  REQUIRE(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+  auto busy = run("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
+  ::close(taken);
+  CHECK(busy.exit_code == 1);
+  CHECK(has(busy.err, "Address already in use"));
+}
+
 TEST_CASE("serve: clients that trickle their requests hold no thread: the "
           "health routes answer, and they are dropped at the read timeout") {
   // httplib has MAX_INFLIGHT + 8 = 9 threads. 12 clients send a whole
@@ -981,6 +1082,10 @@ TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
   CHECK(status == 503);
   REQUIRE(status != 0);
   CHECK(json::parse(body).at("error").at("code").as_string() == "cancelled");
+  // The server's drain, not the caller, ended it.
+  CHECK(json::parse(body).at("error").at("message").as_string()
+        == "cancelled: the server is shutting down: its drain time "
+           "(PGW_SERVE_DRAIN_S=0.2) ran out");
   CHECK(f.serve.wait() == 0);
   // The answer needs 5 s; the drain ended it long before.
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));

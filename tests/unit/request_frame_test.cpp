@@ -138,6 +138,26 @@ TEST_CASE("request frame: what would let two parsers disagree is refused") {
       "not followed by CRLF");
   bad(post("Transfer-Encoding: chunked\r\n", std::string(2000, '1')), 400,
       "chunk-size line is longer");
+  // Two keys: which one counts would depend on the parser.
+  bad(post("Authorization: Bearer a\r\nauthorization: Bearer b\r\n"), 400,
+      "the Authorization header is given more than once");
+}
+
+TEST_CASE("request frame: what the hand-off needs: no length, where the "
+          "trailers start") {
+  // No Content-Length, no Transfer-Encoding: an empty body (RFC 9112 §6.3).
+  auto none = frame(post(""));
+  CHECK(none.what == state::whole);
+  CHECK(none.no_length);
+  CHECK(none.bytes == none.head_bytes);
+  CHECK_FALSE(frame(post("Content-Length: 0\r\n")).no_length);
+  auto head = post("Transfer-Encoding: chunked\r\n");
+  CHECK_FALSE(frame(head + "0\r\n\r\n").no_length);
+  CHECK(frame(head + "0\r\n\r\n").trailer_at == head.size() + 3);
+  auto with = frame(head + "2\r\nhi\r\n0\r\nX-Trailer: 1\r\n\r\n");
+  CHECK(with.trailer_at == head.size() + 10);
+  CHECK(with.bytes == head.size() + 26);
+  CHECK(frame(post("Content-Length: 2\r\n", "{}")).trailer_at == 0);
 }
 
 TEST_CASE("request frame: heads and bodies over their limits") {
