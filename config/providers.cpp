@@ -1,6 +1,7 @@
 // Provider profiles: config/providers.json (compiled in) or the file
 // PGW_PROVIDERS_PATH names.
 
+#include "config/file.hpp"
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "messages/errors.hpp"
@@ -10,8 +11,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <fstream>
-#include <sstream>
 #include <string>
 
 namespace pgw::detail {
@@ -245,15 +244,11 @@ load_providers(const env_map& env) {
     return make_error(error_code::invalid_config,
                       "PGW_PROVIDERS_PATH=: must name a providers JSON file "
                       "(unset it to use the built-in table)");
-  std::ifstream in{path, std::ios::binary};
-  if (!in)
-    return make_error(error_code::invalid_config,
-                      fmt::format("PGW_PROVIDERS_PATH={}: cannot be read "
-                                  "(providers JSON file)",
-                                  path));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return parse_table(path, text.str());
+  auto text = read_config_file(
+    path, fmt::format("PGW_PROVIDERS_PATH={} (providers JSON file)", path));
+  if (!text)
+    return std::move(text.error());
+  return parse_table(path, *text);
 }
 
 } // namespace pgw

@@ -1,6 +1,9 @@
 // `pgw-actor config check|show`.
 
 #include "commands.hpp"
+#include "serve_auth.hpp"
+
+#include "config/pricing.hpp"
 
 #include <cstdio>
 
@@ -39,6 +42,21 @@ int config_main(const std::vector<std::string>& args) {
                    "LLM__OPENAI__PRIMARY__BASE_URL) in the environment or "
                    "./.env; config/.env.example lists every key\n");
       return exit_usage;
+    }
+    // The files serve and chat read when they start: the price table, and
+    // serve's keys file when one is set.
+    auto prices = price_table::load(cfg->global.pricing_path);
+    if (!prices) {
+      std::fprintf(stderr, "pgw-actor: %s\n",
+                   describe(prices.error()).c_str());
+      return exit_usage;
+    }
+    if (auto& keys_file = cfg->global.serve.keys_file; !keys_file.empty()) {
+      serve::key_set keys;
+      if (auto problem = serve::key_set::load(keys_file, keys)) {
+        std::fprintf(stderr, "pgw-actor: %s\n", problem->c_str());
+        return exit_usage;
+      }
     }
     size_t sources = 0;
     for (auto& [name, scope] : cfg->scopes)

@@ -1,11 +1,14 @@
 #include "serve_auth.hpp"
 
+#include "config/file.hpp"
+#include "messages/errors.hpp"
+
 #include <cctype>
 
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include <fstream>
+#include <sstream>
 
 namespace pgw::serve {
 
@@ -29,13 +32,32 @@ std::string trim(const std::string& s) {
   return s.substr(b, e - b + 1);
 }
 
+/// Why `token` (a line's first word) is not a digest, without echoing it:
+/// it may be a key.
+std::string not_a_digest(const std::string& token) {
+  if (token.rfind("sk-", 0) == 0)
+    return "it looks like an API key (starts with sk-): store SHA-256 "
+           "digests, not keys (printf %s KEY | sha256sum)";
+  size_t bad = 0;
+  while (bad < token.size() && hex_value(token[bad]) >= 0)
+    ++bad;
+  if (bad == token.size())
+    return "found " + std::to_string(token.size()) + " hex digits";
+  return "found a character that is not a hex digit at column "
+         + std::to_string(bad + 1);
+}
+
 } // namespace
 
 std::optional<std::string> key_set::load(const std::string& path,
                                          key_set& out) {
-  std::ifstream in(path);
-  if (!in)
-    return "PGW_SERVE_KEYS_FILE=" + path + ": cannot be read";
+  auto what = "PGW_SERVE_KEYS_FILE=" + path;
+  auto text = read_config_file(path, what + " (key digests file)");
+  if (!text) {
+    auto d = detail_of(text.error());
+    return d ? d->message : describe(text.error());
+  }
+  std::istringstream in{*text};
   std::string line;
   int number = 0;
   while (std::getline(in, line)) {
@@ -45,22 +67,27 @@ std::optional<std::string> key_set::load(const std::string& path,
     line = trim(line);
     if (line.empty())
       continue;
+    // sha256sum's output is accepted as is: the digest, then whitespace and
+    // the file name ("-" for stdin, "*name" in binary mode).
+    auto token = line.substr(0, line.find_first_of(" \t"));
     std::array<unsigned char, 32> digest{};
-    bool ok = line.size() == 64;
+    bool ok = token.size() == 64;
     for (size_t i = 0; ok && i < 32; ++i) {
-      int hi = hex_value(line[2 * i]);
-      int lo = hex_value(line[2 * i + 1]);
+      int hi = hex_value(token[2 * i]);
+      int lo = hex_value(token[2 * i + 1]);
       ok = hi >= 0 && lo >= 0;
       digest[i] = static_cast<unsigned char>(hi * 16 + lo);
     }
     if (!ok)
-      return "PGW_SERVE_KEYS_FILE=" + path + ": line " + std::to_string(number)
-             + " is not a SHA-256 hex digest (64 hex digits; store digests, "
-               "not keys)";
+      return what + ": line " + std::to_string(number)
+             + " is not a SHA-256 hex digest (64 hex digits, optionally "
+               "followed by a file name as sha256sum prints): "
+             + not_a_digest(token);
     out.digests_.push_back(digest);
   }
   if (out.digests_.empty())
-    return "PGW_SERVE_KEYS_FILE=" + path + ": no key digest in the file";
+    return what + ": no key digest in the file (one SHA-256 hex digest per "
+                  "line)";
   return {};
 }
 

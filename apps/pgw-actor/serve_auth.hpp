@@ -11,9 +11,11 @@ namespace pgw::serve {
 
 class key_set {
 public:
-  /// Reads PGW_SERVE_KEYS_FILE: one SHA-256 hex digest per line, `#`
-  /// comments and blank lines allowed. Returns a message on a bad line
-  /// (naming the line number, never its text beyond the rule).
+  /// Reads PGW_SERVE_KEYS_FILE (a regular file of at most 1 MiB): one
+  /// SHA-256 hex digest per line, optionally followed by whitespace and a
+  /// file name as sha256sum prints it; `#` comments and blank lines allowed.
+  /// Returns a message when the file cannot be read or on a bad line (naming
+  /// the line number and what was found, never the line's text).
   static std::optional<std::string> load(const std::string& path,
                                          key_set& out);
 

@@ -172,6 +172,44 @@ TEST_CASE("an env file that is a device or a FIFO is refused at once") {
   ::unlink(fifo.c_str());
 }
 
+TEST_CASE("a keys file, providers or price table that is a device, a FIFO "
+          "or a directory is refused at once, naming the key") {
+  // They were read without bound: /dev/zero grew until bad_alloc, a FIFO
+  // blocked, a directory read as an empty or incomplete file; and `config
+  // check` passed a price table or keys file that serve then refused.
+  auto dir = "/tmp/pgw-hostile-dir-" + std::to_string(::getpid());
+  auto fifo = dir + "/fifo";
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=http://127.0.0.1:9/v1",
+                               "LLM__GENERIC__A__MODEL=m",
+                               "PGW_TELEMETRY_DB=off"};
+  for (const char* key : {"PGW_SERVE_KEYS_FILE", "PGW_PROVIDERS_PATH",
+                          "PGW_PRICING_PATH"})
+    for (const std::string& path : {std::string("/dev/zero"), fifo, dir}) {
+      CAPTURE(key);
+      CAPTURE(path);
+      auto with = env;
+      with.push_back(std::string(key) + "=" + path);
+      auto t0 = std::chrono::steady_clock::now();
+      auto r = pgw_limited({"config", "check"}, with);
+      CHECK(r.exit_code == 2);
+      CHECK(r.err.find(std::string(key) + "=" + path) != std::string::npos);
+      CHECK(r.err.find(path == dir ? "is a directory" : "not a regular file")
+            != std::string::npos);
+      CHECK(seconds_since(t0) < 5);
+    }
+  auto keys = env;
+  keys.push_back("PGW_SERVE_KEYS_FILE=/dev/zero");
+  auto serve = pgw_limited({"serve", "--listen", "127.0.0.1:0"}, keys);
+  CHECK(serve.exit_code == 2);
+  CHECK(serve.err.find("PGW_SERVE_KEYS_FILE=/dev/zero (key digests file): "
+                       "is not a regular file")
+        != std::string::npos);
+  ::unlink(fifo.c_str());
+  ::rmdir(dir.c_str());
+}
+
 TEST_CASE("a prompt that is not UTF-8 is invalid_request naming the offset") {
   sim_process sim{{"--seed", "5"}};
   std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),

@@ -1115,6 +1115,58 @@ TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
   CHECK(std::system(cmd.c_str()) == 0);
 }
 
+TEST_CASE("serve: a keys file in sha256sum's output format is accepted, a "
+          "bad line says what was found") {
+  // README's recipe, `printf %s KEY | sha256sum > keys`, writes "DIGEST  -",
+  // which serve refused as "store digests, not keys".
+  auto keys_dir = temp_dir();
+  auto keys = keys_dir + "/keys";
+  std::ofstream(keys) << the_key_digest << "  -\n"
+                      << "# binary mode, a file name\n"
+                      << "411459502c9d7bb257c378d48f51704b1bd7e7bd8aaee95454"
+                         "b78e7d946880a2 *second key.txt\n";
+  {
+    serve_fixture f{{"PGW_SERVE_KEYS_FILE=" + keys}};
+    auto cli = f.http();
+    auto first = cli.Get("/v1/models", f.auth());
+    REQUIRE(first);
+    CHECK(first->status == 200);
+    auto second = cli.Get("/v1/models",
+                          {{"Authorization", "Bearer sk-second-key"}});
+    REQUIRE(second);
+    CHECK(second->status == 200);
+    auto none = cli.Get("/v1/models");
+    REQUIRE(none);
+    CHECK(none->status == 401);
+  }
+  // A bad line is named with what was found, never echoed; only a line
+  // that looks like a key is called one.
+  auto problem = [&](const std::string& text) {
+    std::ofstream(keys) << text;
+    auto r = run_program({PGW_ACTOR_BIN, "config", "check"},
+                         {"PGW_TELEMETRY_DB=off", "PGW_SERVE_KEYS_FILE=" + keys,
+                          "LLM__OPENAI__A__BASE_URL=http://127.0.0.1:9/v1",
+                          "LLM__OPENAI__A__MODEL=ok"});
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find(text.substr(0, 10)) == std::string::npos);
+    return r.err;
+  };
+  auto short_digest = problem(the_key_digest.substr(1) + "  -\n");
+  CHECK(short_digest.find("line 1 is not a SHA-256 hex digest") != std::string::npos);
+  CHECK(short_digest.find("found 63 hex digits") != std::string::npos);
+  CHECK(short_digest.find("not keys") == std::string::npos);
+  auto typo = problem("# keys\n" + the_key_digest.substr(0, 10) + "g"
+                      + the_key_digest.substr(11) + "\n");
+  CHECK(typo.find("line 2 is not a SHA-256 hex digest") != std::string::npos);
+  CHECK(typo.find("not a hex digit at column 11") != std::string::npos);
+  auto raw_key = problem("sk-a-raw-key-not-a-digest\n");
+  CHECK(raw_key.find("looks like an API key") != std::string::npos);
+  auto empty = problem("# nothing\n\n");
+  CHECK(empty.find("no key digest in the file") != std::string::npos);
+  std::string cmd = "rm -rf '" + keys_dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
+
 } // TEST_SUITE
 
 // -- response cache (issue 14) ------------------------------------------------

@@ -152,7 +152,8 @@ TEST_CASE("load_providers: a missing, empty or broken file is an error") {
   auto missing = load_providers({{"PGW_PROVIDERS_PATH", "/nonexistent.json"}});
   REQUIRE_FALSE(missing);
   CHECK(contains(message_of(missing.error()),
-                 "PGW_PROVIDERS_PATH=/nonexistent.json: cannot be read"));
+                 "PGW_PROVIDERS_PATH=/nonexistent.json (providers JSON file): "
+                 "cannot be read"));
   auto empty = load_providers({{"PGW_PROVIDERS_PATH", ""}});
   REQUIRE_FALSE(empty);
   CHECK(contains(message_of(empty.error()), "PGW_PROVIDERS_PATH=: must name"));
