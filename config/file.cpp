@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -44,23 +45,32 @@ caf::expected<std::string> read_config_file(const std::string& path,
     return fail("is not a regular file (a FIFO, device or socket)");
   if (static_cast<uint64_t>(st.st_size) > max_bytes)
     return fail(fmt::format("is larger than {} bytes", max_bytes));
+  return read_bounded(fd, what, max_bytes);
+}
+
+caf::expected<std::string> read_bounded(int fd, const std::string& what,
+                                        size_t max_bytes) {
   std::string out;
-  out.resize(max_bytes + 1);
-  size_t got = 0;
-  // The size may change while reading: never more than max_bytes.
-  while (got < out.size()) {
-    auto n = ::read(fd, out.data() + got, out.size() - got);
+  char buf[64 * 1024];
+  // The size may change while reading (or is unknown: a pipe): never more
+  // than max_bytes + 1, which is enough to say it is too large.
+  while (out.size() <= max_bytes) {
+    auto want = std::min(sizeof buf, max_bytes + 1 - out.size());
+    auto n = ::read(fd, buf, want);
     if (n < 0 && errno == EINTR)
       continue;
     if (n < 0)
-      return fail(fmt::format("read error ({})", std::strerror(errno)));
+      return make_error(error_code::invalid_config,
+                        fmt::format("{}: read error ({})", what,
+                                    std::strerror(errno)));
     if (n == 0)
       break;
-    got += static_cast<size_t>(n);
+    out.append(buf, static_cast<size_t>(n));
   }
-  if (got > max_bytes)
-    return fail(fmt::format("is larger than {} bytes", max_bytes));
-  out.resize(got);
+  if (out.size() > max_bytes)
+    return make_error(error_code::invalid_config,
+                      fmt::format("{}: is larger than {} bytes", what,
+                                  max_bytes));
   return out;
 }
 

@@ -23,4 +23,10 @@ caf::expected<std::string> read_config_file(const std::string& path,
                                             size_t max_bytes
                                             = max_config_file_bytes);
 
+/// Everything `fd` gives until end of file (a pipe: until the writer closes
+/// it), at most `max_bytes`. An `invalid_config` error starting with `what`
+/// on a read error or when there is more.
+caf::expected<std::string> read_bounded(int fd, const std::string& what,
+                                        size_t max_bytes);
+
 } // namespace pgw

@@ -15,8 +15,6 @@
 
 #include <chrono>
 #include <cstdio>
-#include <iostream>
-#include <iterator>
 
 namespace pgw::cli {
 
@@ -135,8 +133,13 @@ int chat_main(const std::vector<std::string>& args) {
     return usage_error("no prompt given (pass it as an argument, or - for "
                        "stdin)");
   if (*prompt == "-") {
-    prompt = std::string{std::istreambuf_iterator<char>(std::cin),
-                         std::istreambuf_iterator<char>()};
+    auto text = read_bounded(STDIN_FILENO, "the prompt on stdin",
+                             max_stdin_bytes);
+    if (!text) {
+      auto d = detail_of(text.error());
+      return usage_error(d ? d->message : describe(text.error()));
+    }
+    prompt = std::move(*text);
   }
   if (prompt->find_first_not_of(" \t\r\n") == std::string::npos)
     return usage_error("the prompt is empty");

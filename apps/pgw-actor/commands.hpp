@@ -5,10 +5,15 @@
 
 #include "apps/cli/cli.hpp"
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
 namespace pgw::cli {
+
+/// The most `chat -` and `embed -` read from stdin: serve's default
+/// PGW_SERVE_MAX_BODY_BYTES, 8 MiB.
+constexpr size_t max_stdin_bytes = 8 * 1024 * 1024;
 
 int chat_main(const std::vector<std::string>& args);
 int embed_main(const std::vector<std::string>& args);

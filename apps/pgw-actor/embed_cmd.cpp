@@ -3,12 +3,15 @@
 #include "serve_app.hpp"
 #include "side_cmd.hpp"
 
+#include "config/file.hpp"
 #include "config/json_text.hpp"
 
 #include <boost/json.hpp>
 
 #include <cstdio>
-#include <iostream>
+#include <sstream>
+
+#include <unistd.h>
 
 namespace pgw::cli {
 
@@ -64,7 +67,14 @@ int embed_main(const std::vector<std::string>& args) {
     if (!inputs.empty())
       return embed_usage_error("give the inputs as arguments or `-`, not "
                                "both");
-    for (std::string line; std::getline(std::cin, line);) {
+    auto text = read_bounded(STDIN_FILENO, "the inputs on stdin",
+                             max_stdin_bytes);
+    if (!text) {
+      auto d = detail_of(text.error());
+      return embed_usage_error(d ? d->message : describe(text.error()));
+    }
+    std::istringstream lines{*text};
+    for (std::string line; std::getline(lines, line);) {
       if (!line.empty() && line.back() == '\r')
         line.pop_back();
       if (!line.empty())

@@ -210,6 +210,41 @@ TEST_CASE("a keys file, providers or price table that is a device, a FIFO "
   ::rmdir(dir.c_str());
 }
 
+TEST_CASE("chat - and embed - read at most 8 MiB from stdin") {
+  // `chat -` read stdin whole: /dev/zero aborted with bad_alloc (and no
+  // {error} with --json), a 60 MB prompt took 391 MB.
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=http://127.0.0.1:9/v1",
+                               "LLM__GENERIC__A__MODEL=m",
+                               "EMBED__GENERIC__E__BASE_URL=http://127.0.0.1:9/v1",
+                               "EMBED__GENERIC__E__MODEL=e",
+                               "EMBED__GENERIC__E__KIND=embedding",
+                               "PGW_TELEMETRY_DB=off"};
+  for (const char* command : {"chat", "embed"}) {
+    CAPTURE(command);
+    std::string run = std::string("exec \"$0\" ") + command
+                      + " - --json < /dev/zero";
+    std::vector<std::string> argv{"/bin/sh", "-c", run};
+    if (limit_address_space)
+      argv.insert(argv.begin(), {"/usr/bin/prlimit", "--as=1500000000", "--"});
+    argv.push_back(PGW_ACTOR_BIN);
+    auto r = run_program(argv, env);
+    INFO("stdout: " << r.out << "\nstderr: " << r.err);
+    CHECK(r.exit_code == 2);
+    CHECK(r.peak_rss_kib < max_peak_rss_kib);
+    auto error = json::parse(r.out).at("error").as_object();
+    CHECK(error.at("code").as_string() == "invalid_request");
+    CHECK(std::string(error.at("message").as_string()).find(
+            "on stdin: is larger than 8388608 bytes")
+          != std::string::npos);
+  }
+  // At the bound the prompt is read (the call then fails: no upstream).
+  env.push_back("LLM__MAX_ATTEMPTS=1");
+  auto at_bound = run_program({PGW_ACTOR_BIN, "chat", "-", "--json"}, env,
+                              std::string(8 * 1024 * 1024, 'a'));
+  CHECK(at_bound.out.find("larger than") == std::string::npos);
+  CHECK(at_bound.exit_code == 4);
+}
+
 TEST_CASE("a prompt that is not UTF-8 is invalid_request naming the offset") {
   sim_process sim{{"--seed", "5"}};
   std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
