@@ -242,7 +242,9 @@ std::string error_text(const caf::error& err) {
 }
 
 std::optional<double> parse_number(const std::string& text) {
-  if (text.empty())
+  // Decimal only, as the env keys are: strtod would also read hex ("0x10",
+  // "0x1p4"), and no decimal number has an x.
+  if (text.empty() || text.find_first_of("xX") != std::string::npos)
     return std::nullopt;
   char* end = nullptr;
   auto x = std::strtod(text.c_str(), &end);

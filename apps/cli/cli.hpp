@@ -114,7 +114,7 @@ T await_cancellable(std::future<T>& pending,
   return pending.get();
 }
 
-/// Parses a finite number; nullopt on garbage.
+/// Parses a finite decimal number; nullopt on garbage and on hex ("0x10").
 std::optional<double> parse_number(const std::string& text);
 
 } // namespace pgw::cli

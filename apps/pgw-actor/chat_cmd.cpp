@@ -86,7 +86,8 @@ int chat_main(const std::vector<std::string>& args) {
         auto x = parse_number(*v);
         if (!x || *x <= 0)
           return usage_error("--deadline " + *v
-                             + ": must be a finite number of seconds > 0");
+                             + ": must be a finite decimal number of "
+                             "seconds > 0");
         if (*x > max_duration_s)
           return usage_error("--deadline " + *v
                              + ": must be at most 2592000 seconds (30 days)");
@@ -100,7 +101,7 @@ int chat_main(const std::vector<std::string>& args) {
         auto x = parse_number(*v);
         if (!x || *x < 1 || *x != static_cast<double>(static_cast<int64_t>(*x)))
           return usage_error("--max-tokens " + *v
-                             + ": must be an integer >= 1");
+                             + ": must be a decimal integer >= 1");
         req.max_tokens = static_cast<int64_t>(*x);
       } else {
         // Bounded like the env file: a regular file, at most the largest

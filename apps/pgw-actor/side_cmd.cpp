@@ -40,7 +40,8 @@ side_option read_side_option(const std::vector<std::string>& args, size_t& i,
   } else {
     auto x = parse_number(v);
     if (!x || *x <= 0)
-      error = "--deadline " + v + ": must be a finite number of seconds > 0";
+      error = "--deadline " + v
+              + ": must be a finite decimal number of seconds > 0";
     else
       opts.deadline_s = *x;
   }

@@ -243,7 +243,7 @@ TEST_CASE_FIXTURE(e2e_fixture, "with --json, usage and configuration errors "
   auto flag = error_of(chat({"--deadline", "-3", "--json", "hi"}, env));
   CHECK(flag.at("code").as_string() == "invalid_request");
   CHECK(flag.at("message").as_string()
-        == "--deadline -3: must be a finite number of seconds > 0");
+        == "--deadline -3: must be a finite decimal number of seconds > 0");
   CHECK(error_of(chat({"--bogus", "--json", "hi"}, env)).at("message")
         == "unknown option --bogus");
   auto bad_key = env;

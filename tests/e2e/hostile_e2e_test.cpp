@@ -245,6 +245,27 @@ TEST_CASE("chat - and embed - read at most 8 MiB from stdin") {
   CHECK(at_bound.exit_code == 4);
 }
 
+TEST_CASE("command-line numbers are decimal: hex is refused") {
+  // strtod read --max-tokens 0x10 as 16, while the env keys refuse hex.
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=http://127.0.0.1:9/v1",
+                               "LLM__GENERIC__A__MODEL=m",
+                               "PGW_TELEMETRY_DB=off"};
+  auto tokens = pgw_limited({"chat", "--max-tokens", "0x10", "hi"}, env);
+  CHECK(tokens.exit_code == 2);
+  CHECK(tokens.err.find("--max-tokens 0x10: must be a decimal integer >= 1")
+        != std::string::npos);
+  auto deadline = pgw_limited({"chat", "--deadline", "0X1p2", "hi"}, env);
+  CHECK(deadline.exit_code == 2);
+  CHECK(deadline.err.find("--deadline 0X1p2: must be a finite decimal number")
+        != std::string::npos);
+  // serve's port too (the old code went on to the keys file).
+  env.push_back("PGW_SERVE_KEYS_FILE=/nonexistent/keys");
+  auto port = pgw_limited({"serve", "--listen", "127.0.0.1:0x0"}, env);
+  CHECK(port.exit_code == 2);
+  CHECK(port.err.find("--listen 127.0.0.1:0x0: expected HOST:PORT")
+        != std::string::npos);
+}
+
 TEST_CASE("a prompt that is not UTF-8 is invalid_request naming the offset") {
   sim_process sim{{"--seed", "5"}};
   std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
