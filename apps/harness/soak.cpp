@@ -10,6 +10,7 @@
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
 #include "apps/cli/status_publish.hpp"
+#include "backends/telemetry.hpp"
 
 #include <caf/actor_system.hpp>
 #include <caf/send.hpp>
@@ -35,6 +36,9 @@ namespace {
 namespace json = boost::json;
 using clock_type = std::chrono::steady_clock;
 
+/// How long the report waits for the telemetry writer to commit or drop
+/// the rows still queued (the sink's own shutdown grace is 2 s).
+constexpr auto telemetry_flush_timeout = std::chrono::seconds(5);
 
 /// What the callers saw.
 struct tally {
@@ -328,7 +332,7 @@ bool print_report(const soak_params& params, const tally& t,
                 static_cast<long long>(b.reopen_streak));
   }
   if (!st.telemetry.path.empty())
-    std::printf("  telemetry %s: %llu rows written so far, %llu dropped%s\n",
+    std::printf("  telemetry %s: %llu rows written, %llu dropped%s\n",
                 st.telemetry.path.c_str(),
                 static_cast<unsigned long long>(st.telemetry.written),
                 static_cast<unsigned long long>(st.telemetry.dropped),
@@ -407,9 +411,11 @@ json::object report_json(const soak_params& params, const tally& t,
 /// when asked; nullopt after saying why.
 std::optional<gateway_actor> soak_gateway(caf::actor_system& sys,
                                           const settings& cfg,
-                                          const soak_params& params) {
+                                          const soak_params& params,
+                                          telemetry_sink_ptr& sink) {
   node_options gw_opts;
   gw_opts.default_telemetry_db = default_telemetry_db;
+  gw_opts.telemetry_sink_out = &sink;
   auto gw = spawn_gateway(sys, cfg, params.scope, gw_opts);
   if (!gw) {
     std::fprintf(stderr, "pgw-actor soak: %s\n", describe(gw.error()).c_str());
@@ -437,7 +443,8 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
              const answer_hook& hook) {
   system_config sys_cfg{params.publish.has_value()};
   caf::actor_system sys{sys_cfg};
-  auto gw = soak_gateway(sys, cfg, params);
+  telemetry_sink_ptr sink;
+  auto gw = soak_gateway(sys, cfg, params, sink);
   if (!gw)
     return exit_usage;
   client cl{sys, *gw};
@@ -450,6 +457,13 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     std::fprintf(stderr, "pgw-actor soak: status failed: %s\n",
                  describe(st.error()).c_str());
     return exit_other;
+  }
+  // The status saw every row queued (the calls are over); the report counts
+  // them once the writer committed or dropped them all (an unwritable
+  // database drops them at its next retry, within a second).
+  if (sink) {
+    sink->flush(telemetry_flush_timeout);
+    st->telemetry = sink->status();
   }
   auto f = figures_of(*st, t, params.calls);
   bool all_ok = print_report(params, t, *st, f, wall_s);

@@ -149,10 +149,14 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   opts.wall_offset_ms = wall_offset_ms(sys);
   auto db = cfg.global.telemetry_db ? *cfg.global.telemetry_db
                                     : node.default_telemetry_db;
+  telemetry_sink_ptr sink;
   if (!db.empty() && db != "off") {
-    opts.telemetry = spawn_telemetry(sys, make_sqlite_sink(db));
+    sink = make_sqlite_sink(db);
+    opts.telemetry = spawn_telemetry(sys, sink);
     opts.own_telemetry = true;
   }
+  if (node.telemetry_sink_out)
+    *node.telemetry_sink_out = sink;
   return spawn_gateway(sys, std::make_shared<const scope_config>(*scope),
                        make_transport(cfg.global, node.transport_loop),
                        std::move(opts));

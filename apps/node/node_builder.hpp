@@ -15,6 +15,7 @@
 #include <caf/fwd.hpp>
 
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace boost::asio {
@@ -22,6 +23,8 @@ class io_context;
 } // namespace boost::asio
 
 namespace pgw {
+
+class telemetry_sink;
 
 /// What a gateway needs beyond its settings.
 struct node_options {
@@ -37,6 +40,9 @@ struct node_options {
   /// The loop the Beast transport runs its calls on instead of threads of
   /// its own (serve: the CAF worker's); null = its own.
   boost::asio::io_context* transport_loop = nullptr;
+  /// When not null, receives the telemetry sink made for the database (null
+  /// when there is none): `soak` flushes it to report final row counts.
+  std::shared_ptr<telemetry_sink>* telemetry_sink_out = nullptr;
 };
 
 /// The response cache the settings ask for (PGW_CACHE_BACKEND memory or

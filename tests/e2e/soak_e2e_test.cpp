@@ -7,8 +7,12 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <sys/stat.h>
+
+#include <cstdlib>
 #include <fstream>
 #include <sstream>
+#include <string>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -29,6 +33,15 @@ std::vector<std::string> sources_env(const sim_process& sim) {
   return env;
 }
 
+/// The --json-report file at `path`, removed once read.
+json::object take_report(const std::string& path) {
+  std::ifstream in{path};
+  std::stringstream text;
+  text << in.rdbuf();
+  std::remove(path.c_str());
+  return json::parse(text.str()).as_object();
+}
+
 } // namespace
 
 TEST_CASE("soak: a half-dead source is isolated and success stays above 99.5 %") {
@@ -42,11 +55,7 @@ TEST_CASE("soak: a half-dead source is isolated and success stays above 99.5 %")
   INFO(r.out);
   INFO(r.err);
   CHECK(r.exit_code == 0);
-  std::ifstream in{report};
-  std::stringstream text;
-  text << in.rdbuf();
-  std::remove(report.c_str());
-  auto doc = json::parse(text.str()).as_object();
+  auto doc = take_report(report);
   CHECK(doc.at("calls").as_int64() == 2000);
   CHECK(doc.at("success_rate").to_number<double>() >= 0.995);
   for (auto& [name, holds] : doc.at("invariants").as_object()) {
@@ -85,4 +94,39 @@ TEST_CASE("every circuit open with ON_CIRCUIT_OPEN=fail: chat exits 4 with circu
   CHECK(std::string(err.at("message").as_string()).find(
           "a: circuit open, opened after http_503")
         != std::string::npos);
+}
+
+TEST_CASE("soak: the report's telemetry counts are final, every queued row "
+          "written or dropped") {
+  // They were taken while the writer still held rows: 50 calls into a
+  // database that is a directory reported 0 dropped (the rows were dropped
+  // at shutdown, after the report), a healthy run fewer written than queued.
+  sim_process sim;
+  auto dir = "/tmp/pgw-soak-telemetry-" + std::to_string(::getpid());
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  auto report = dir + "/report.json";
+  auto telemetry_of = [&](const std::string& db, const char* calls) {
+    auto r = run_program({PGW_ACTOR_BIN, "soak", "--calls", calls,
+                          "--concurrency", "4", "--json-report", report},
+                         {"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+                          "LLM__GENERIC__A__MODEL=ok", "LLM__STREAM=false",
+                          "PGW_TELEMETRY_DB=" + db});
+    INFO(r.out);
+    INFO(r.err);
+    CHECK(r.exit_code == 0);
+    auto doc = take_report(report).at("telemetry").as_object();
+    // An attempt row and a call row per call.
+    CHECK(doc.at("queued").as_int64() == 2 * std::stoll(calls));
+    return doc;
+  };
+  auto unwritable = telemetry_of(dir, "50");
+  CHECK(unwritable.at("written").as_int64() == 0);
+  CHECK(unwritable.at("dropped").as_int64() == 100);
+  CHECK(unwritable.at("errors").as_int64() >= 1);
+  CHECK_FALSE(unwritable.at("healthy").as_bool());
+  auto healthy = telemetry_of(dir + "/t.sqlite", "1100");
+  CHECK(healthy.at("written").as_int64() == 2200);
+  CHECK(healthy.at("dropped").as_int64() == 0);
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
 }
