@@ -7,6 +7,7 @@
 // passwords and query values in URLs) are shown as `***`, and `validate`
 // masks any configured secret that shows up elsewhere in a message.
 
+#include "config/file.hpp"
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "config/limits.hpp"
@@ -440,14 +441,14 @@ caf::error check_source_tls_and_timeouts(const std::string& name,
     return {};
   const char* rule = "a readable PEM file of CA certificates trusted for "
                      "this source";
-  std::ifstream in{src.ca_file};
-  if (!in)
-    return violation(key("CA_FILE"), src.ca_file, "cannot be read", rule);
-  // Bounded: a CA bundle is well under 4 MiB, and /dev/urandom never ends.
-  std::string text(4 << 20, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.find("-----BEGIN CERTIFICATE-----") == std::string::npos)
+  // A regular file, at most 4 MiB (a CA bundle is well under): a FIFO
+  // would block, /dev/urandom never ends, a directory holds no PEM.
+  auto text = read_config_file(src.ca_file, key("CA_FILE") + "="
+                                              + src.ca_file,
+                               4 << 20);
+  if (!text)
+    return text.error();
+  if (text->find("-----BEGIN CERTIFICATE-----") == std::string::npos)
     return violation(key("CA_FILE"), src.ca_file,
                      "holds no PEM certificate (-----BEGIN CERTIFICATE-----)",
                      rule);

@@ -8,6 +8,7 @@
 
 #include "apps/harness/scenario_runner.hpp"
 
+#include "config/file.hpp"
 #include "config/json_text.hpp"
 #include "apps/harness/scenario_checks.hpp"
 
@@ -140,13 +141,15 @@ std::string text_of(const json::value& v, const std::string& where) {
   bad(where, "must be a string, a number or a boolean");
 }
 
+/// A scenario file: a regular file of at most 1 MiB (a FIFO would block,
+/// a device never end).
 std::string read_text(const std::string& path) {
-  std::ifstream in{path, std::ios::binary};
-  std::ostringstream buf;
-  buf << in.rdbuf();
-  if (!in && !in.eof())
-    throw std::runtime_error("cannot read " + path);
-  return buf.str();
+  auto text = read_config_file(path, "scenario file " + path);
+  if (!text)
+    throw std::runtime_error(detail_of(text.error()) != nullptr
+                               ? detail_of(text.error())->message
+                               : "cannot read " + path);
+  return std::move(*text);
 }
 
 scenario_file parse_file(const std::string& path) {

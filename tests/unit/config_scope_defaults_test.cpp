@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <sys/stat.h>
 #include <unistd.h>
 
 using namespace pgw;
@@ -135,6 +136,14 @@ TEST_CASE("CA_FILE must be a readable PEM file") {
                  "LLM__OPENAI__A__CA_FILE=" + dir + ".missing: cannot be read"));
   CHECK(contains(msg(load_settings(two_sources({{"LLM__CA_FILE", junk}}))),
                  "LLM__CA_FILE=" + junk + ": holds no PEM certificate"));
+  // Not a file: said so (a directory "held no PEM", a FIFO blocked).
+  CHECK(contains(msg(load_settings(two_sources({{"LLM__CA_FILE", "/tmp"}}))),
+                 "LLM__CA_FILE=/tmp: is a directory"));
+  auto fifo = dir + ".fifo";
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  CHECK(contains(msg(load_settings(two_sources({{"LLM__CA_FILE", fifo}}))),
+                 "is not a regular file"));
+  std::remove(fifo.c_str());
   std::remove(pem.c_str());
   std::remove(junk.c_str());
 }

@@ -161,8 +161,8 @@ TEST_CASE("no config error shows a configured secret, wherever it sits") {
                                "sk-proj-pastedSECRET123456"},
                               {"LLM__OPENAI__A__CA_FILE",
                                "/nonexistent/sk-proj-pastedSECRET123456"}}));
-  CHECK(msg == "LLM__OPENAI__A__CA_FILE=/nonexistent/***: cannot be read (a "
-               "readable PEM file of CA certificates trusted for this source)");
+  CHECK(msg == "LLM__OPENAI__A__CA_FILE=/nonexistent/***: cannot be read (No "
+               "such file or directory)");
   msg = load_error(base({{"LLM__OPENAI__A__HEADERS",
                           R"({"X-Token":"hdr-value-7777"})"},
                          {"LLM__OPENAI__A__CA_FILE",
