@@ -28,6 +28,24 @@ namespace pgw {
 
 namespace {
 
+/// A head whose body length two parsers could read two ways (RFC 9112
+/// §6.3): Content-Length given twice with different values, or with
+/// Transfer-Encoding. cpp-httplib 0.11 takes one reading silently; refused
+/// as Beast refuses it (the same words). Empty when the framing is clear.
+std::string ambiguous_framing(const httplib::Response& r) {
+  const char* says = "the upstream's HTTP response has ";
+  auto lengths = r.headers.equal_range("Content-Length");
+  for (auto i = lengths.first; i != lengths.second; ++i)
+    if (i->second != lengths.first->second)
+      return std::string(says)
+             + "an invalid or repeated Content-Length (two different "
+               "values)";
+  if (lengths.first != lengths.second && r.has_header("Transfer-Encoding"))
+    return std::string(says)
+           + "an invalid Transfer-Encoding (or one with Content-Length)";
+  return {};
+}
+
 using steady = std::chrono::steady_clock;
 
 double ms_between(steady::time_point from, steady::time_point to) {
@@ -473,6 +491,10 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
           : "an interim " + std::to_string(r.status)
               + " response, which the httplib transport cannot skip; use "
                 "PGW_TRANSPORT=beast");
+      return false;
+    }
+    if (auto what = ambiguous_framing(r); !what.empty()) {
+      reader.refuse_head(std::move(what)); // malformed_response
       return false;
     }
     for (auto& kv : r.headers)

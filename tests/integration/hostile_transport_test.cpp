@@ -468,6 +468,23 @@ PGW_TRANSPORT_CASE(fixture, "interim 1xx responses are skipped, or refused "
 
 namespace {
 
+/// An upstream that answers `bytes` (then holds the connection) fails the
+/// attempt at once as malformed_response, its message saying `says`.
+void expect_malformed(fixture& f, const std::string& bytes,
+                      const std::string& says) {
+  CAPTURE(bytes);
+  raw_upstream up{[bytes](raw_upstream& u, int fd, const std::string&) {
+    if (u.send_all(fd, bytes))
+      hang(u, fd);
+  }};
+  auto r = f.run(f.source(up), false);
+  CAPTURE(r.result.error_message);
+  CHECK(r.elapsed_s < 2);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "malformed_response");
+  CHECK(r.result.error_message.find(says) != std::string::npos);
+}
+
 /// cpp-httplib 0.11 accepts or cuts some broken framing its own way
 /// (README, "Upstream transport"): what beast tells apart.
 struct beast_fixture : fixture {
@@ -490,29 +507,28 @@ TEST_CASE_FIXTURE(beast_fixture, "beast: broken HTTP framing is "
          row{"HELLO I AM NOT HTTP\r\n\r\n", "status line"},
          row{head + "NoColonHere\r\nContent-Length: 14\r\n\r\n" + body,
              "header line"},
-         row{head + "Content-Length: 14\r\nContent-Length: 5\r\n\r\n"
-               + body,
-             "Content-Length"},
-         row{head + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
-               + chunk(body) + "0\r\n\r\n",
-             "Transfer-Encoding"},
          row{head + "Transfer-Encoding: chunked\r\n\r\n-5\r\n" + body
                + "\r\n0\r\n\r\n",
              "chunk"},
+       })
+    expect_malformed(*this, bytes, says);
+}
+
+PGW_TRANSPORT_CASE(fixture, "a body length two parsers could read two ways is "
+                           "malformed_response") {
+  // Two different Content-Lengths, or one with chunked: cpp-httplib 0.11
+  // took one reading and answered ok (beast refused it already).
+  std::string body = R"({"choices":[]})";
+  std::string head = "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n";
+  for (auto& [bytes, says] : {
+         std::pair<std::string, std::string>{
+           head + "Content-Length: 14\r\nContent-Length: 5\r\n\r\n" + body,
+           "Content-Length"},
+         {head + "Content-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n"
+            + chunk(body) + "0\r\n\r\n",
+          "Transfer-Encoding"},
        }) {
-    CAPTURE(bytes);
-    raw_upstream up{[bytes = bytes](raw_upstream& u, int fd,
-                                    const std::string&) {
-      if (u.send_all(fd, bytes))
-        hang(u, fd);
-    }};
-    auto r = run(source(up), false);
-    CAPTURE(r.result.reason);
-    CAPTURE(r.result.error_message);
-    CHECK(r.elapsed_s < 2);
-    CHECK(r.result.kind == outcome::transient);
-    CHECK(r.result.reason == "malformed_response");
-    CHECK(r.result.error_message.find(says) != std::string::npos);
+    expect_malformed(*this, bytes, says);
   }
 }
 
