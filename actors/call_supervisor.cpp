@@ -437,10 +437,8 @@ bool consult_cache(self_ptr self) {
       },
       [self](caf::error& err) {
         auto code = code_of(err);
-        auto* detail = detail_of(err);
         perform(self, plan_of(self).cache_failed(
-                        code ? *code : error_code::internal,
-                        detail ? detail->message : describe(err)));
+                        code ? *code : error_code::internal, words_of(err)));
       });
   return true;
 }

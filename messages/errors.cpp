@@ -152,6 +152,11 @@ std::string describe(const std::map<std::string, source_error>& sources) {
   return out;
 }
 
+std::string words_of(const caf::error& err) {
+  auto detail = detail_of(err);
+  return detail != nullptr ? detail->message : describe(err);
+}
+
 std::string describe(const caf::error& err) {
   if (!err)
     return "no error";

@@ -135,6 +135,10 @@ const error_detail* detail_of(const caf::error& err);
 /// "code: message" for any error; never prints a secret.
 std::string describe(const caf::error& err);
 
+/// The words of an error for a user: its detail's message when it has one
+/// (no code in front), else the error rendered by `describe`.
+std::string words_of(const caf::error& err);
+
 } // namespace pgw
 
 CAF_ERROR_CODE_ENUM(pgw::error_code, "pgw")

@@ -146,9 +146,7 @@ std::string text_of(const json::value& v, const std::string& where) {
 std::string read_text(const std::string& path) {
   auto text = read_config_file(path, "scenario file " + path);
   if (!text)
-    throw std::runtime_error(detail_of(text.error()) != nullptr
-                               ? detail_of(text.error())->message
-                               : "cannot read " + path);
+    throw std::runtime_error(words_of(text.error()));
   return std::move(*text);
 }
 

@@ -107,10 +107,8 @@ int chat_main(const std::vector<std::string>& args) {
         // Bounded like the env file: a regular file, at most the largest
         // schema compiled (never /dev/zero, never a FIFO that blocks).
         auto text = read_config_file(*v, "--schema " + *v, max_schema_bytes);
-        if (!text) { // the caller's file, not configuration
-          auto d = detail_of(text.error());
-          return usage_error(d ? d->message : describe(text.error()));
-        }
+        if (!text) // the caller's file, not configuration
+          return usage_error(words_of(text.error()));
         req.schema = std::move(*text);
         schema_path = *v;
       }
@@ -136,10 +134,8 @@ int chat_main(const std::vector<std::string>& args) {
   if (*prompt == "-") {
     auto text = read_bounded(STDIN_FILENO, "the prompt on stdin",
                              max_stdin_bytes);
-    if (!text) {
-      auto d = detail_of(text.error());
-      return usage_error(d ? d->message : describe(text.error()));
-    }
+    if (!text)
+      return usage_error(words_of(text.error()));
     prompt = std::move(*text);
   }
   if (prompt->find_first_not_of(" \t\r\n") == std::string::npos)

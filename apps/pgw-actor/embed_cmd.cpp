@@ -69,10 +69,8 @@ int embed_main(const std::vector<std::string>& args) {
                                "both");
     auto text = read_bounded(STDIN_FILENO, "the inputs on stdin",
                              max_stdin_bytes);
-    if (!text) {
-      auto d = detail_of(text.error());
-      return embed_usage_error(d ? d->message : describe(text.error()));
-    }
+    if (!text)
+      return embed_usage_error(words_of(text.error()));
     std::istringstream lines{*text};
     for (std::string line; std::getline(lines, line);) {
       if (!line.empty() && line.back() == '\r')

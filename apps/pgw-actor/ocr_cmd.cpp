@@ -104,10 +104,8 @@ int ocr_main(const std::vector<std::string>& args) {
   auto image = read_config_file(
     *file, "image file " + *file + " (MAX_IMAGE_BYTES=" + std::to_string(cap) + ")",
     static_cast<size_t>(cap));
-  if (!image) { // the caller's file, not configuration: invalid_request
-    auto d = detail_of(image.error());
-    return ocr_usage_error(d ? d->message : describe(image.error()));
-  }
+  if (!image) // the caller's file, not configuration: invalid_request
+    return ocr_usage_error(words_of(image.error()));
   req.image = std::move(*image);
   bool layout = req.layout;
   return run_side_command(

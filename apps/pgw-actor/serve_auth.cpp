@@ -53,10 +53,8 @@ std::optional<std::string> key_set::load(const std::string& path,
                                          key_set& out) {
   auto what = "PGW_SERVE_KEYS_FILE=" + path;
   auto text = read_config_file(path, what + " (key digests file)");
-  if (!text) {
-    auto d = detail_of(text.error());
-    return d ? d->message : describe(text.error());
-  }
+  if (!text)
+    return words_of(text.error());
   std::istringstream in{*text};
   std::string line;
   int number = 0;

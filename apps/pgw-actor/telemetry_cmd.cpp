@@ -88,9 +88,8 @@ int telemetry_main(const std::vector<std::string>& args) {
   }
   auto rep = report::build(db_path, since_ms);
   if (!rep) {
-    auto detail = detail_of(rep.error());
-    auto message = detail != nullptr ? detail->message : describe(rep.error());
-    std::fprintf(stderr, "pgw-actor telemetry: %s\n", message.c_str());
+    std::fprintf(stderr, "pgw-actor telemetry: %s\n",
+                 words_of(rep.error()).c_str());
     return exit_usage;
   }
   if (svg_path) {

@@ -208,9 +208,4 @@ std::string connection::last_error() const {
   return db_ != nullptr ? std::string{sqlite3_errmsg(db_)} : std::string{};
 }
 
-std::string message_of(const caf::error& err) {
-  auto detail = detail_of(err);
-  return detail != nullptr ? detail->message : describe(err);
-}
-
 } // namespace pgw::sqlite

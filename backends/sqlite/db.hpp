@@ -123,8 +123,5 @@ private:
 /// A `pgw` error (code `internal`) with `what` and SQLite's message.
 caf::error make_sqlite_error(sqlite3* db, const std::string& what);
 
-/// The words of an error for a user: its detail's message when it has one,
-/// else the error rendered. The sink and the report both print this.
-std::string message_of(const caf::error& err);
 
 } // namespace pgw::sqlite

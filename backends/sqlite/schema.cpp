@@ -149,8 +149,7 @@ caf::expected<int64_t> migrate(connection& db) {
     if (auto err = db.exec("BEGIN IMMEDIATE"))
       return err;
     auto fail = [&](const caf::error& err) {
-      auto detail = detail_of(err);
-      auto reason = detail != nullptr ? detail->message : describe(err);
+      auto reason = words_of(err);
       db.exec("ROLLBACK");
       return make_error(error_code::internal,
                         fmt::format("schema migration to version {} ({}) "

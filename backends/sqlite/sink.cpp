@@ -148,7 +148,6 @@ void bind_row(sqlite::statement& s, const terminal_failure_row& r) {
   s.bind_text_or_null(9, r.per_source_json);
 }
 
-using sqlite::message_of;
 
 /// The open database and its reused statements. Lives on the writer thread.
 struct writer_db {
@@ -162,7 +161,7 @@ struct writer_db {
   std::optional<std::string> open(const std::string& path) {
     auto db = sqlite::connection::open(path, sqlite::open_mode::read_write);
     if (!db)
-      return message_of(db.error());
+      return words_of(db.error());
     // journal_mode is the first statement that touches the file: an
     // unreadable or foreign file fails here. Switching a new file to WAL
     // needs an exclusive lock and SQLite does not wait for it through the
@@ -174,16 +173,16 @@ struct writer_db {
       mode = db->query_text("PRAGMA journal_mode = WAL");
     }
     if (!mode)
-      return fmt::format("cannot use {}: {}", path, message_of(mode.error()));
+      return fmt::format("cannot use {}: {}", path, words_of(mode.error()));
     if (*mode != "wal")
       return fmt::format("cannot use {}: WAL mode refused (journal mode "
                          "stays {})",
                          path, *mode);
     if (auto err = db->exec("PRAGMA synchronous = NORMAL"))
-      return fmt::format("cannot use {}: {}", path, message_of(err));
+      return fmt::format("cannot use {}: {}", path, words_of(err));
     auto version = sqlite::migrate(*db);
     if (!version)
-      return fmt::format("cannot use {}: {}", path, message_of(version.error()));
+      return fmt::format("cannot use {}: {}", path, words_of(version.error()));
     if (*version > sqlite::current_schema_version())
       log::warn("telemetry", "telemetry found schema version {} in {}, newer "
                              "than this build's {}; writing the columns it "
@@ -195,7 +194,7 @@ struct writer_db {
     for (auto* stmt : {&a, &c, &t})
       if (!*stmt)
         return fmt::format("cannot use {}: {}", path,
-                           message_of(stmt->error()));
+                           words_of(stmt->error()));
     attempt = std::move(*a);
     call = std::move(*c);
     terminal_failure = std::move(*t);
@@ -214,7 +213,7 @@ struct writer_db {
   /// nothing; on failure nothing of the batch is kept.
   std::optional<std::string> write(const std::vector<row>& batch) {
     if (auto err = conn.exec("BEGIN IMMEDIATE"))
-      return message_of(err);
+      return words_of(err);
     for (auto& r : batch) {
       auto& stmt = std::visit(
         [this](auto& x) -> sqlite::statement& {
@@ -232,12 +231,12 @@ struct writer_db {
       stmt.reset();
       if (!done) {
         conn.exec("ROLLBACK");
-        return message_of(done.error());
+        return words_of(done.error());
       }
     }
     if (auto err = conn.exec("COMMIT")) {
       conn.exec("ROLLBACK");
-      return message_of(err);
+      return words_of(err);
     }
     return std::nullopt;
   }

@@ -30,7 +30,6 @@ caf::error db_error(const std::string& text) {
   return make_error(error_code::invalid_config, text);
 }
 
-using sqlite::message_of;
 
 // -- rows as the report reads them ---------------------------------------------
 
@@ -157,10 +156,10 @@ caf::expected<report> build(const std::string& db_path,
                                 db_path));
   auto db = sqlite::connection::open(db_path, sqlite::open_mode::read_only);
   if (!db)
-    return db_error(message_of(db.error()));
+    return db_error(words_of(db.error()));
   auto unreadable = [&](const caf::error& err) {
     return db_error(fmt::format("cannot read telemetry database {}: {}",
-                                db_path, message_of(err)));
+                                db_path, words_of(err)));
   };
   for (auto table : {"attempt", "call", "terminal_failure"}) {
     auto has = db->has_table(table);
