@@ -135,15 +135,16 @@ struct client::requester {
 
   using then_guard = once_callback<chat_response>;
 
-  /// A queued call; its answer goes to `promise` (chat_async), `slot`
-  /// (chat) or `then` (chat_then). Or, with none of them, a cancel of the
-  /// call with id `cancel_id`: sent after the calls queued before it, so a
-  /// call is known to the gateway when its cancel comes.
   /// An embedding or OCR call: sends its own request from the actor and
   /// calls `finished` once answered.
   using side_send
     = std::function<void(caf::event_based_actor*, std::function<void()>)>;
 
+  /// A queued call: a chat call whose answer goes to `promise`
+  /// (chat_async), `slot` (chat) or `then` (chat_then); an embedding or OCR
+  /// call (`side`); or, with none of them, a cancel of the call with id
+  /// `cancel_id`, sent after the calls queued before it, so a call is known
+  /// to the gateway when its cancel comes.
   struct job {
     chat_request req;
     std::shared_ptr<chat_promise> promise;

@@ -76,7 +76,7 @@ std::string describe(const std::string& source, const source_error& x);
 /// message stays in it ("cooling after rate_limited (429 \"…\")"), since
 /// the skip alone hides the cause (once, however often it is skipped);
 /// else `why` (why its circuit is open: "circuit open, opened after …";
-/// which limit is reached: "quota full, RPM limit (3 a minute) reached"),
+/// which limit is reached: "quota full, RPM limit reached (RPM=3)"),
 /// else the bare reason.
 source_error after_skip(const source_error& last, const std::string& reason,
                         const std::string& why);

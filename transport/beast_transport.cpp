@@ -134,7 +134,7 @@ private:
                         error_code& ec) override {
     if (code == 101) { // the connection would speak another protocol
       reader_.on_status(code);
-      reader_.refuse_head("an unexpected 101 Switching Protocols response");
+      reader_.refuse_head(unexpected_switching_protocols);
       return refuse(ec);
     }
     interim_ = code >= 100 && code < 200; // its fields are not the answer's
@@ -216,10 +216,10 @@ std::string framing_problem(const error_code& ec) {
       break;
     case http::error::bad_content_length:
     case http::error::multiple_content_length:
-      what = "an invalid or repeated Content-Length";
+      what = bad_content_length;
       break;
     case http::error::bad_transfer_encoding:
-      what = "an invalid Transfer-Encoding (or one with Content-Length)";
+      what = bad_transfer_encoding;
       break;
     case http::error::bad_chunk:
     case http::error::bad_chunk_extension:
@@ -228,8 +228,7 @@ std::string framing_problem(const error_code& ec) {
     default:
       return {};
   }
-  return "the upstream's HTTP response has " + what + " (" + ec.message()
-         + ")";
+  return broken_framing(what + " (" + ec.message() + ")");
 }
 
 /// Where a call failed before a status line.

@@ -296,6 +296,10 @@ void classify_stream_error(const std::string& error_json, attempt_result& out) {
                + (code.empty() ? "unknown" : reason_code(scrub(code)));
 }
 
+std::string broken_framing(const std::string& what) {
+  return "the upstream's HTTP response has " + what;
+}
+
 void classify_tls_failure(bool certificate_rejected, long verify_result,
                           attempt_result& out, const std::string& host) {
   out.upstream_reached = false;

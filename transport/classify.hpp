@@ -8,6 +8,18 @@
 
 namespace pgw {
 
+/// Broken HTTP framing both transports name alike (a `malformed_response`
+/// message): "the upstream's HTTP response has " + what.
+std::string broken_framing(const std::string& what);
+
+/// The framing faults both transports tell apart, in the same words.
+inline constexpr const char* bad_content_length
+  = "an invalid or repeated Content-Length";
+inline constexpr const char* bad_transfer_encoding
+  = "an invalid Transfer-Encoding (or one with Content-Length)";
+inline constexpr const char* unexpected_switching_protocols
+  = "an unexpected 101 Switching Protocols response";
+
 /// Fills `out.kind`, `out.reason`, `out.http_status`, `out.error_code` and
 /// `out.error_message` for an HTTP error status (anything but 2xx) and its
 /// body (an OpenAI-style `{"error": {"message", "type", "code"}}` or any

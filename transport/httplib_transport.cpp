@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "config/support/io_pool.hpp"
+#include "transport/classify.hpp"
 #include "transport/httplib_errors.hpp"
 #include "transport/socket_bytes.hpp"
 #include "transport/upstream_exchange.hpp"
@@ -33,16 +34,13 @@ namespace {
 /// Transfer-Encoding. cpp-httplib 0.11 takes one reading silently; refused
 /// as Beast refuses it (the same words). Empty when the framing is clear.
 std::string ambiguous_framing(const httplib::Response& r) {
-  const char* says = "the upstream's HTTP response has ";
   auto lengths = r.headers.equal_range("Content-Length");
   for (auto i = lengths.first; i != lengths.second; ++i)
     if (i->second != lengths.first->second)
-      return std::string(says)
-             + "an invalid or repeated Content-Length (two different "
-               "values)";
+      return broken_framing(std::string(bad_content_length)
+                            + " (two different values)");
   if (lengths.first != lengths.second && r.has_header("Transfer-Encoding"))
-    return std::string(says)
-           + "an invalid Transfer-Encoding (or one with Content-Length)";
+    return broken_framing(bad_transfer_encoding);
   return {};
 }
 
@@ -487,7 +485,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
       // once, the connection closed with its client.
       reader.refuse_head(
         r.status == 101
-          ? std::string("an unexpected 101 Switching Protocols response")
+          ? std::string(unexpected_switching_protocols)
           : "an interim " + std::to_string(r.status)
               + " response, which the httplib transport cannot skip; use "
                 "PGW_TRANSPORT=beast");

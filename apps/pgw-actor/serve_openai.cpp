@@ -170,11 +170,12 @@ problem out_of_range(const json::value& v, const std::string& path) {
     if (!std::isfinite(d) || std::fabs(d) >= 18446744073709551616.0)
       return bad(path, "number out of range");
   } else if (v.is_object()) {
-    for (auto& kv : v.get_object())
-      if (auto p = out_of_range(kv.value(), path.empty()
-                                              ? std::string(kv.key())
-                                              : path + "." + std::string(kv.key())))
+    for (auto& kv : v.get_object()) {
+      auto at = std::string(kv.key());
+      if (auto p = out_of_range(kv.value(), path.empty() ? at
+                                                         : path + "." + at))
         return p;
+    }
   } else if (v.is_array()) {
     auto& a = v.get_array();
     for (size_t i = 0; i < a.size(); ++i)

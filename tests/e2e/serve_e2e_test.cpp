@@ -942,16 +942,9 @@ TEST_CASE("serve: --listen names what is wrong: a bad address or port is a "
   CHECK(host.exit_code == 2);
   CHECK(has(host.err, "300.1.1.1 is not an IPv4 or IPv6 address"));
   CHECK_FALSE(has(host.err, "no PGW_SERVE_KEYS_FILE"));
-  int taken = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  REQUIRE(::bind(taken, reinterpret_cast<sockaddr*>(&addr), len) == 0);
-  REQUIRE(::listen(taken, 1) == 0);
-  REQUIRE(::getsockname(taken, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
-  auto busy = run("127.0.0.1:" + std::to_string(ntohs(addr.sin_port)));
-  ::close(taken);
+  // A port another process listens on.
+  raw_upstream taken{[](raw_upstream&, int, const std::string&) {}};
+  auto busy = run("127.0.0.1:" + std::to_string(taken.port()));
   CHECK(busy.exit_code == 1);
   CHECK(has(busy.err, "Address already in use"));
 }

@@ -144,25 +144,6 @@ TEST_CASE_FIXTURE(actor_fixture, "every source cooling down: ON_QUOTA_FULL=fail 
   CHECK(*d.retry_after_s == doctest::Approx(1.0).epsilon(0.01));
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "a quota refusal names the limit that was reached") {
-  fake->script("a", {fake_step::ok(), fake_step::ok()});
-  auto sc = test_scope({"a"});
-  sc.sources[0].rpm = 1;
-  sc.on_quota_full = refusal_policy::fail;
-  auto gw = spawn_gateway(sc);
-  REQUIRE(call(gw, hello())->response);
-  auto out = call(gw, hello());
-  REQUIRE(out->answers == 1);
-  CHECK(code_of(out->error) == error_code::quota_exhausted);
-  auto& d = detail_or_fail(*out);
-  CHECK(d.per_source.at("a") == "quota");
-  // Was "quota full, cooling down after a 429 or circuit open everywhere:
-  // a: quota" — three possible causes, two of them wrong.
-  CHECK(d.message.find("every source's quota is full") != std::string::npos);
-  CHECK(describe(d.sources) == "a: quota full, RPM limit reached (RPM=1)");
-  CHECK(fake->count("a") == 1);
-}
-
 TEST_CASE_FIXTURE(actor_fixture, "a time-costly failure demotes its source after one occurrence") {
   auto sc = test_scope({"a", "b"}, "priority");
   sc.max_attempts = 3;

@@ -237,7 +237,7 @@ TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=wait: the call wait
   check_balanced(st);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=fail: quota_exhausted with retry_after_s") {
+TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=fail: quota_exhausted with retry_after_s, naming the limit") {
   auto sc = test_scope({"a"});
   sc.sources[0].rpm = 1;
   sc.on_quota_full = refusal_policy::fail;
@@ -251,6 +251,10 @@ TEST_CASE_FIXTURE(actor_fixture, "RPM full and ON_QUOTA_FULL=fail: quota_exhaust
   CHECK(*d->retry_after_s > 59);
   CHECK(*d->retry_after_s <= 60);
   CHECK(d->per_source.at("a") == "quota");
+  // Which refusal and which limit (was "quota full, cooling down after a
+  // 429 or circuit open everywhere: a: quota": two of three causes wrong).
+  CHECK(d->message.find("every source's quota is full") != std::string::npos);
+  CHECK(describe(d->sources) == "a: quota full, RPM limit reached (RPM=1)");
   CHECK(fake->calls().size() == 1);
 }
 
