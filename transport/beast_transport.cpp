@@ -420,7 +420,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
 
   steady::time_point started;
   steady::time_point connect_started;
-  steady::time_point last_activity;
+  steady::time_point last_activity; ///< the answer's last progress
   std::optional<steady::time_point> done_at;
   std::optional<steady::time_point> finish_at;
   bool connecting = false;
@@ -666,7 +666,6 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   void on_read(const error_code& ec) {
     if (stopped())
       return finish();
-    last_activity = steady::now();
     if (ec) {
       if (parser->refused())
         return finish(); // the reader stopped it: caps, [DONE], header
@@ -732,9 +731,11 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
 
   bool on_body_piece(std::string_view data) override {
     // Beast's read completes only with the whole message (or an error):
-    // activity is what the parser hands over, as it arrives.
-    last_activity = steady::now();
+    // activity is what the parser hands over, as it arrives — and only
+    // progress of the answer counts (pings and empty deltas do not).
     auto step = reader->on_body(data.data(), data.size());
+    if (step.progress)
+      last_activity = steady::now();
     bool rearm = false;
     if (step.first_token && !first_token) {
       first_token = true;

@@ -681,9 +681,13 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
       return step::error;
     }
   }
+  if (non_empty && !finished())
+    ++progress_;
   if (auto fr = string_member(choice, "finish_reason");
-      !fr.empty() && !finished())
+      !fr.empty() && !finished()) {
     finish_reason_ = std::move(fr);
+    ++progress_;
+  }
   if (non_empty && !first_token_) {
     first_token_ = true;
     return step::first_token;

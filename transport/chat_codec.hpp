@@ -110,6 +110,13 @@ public:
     return first_token_;
   }
 
+  /// Events so far that moved the answer on: a delta with content,
+  /// reasoning or tool-call data, or the `finish_reason`. Keep-alive
+  /// comments, empty deltas and usage do not (STREAM_IDLE_TIMEOUT_S).
+  uint64_t progress() const {
+    return progress_;
+  }
+
   /// Completes `out` when the stream is over (after `done`, an `error` step,
   /// or EOF). A stream is complete only once a `finish_reason` arrived:
   /// otherwise the outcome is `transient` with reason `stream_cut`. An error
@@ -152,6 +159,7 @@ private:
   int64_t prompt_tokens_ = 0;
   int64_t completion_tokens_ = 0;
   int32_t malformed_ = 0;
+  uint64_t progress_ = 0;
   /// Set by an error event or the answer cap, which decide the attempt
   /// (on the heap: 344 bytes a stream in flight would otherwise hold).
   std::unique_ptr<attempt_result> error_result_;

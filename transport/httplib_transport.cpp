@@ -506,8 +506,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   req.content_receiver = [&](const char* data, size_t n, uint64_t, uint64_t) {
     if (st->cancelled.load())
       return false;
-    st->touch();
     auto step = reader.on_body(data, n);
+    if (step.progress) // not bytes alone: pings and empty deltas
+      st->touch();
     if (step.first_token && !st->first_token.exchange(true)) {
       res.ttft_ms = ms_between(st->started, steady::now());
       // The idle deadline may come before the one being watched; later

@@ -258,6 +258,7 @@ response_reader::step response_reader::on_body(const char* data, size_t n) {
     all.first_token = all.first_token || s.first_token;
     all.done = all.done || s.done;
     all.finished = all.finished || s.finished;
+    all.progress = all.progress || s.progress;
     return s.keep_reading;
   });
   if (fed == inflater::result::invalid)
@@ -287,6 +288,7 @@ response_reader::step response_reader::on_decoded(const char* data,
     out.keep_reading = false;
     return out;
   }
+  auto progress_before = acc_.progress();
   parser_.feed(data, n, events_);
   size_t handled = 0;
   for (auto& ev : events_) {
@@ -311,6 +313,7 @@ response_reader::step response_reader::on_decoded(const char* data,
     if (!was_finished && acc_.finished())
       out.finished = true;
   }
+  out.progress = acc_.progress() != progress_before;
   bool trailing = done_seen_ && handled < events_.size();
   events_.clear();
   // What this piece's events added and is held goes now.

@@ -156,6 +156,9 @@ public:
     bool first_token = false; ///< the stream's first token came
     bool done = false;        ///< `[DONE]` came
     bool finished = false;    ///< a `finish_reason` came
+    /// The answer moved on (`stream_accumulator::progress`): what keeps a
+    /// stream from STREAM_IDLE_TIMEOUT_S, not bytes alone.
+    bool progress = false;
   };
 
   step on_body(const char* data, size_t n);

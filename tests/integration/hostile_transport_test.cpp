@@ -293,6 +293,47 @@ PGW_TRANSPORT_CASE(fixture, "[DONE] ends the attempt at once, finish_reason "
   CHECK(r.elapsed_s < 5);
 }
 
+namespace {
+
+/// Sends `bytes` every 100 ms until the peer closes or we stop (an
+/// upstream that keeps a stream alive without adding to the answer).
+void trickle(raw_upstream& up, int fd, const std::string& bytes) {
+  char buf[256];
+  while (up.send_all(fd, bytes)) {
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0 && ::recv(fd, buf, sizeof(buf), 0) <= 0)
+      return;
+  }
+}
+
+} // namespace
+
+PGW_TRANSPORT_CASE(fixture, "keep-alive comments, empty deltas and usage "
+                            "after the first token do not hold off "
+                            "STREAM_IDLE_TIMEOUT_S") {
+  const std::string keep_alive[] = {
+    chunk(": ping\n\n"),
+    event(R"({"choices":[{"index":0,"delta":{},"finish_reason":null}]})"),
+    event(R"({"choices":[{"index":0,"delta":{"content":""}}]})"),
+    event(R"({"choices":[],"usage":{"prompt_tokens":3,)"
+          R"("completion_tokens":1}})"),
+  };
+  for (auto& bytes : keep_alive) {
+    CAPTURE(bytes);
+    raw_upstream up{[&](raw_upstream& u, int fd, const std::string&) {
+      if (u.send_all(fd, sse_head + event(delta("A0 "))))
+        trickle(u, fd, bytes);
+    }};
+    auto src = source(up);
+    src->timeout_s = 10;
+    src->stream_idle_timeout_s = 0.5;
+    auto r = run(src, true);
+    CHECK(r.result.kind == outcome::transient);
+    CHECK(r.result.reason == "idle_timeout");
+    CHECK(r.elapsed_s < 5);
+  }
+}
+
 PGW_TRANSPORT_CASE(fixture, "an upstream echoing the Authorization header "
                            "leaks nothing") {
   for (int status : {401, 400, 500, 200}) {
