@@ -687,6 +687,9 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
       !fr.empty() && !finished()) {
     finish_reason_ = std::move(fr);
     ++progress_;
+    // `finish` gives a call without arguments `{}`: the live stream too.
+    if (delta_ && tool_calls_)
+      tool_calls_->close_empty_arguments(delta_->tool_calls);
   }
   if (non_empty && !first_token_) {
     first_token_ = true;

@@ -129,6 +129,23 @@ bool tool_call_assembler::add_one(const json::value& value,
   return !id.empty() || !name.empty() || !arguments.empty();
 }
 
+void tool_call_assembler::close_empty_arguments(
+  std::vector<tool_call_delta>& deltas) const {
+  for (size_t i = 0; i < calls_.size(); ++i) {
+    if (!calls_[i].arguments.empty())
+      continue;
+    auto slot = static_cast<int32_t>(i);
+    if (!deltas.empty() && deltas.back().index == slot) {
+      deltas.back().arguments += "{}";
+    } else {
+      tool_call_delta d;
+      d.index = slot;
+      d.arguments = "{}";
+      deltas.push_back(std::move(d));
+    }
+  }
+}
+
 std::vector<tool_call> tool_call_assembler::finish(std::string& problem) const {
   std::vector<tool_call> out = calls_;
   for (size_t i = 0; i < out.size(); ++i) {

@@ -47,6 +47,12 @@ public:
     return bytes_;
   }
 
+  /// Live streaming, at the `finish_reason`: an arguments fragment `{}`
+  /// for each call whose arguments are still empty, appended to `deltas`
+  /// as `add` appends, so that a stream assembled from the deltas reads as
+  /// `finish` does.
+  void close_empty_arguments(std::vector<tool_call_delta>& deltas) const;
+
   /// The calls in order of appearance: a missing id becomes `call_<i>`,
   /// empty arguments become `{}`. Sets `problem` (and returns what it has)
   /// when a call has no name or its arguments are not JSON.

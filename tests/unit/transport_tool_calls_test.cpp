@@ -272,3 +272,45 @@ TEST_CASE("live deltas: each event's addition is captured, tool-call fragments n
   acc.on_event(sse_event{"", R"({"choices":[{"index":0,"delta":{"content":"late"}}]})"});
   CHECK(acc.take_delta().empty());
 }
+
+TEST_CASE("live deltas: a call whose arguments stayed empty or null gets {} "
+          "at the finish_reason, as the final answer does") {
+  for (auto args : {R"()", R"(,"arguments":null)", R"(,"arguments":"")"}) {
+    CAPTURE(args);
+    stream_accumulator acc;
+    acc.capture_deltas();
+    std::vector<tool_call_delta> seen;
+    auto take = [&] {
+      for (auto& t : acc.take_delta().tool_calls)
+        seen.push_back(t);
+    };
+    acc.on_event(tool_delta(std::string(R"([{"index":0,"id":"c1",)")
+                            + R"("type":"function","function":{"name":"f1")"
+                            + args + "}}]"));
+    take();
+    acc.on_event(tool_delta(R"([{"index":1,"id":"c2","function":)"
+                            R"({"name":"f2","arguments":"{\"a\":1}"}}])"));
+    take();
+    acc.on_event(finish_chunk("tool_calls"));
+    take();
+    // What a client assembles from the deltas, per index.
+    std::vector<std::string> assembled(2);
+    for (auto& t : seen)
+      assembled.at(static_cast<size_t>(t.index)) += t.arguments;
+    CHECK(assembled[0] == "{}");
+    CHECK(assembled[1] == R"({"a":1})"); // given arguments stay as they are
+    attempt_result out;
+    acc.finish(out);
+    REQUIRE(out.tool_calls.size() == 2);
+    CHECK(out.tool_calls[0].arguments == assembled[0]);
+  }
+  // Name and finish_reason in one event: the {} joins that call's delta.
+  stream_accumulator acc;
+  acc.capture_deltas();
+  acc.on_event(tool_delta(R"([{"index":0,"id":"c1","function":{"name":"f"}}])",
+                          "\"tool_calls\""));
+  auto d = acc.take_delta();
+  REQUIRE(d.tool_calls.size() == 1);
+  CHECK(d.tool_calls[0].name == "f");
+  CHECK(d.tool_calls[0].arguments == "{}");
+}
