@@ -100,6 +100,13 @@ terminal_failure_row fail_call(call_row& row, const caf::error& failure) {
       per += "\"" + source + "\":\"" + reason + "\"";
     }
     fail_row.per_source_json = per + "}";
+    // After the commit the caller got part of one source's answer: the
+    // call is that source's, with the usage it reported so far.
+    row.source = d->stream_source;
+    if (d->usage_reported) {
+      row.input_tokens = d->prompt_tokens;
+      row.output_tokens = d->completion_tokens;
+    }
   }
   return fail_row;
 }

@@ -57,7 +57,8 @@ struct terminal_failure_row;
 /// cost).
 void fill_ok_call(call_row& row, const call_stats& stats);
 
-/// For a failed call: sets the row's outcome to the error's code name and
+/// For a failed call: sets the row's outcome to the error's code name (and
+/// for `stream_interrupted` its source and the usage reported so far) and
 /// returns its terminal failure row (message, retry hint, upstream status
 /// and code, each source's last reason as JSON).
 terminal_failure_row fail_call(call_row& row, const caf::error& failure);

@@ -441,11 +441,16 @@ error_detail call_plan::interruption(error_detail detail,
     detail.prompt_tokens = l->result().prompt_tokens;
     detail.completion_tokens = l->result().completion_tokens;
   }
+  auto usage = detail.usage_reported
+                 ? "usage so far " + std::to_string(detail.prompt_tokens)
+                     + " prompt + " + std::to_string(detail.completion_tokens)
+                     + " completion tokens"
+                 : std::string{"usage so far not reported"};
   detail.message = "the stream from source " + detail.stream_source
                    + " broke after it began (" + reason + ", "
-                   + std::to_string(streamed_bytes_)
-                   + " bytes sent): the partial answer cannot be completed "
-                     "by another source";
+                   + std::to_string(streamed_bytes_) + " bytes sent, " + usage
+                   + "): the partial answer cannot be completed by another "
+                     "source";
   detail.retry_after_s = caf::none;
   return detail;
 }

@@ -70,7 +70,8 @@ struct call_row {
   bool cache_hit = false;
   double latency_ms = 0;
   double generation_ms = 0;
-  std::string source; ///< the winner's, when ok
+  /// The winner's when ok; a stream_interrupted call's committed source.
+  std::string source;
   std::string model;
   int64_t input_tokens = 0;
   int64_t output_tokens = 0;

@@ -183,7 +183,7 @@ bool write_live(const std::shared_ptr<live_state>& ls, httplib::DataSink& sink) 
                              ls->include_usage));
   } else {
     auto code = code_name(result.error());
-    ls->ctx->stats.record_call(ls->scope, {}, code, total_s, nullptr);
+    ls->ctx->stats.record_failure(ls->scope, result.error(), total_s);
     if (open)
       write(error_sse(result.error()));
     stream_outcome = code;
@@ -293,8 +293,7 @@ void finish_chat(context& ctx, const openai_request& in, const chat_start& st,
   auto created = static_cast<long long>(std::time(nullptr));
   const auto& scope_name = st.scope->config->name;
   if (!result) {
-    ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
-                          nullptr);
+    ctx.stats.record_failure(scope_name, result.error(), total_s);
     return send_call_error(res, result.error(), gone);
   }
   ctx.stats.record_call(scope_name, result->source, "ok", total_s, &*result);

@@ -749,7 +749,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
                                    call.include_usage);
       } else {
         outcome = code_name(result.error());
-        ctx.stats.record_call(scope_name, {}, outcome, total_s, nullptr);
+        ctx.stats.record_failure(scope_name, result.error(), total_s);
         closing = error_sse(result.error());
       }
       if (left)

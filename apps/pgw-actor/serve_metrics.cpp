@@ -1,4 +1,7 @@
 #include "serve_metrics.hpp"
+#include "serve_openai.hpp"
+
+#include "messages/errors.hpp"
 
 #include <fmt/format.h>
 
@@ -72,13 +75,30 @@ void metrics::record_call(const std::string& scope, const std::string& source,
   auto& st = resp->stats;
   hedges_[scope] += static_cast<uint64_t>(std::max(0, st.hedges));
   source_key key{scope, source};
-  prompt_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, resp->usage.prompt_tokens));
-  completion_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, resp->usage.completion_tokens));
+  add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
   if (st.cost_usd)
     cost_[key] += *st.cost_usd;
   if (st.ttft_ms)
     ttft_[scope].observe(*st.ttft_ms / 1000.0);
   overhead_[scope].observe(std::max(0.0, total_s - st.generation_ms / 1000.0));
+}
+
+void metrics::record_failure(const std::string& scope, const caf::error& err,
+                             double total_s) {
+  auto* d = detail_of(err);
+  auto source = d != nullptr ? d->stream_source : std::string{};
+  record_call(scope, source, code_name(err), total_s, nullptr);
+  if (source.empty() || !d->usage_reported)
+    return;
+  std::lock_guard<std::mutex> guard(mu_);
+  add_tokens({scope, source}, d->prompt_tokens, d->completion_tokens);
+}
+
+void metrics::add_tokens(const source_key& key, int64_t prompt,
+                         int64_t completion) {
+  prompt_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, prompt));
+  completion_tokens_[key]
+    += static_cast<uint64_t>(std::max<int64_t>(0, completion));
 }
 
 void metrics::record_request(const std::string& route, int status) {
@@ -113,7 +133,8 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
   for (auto& [scope, n] : hedges_)
     line("pgw_hedges_total{{scope=\"{}\"}} {}\n", esc(scope), n);
   head(out, "pgw_tokens_total", "counter",
-       "Tokens of successful calls, by scope, source and kind.");
+       "Tokens of successful calls and of interrupted streams (as "
+       "reported so far), by scope, source and kind.");
   for (auto& [k, n] : prompt_tokens_)
     line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"prompt\"}} {}\n",
          esc(k.first), esc(k.second), n);

@@ -8,6 +8,8 @@
 #include "messages/chat.hpp"
 #include "messages/gateway.hpp"
 
+#include <caf/error.hpp>
+
 #include <array>
 #include <map>
 #include <mutex>
@@ -36,6 +38,12 @@ public:
                    const std::string& outcome, double total_s,
                    const chat_response* resp);
 
+  /// One failed chat call, its error code as the outcome: a
+  /// `stream_interrupted` one is its committed source's, with the tokens
+  /// that source reported so far.
+  void record_failure(const std::string& scope, const caf::error& err,
+                      double total_s);
+
   /// One HTTP request on `route` (a fixed route name or "other").
   void record_request(const std::string& route, int status);
 
@@ -49,6 +57,9 @@ public:
 private:
   using call_key = std::tuple<std::string, std::string, std::string>;
   using source_key = std::pair<std::string, std::string>;
+  /// Adds a call's tokens (negative counts as 0); `mu_` is held.
+  void add_tokens(const source_key& key, int64_t prompt, int64_t completion);
+
   mutable std::mutex mu_;
   std::map<call_key, uint64_t> calls_;
   std::map<std::string, uint64_t> hedges_;

@@ -542,13 +542,32 @@ std::string completion_sse(const chat_response& resp, const std::string& model,
   return out + stream_close_sse(resp, model, created, include_usage);
 }
 
+namespace {
+
+json::object error_object(const std::string& message, const std::string& type,
+                          const std::string& code) {
+  return {{"message", message},
+          {"type", type},
+          {"param", nullptr},
+          {"code", code}};
+}
+
+/// A `stream_interrupted` error's usage so far, as a usage chunk would
+/// carry it; null when the upstream had not reported it.
+json::value usage_so_far(const error_detail& d) {
+  if (!d.usage_reported)
+    return nullptr;
+  return json::object{{"prompt_tokens", d.prompt_tokens},
+                      {"completion_tokens", d.completion_tokens},
+                      {"total_tokens", d.prompt_tokens + d.completion_tokens}};
+}
+
+} // namespace
+
 std::string error_body(const std::string& message, const std::string& type,
                        const std::string& code) {
-  json::object e{{"message", message},
-                 {"type", type},
-                 {"param", nullptr},
-                 {"code", code}};
-  return json_text(json::object{{"error", std::move(e)}});
+  return json_text(
+    json::object{{"error", error_object(message, type, code)}});
 }
 
 std::string code_name(const caf::error& err) {
@@ -629,7 +648,12 @@ error_reply reply_for(const caf::error& err) {
     if (!shutdown_cause.empty())
       message = std::string(to_string(c)) + ": " + shutdown_cause;
   }
-  out.body = error_body(message, type, to_string(c));
+  auto e = error_object(message, type, to_string(c));
+  // The error event ends the stream: it carries the usage so far, no
+  // usage chunk can follow it.
+  if (c == error_code::stream_interrupted && d)
+    e["usage"] = usage_so_far(*d);
+  out.body = json_text(json::object{{"error", std::move(e)}});
   return out;
 }
 

@@ -128,6 +128,7 @@ TEST_CASE_FIXTURE(e2e_fixture, "every source cuts its stream: exit 4, never part
   CHECK_FALSE(plain.out.empty());
   CHECK(plain.err.find("stream_interrupted") != std::string::npos);
   CHECK(plain.err.find("stream_cut") != std::string::npos);
+  CHECK(plain.err.find("usage so far not reported") != std::string::npos);
   CHECK(log().size() == 1);
 }
 

@@ -308,6 +308,74 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
   }
 }
 
+TEST_CASE("serve: a live stream cut after its usage chunk ends with the "
+          "usage so far in the error event, counted for its source") {
+  // Two tokens, the usage chunk, then the connection drops: no
+  // finish_reason, so the call is stream_interrupted after the commit.
+  raw_upstream up{[](raw_upstream& u, int fd, const std::string&) {
+    auto event = [](const std::string& data) {
+      auto line = "data: " + data + "\n\n";
+      char size[32];
+      std::snprintf(size, sizeof(size), "%zx\r\n", line.size());
+      return size + line + "\r\n";
+    };
+    auto token = [&](const std::string& text) {
+      return event(R"({"choices":[{"index":0,"delta":{"content":")" + text
+                   + R"("},"finish_reason":null}]})");
+    };
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
+                   "Transfer-Encoding: chunked\r\n\r\n"
+                   + token("A0 ") + token("A1 ")
+                   + event(R"({"choices":[],"usage":{"prompt_tokens":3,)"
+                           R"("completion_tokens":4,"total_tokens":7}})"));
+  }};
+  serve_fixture f{{"USAGECUT__OPENAI__A__BASE_URL=" + up.base_url(),
+                   "USAGECUT__OPENAI__A__MODEL=m"}};
+  auto cli = f.http();
+  // The error event of a live stream on `model`.
+  auto error_event = [&](const std::string& model) {
+    auto res = cli.Post("/v1/chat/completions", f.auth(),
+                        R"({"model":")" + model + R"(","stream":true,)"
+                        R"("stream_options":{"include_usage":true},)"
+                        R"("messages":[{"role":"user","content":"hi"}]})",
+                        "application/json");
+    REQUIRE(res);
+    CHECK(res->status == 200);
+    INFO(res->body);
+    auto at = res->body.find("data: {\"error\"");
+    REQUIRE(at != std::string::npos);
+    auto end = res->body.find("\n\n", at);
+    // The error event ends the stream: no usage chunk, no [DONE] after it.
+    CHECK(res->body.find("data: ", end) == std::string::npos);
+    return json::parse(res->body.substr(at + 6, end - at - 6))
+      .at("error")
+      .as_object();
+  };
+  auto e = error_event("USAGECUT");
+  CHECK(e.at("code").as_string() == "stream_interrupted");
+  CHECK(std::string(e.at("message").as_string())
+          .find("usage so far 3 prompt + 4 completion tokens")
+        != std::string::npos);
+  CHECK(e.at("usage")
+        == json::parse(
+          R"({"prompt_tokens":3,"completion_tokens":4,"total_tokens":7})"));
+  // A stream cut before any usage chunk: the usage so far is unknown.
+  CHECK(error_event("CUT").at("usage").is_null());
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  for (const char* line :
+       {R"(pgw_calls_total{scope="USAGECUT",source="a",)"
+        R"(outcome="stream_interrupted"} 1)",
+        R"(pgw_tokens_total{scope="USAGECUT",source="a",kind="prompt"} 3)",
+        R"(pgw_tokens_total{scope="USAGECUT",source="a",kind="completion"} 4)",
+        R"(pgw_calls_total{scope="CUT",source="a",)"
+        R"(outcome="stream_interrupted"} 1)"}) {
+    CAPTURE(line);
+    CHECK(m->body.find(std::string(line) + "\n") != std::string::npos);
+  }
+}
+
 TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool") {
   serve_fixture f;
   auto cli = f.http();

@@ -659,7 +659,9 @@ TEST_CASE("call_plan: live streaming commits at the first token") {
        p.first_token(1, t0 + 1s);
        return p.leg_done(1, res(outcome::transient, "stream_cut"), t0 + 2s);
      },
-     {"fail stream_interrupted"}, "broke after it began (stream_cut"},
+     {"fail stream_interrupted"},
+     "broke after it began (stream_cut, 0 bytes sent, usage so far not "
+     "reported)"},
     {"the deadline after the commit is stream_interrupted", live,
      [](call_plan& p) {
        running(p);
@@ -691,10 +693,19 @@ TEST_CASE("call_plan: live streaming commits at the first token") {
     CHECK(!p.forwards_delta(1));
     CHECK(p.forwards_delta(2));
     p.add_streamed(5);
-    auto ds = p.leg_done(2, res(outcome::transient, "stream_cut"), t0 + 4s);
+    auto cut = res(outcome::transient, "stream_cut");
+    cut.usage_reported = true; // the usage chunk came before the cut
+    cut.prompt_tokens = 3;
+    cut.completion_tokens = 4;
+    auto ds = p.leg_done(2, cut, t0 + 4s);
     REQUIRE(ds.size() == 1);
     CHECK(ds[0].detail.stream_source == "b");
     CHECK(ds[0].detail.streamed_bytes == 5);
+    CHECK(ds[0].detail.prompt_tokens == 3);
+    CHECK(ds[0].detail.completion_tokens == 4);
+    CHECK(ds[0].detail.message.find("(stream_cut, 5 bytes sent, usage so far "
+                                    "3 prompt + 4 completion tokens)")
+          != std::string::npos);
     CHECK(!p.forwards_delta(2));
   }
 }

@@ -2,6 +2,7 @@
 // one call row per call, exactly one terminal_failure row per failed call,
 // labels, settled tokens and costs — against an in-memory sink.
 
+#include "actors/accounting.hpp"
 #include "actors/telemetry.hpp"
 #include "fakes/memory_sink.hpp"
 #include "fixtures/actor_fixture.hpp"
@@ -197,4 +198,31 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: absurd usage from an upstream i
   REQUIRE(sink->attempts.size() == 1);
   CHECK(sink->attempts[0].usage_source == "rejected");
   CHECK(sink->attempts[0].settled_tokens == 700);
+}
+
+TEST_CASE("telemetry: a stream_interrupted call row is its committed "
+          "source's, with the usage reported so far") {
+  error_detail d;
+  d.message = "the stream from source a broke after it began";
+  d.stream_source = "a";
+  d.stream_reason = "stream_cut";
+  d.usage_reported = true;
+  d.prompt_tokens = 3;
+  d.completion_tokens = 4;
+  call_row row;
+  auto f = fail_call(row, make_error(error_code::stream_interrupted, d));
+  CHECK(row.outcome == "stream_interrupted");
+  CHECK(row.source == "a");
+  CHECK(row.input_tokens == 3);
+  CHECK(row.output_tokens == 4);
+  CHECK(f.error_code == "stream_interrupted");
+  // Without reported usage the tokens stay 0; another failure has no source.
+  d.usage_reported = false;
+  call_row unknown;
+  fail_call(unknown, make_error(error_code::stream_interrupted, d));
+  CHECK(unknown.source == "a");
+  CHECK(unknown.input_tokens == 0);
+  call_row exhausted;
+  fail_call(exhausted, make_error(error_code::retry_exhausted, "all failed"));
+  CHECK(exhausted.source.empty());
 }
