@@ -59,7 +59,19 @@ bool is_unavailable_family(error_code x) {
   }
 }
 
+std::string one_line(std::string text) {
+  for (auto& c : text)
+    if (static_cast<unsigned char>(c) < 0x20 || c == '\x7f')
+      c = ' ';
+  return text;
+}
+
 caf::error make_error(error_code code, error_detail detail) {
+  // Every printer (plain, --json, serve) shows upstream text on one line.
+  detail.upstream_code = one_line(std::move(detail.upstream_code));
+  detail.upstream_message = one_line(std::move(detail.upstream_message));
+  for (auto& [source, e] : detail.sources)
+    e.message = one_line(std::move(e.message));
   return caf::error{static_cast<uint8_t>(code), caf::atom("pgw"),
                     caf::make_message(std::move(detail))};
 }
@@ -100,11 +112,7 @@ std::string line_of(const source_error& x) {
       if (x.http_status != 0)
         out += ' ';
       // One line, bounded: the message came from an upstream.
-      std::string msg = x.message.substr(0, 200);
-      for (auto& c : msg)
-        if (c == '\n' || c == '\r' || c == '\t')
-          c = ' ';
-      out += '"' + msg + '"';
+      out += '"' + one_line(x.message.substr(0, 200)) + '"';
     }
     out += ')';
   }

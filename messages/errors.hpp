@@ -120,7 +120,13 @@ typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
            x.prompt_tokens, x.completion_tokens, x.streamed_bytes);
 }
 
-/// Builds a `pgw` error carrying `detail`.
+/// `text` with every control character (line breaks, tabs, \x01, DEL)
+/// replaced by a space: upstream text shown on one line.
+std::string one_line(std::string text);
+
+/// Builds a `pgw` error carrying `detail`; its upstream-derived fields
+/// (`upstream_code`, `upstream_message`, each source's `message`) are put on
+/// one line.
 caf::error make_error(error_code code, error_detail detail);
 
 /// Builds a `pgw` error with only a message.

@@ -138,6 +138,28 @@ TEST_CASE("an API key echoed by the upstream is printed and stored nowhere") {
     std::remove((db + suffix).c_str());
 }
 
+TEST_CASE("chat --json prints an upstream's error text on one line") {
+  raw_upstream weird{[](raw_upstream& u, int fd, const std::string&) {
+    std::string body = R"({"error":{"code":"bad\"code\nx","message":)"
+                       R"("line1\nline2 \"quoted\" \u0001 tab\t end"}})";
+    u.send_all(fd, "HTTP/1.1 400 X\r\nContent-Type: application/json\r\n"
+                   "Content-Length: "
+                     + std::to_string(body.size()) + "\r\n\r\n" + body);
+  }};
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + weird.base_url(),
+                               "LLM__GENERIC__A__MODEL=m",
+                               "PGW_TELEMETRY_DB=off"};
+  auto r = pgw_limited({"chat", "--json", "hi"}, env);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code != 0);
+  auto e = json::parse(r.out).at("error").as_object();
+  CHECK(e.at("upstream_code").as_string() == "bad\"code x");
+  auto one_line = std::string("line1 line2 \"quoted\"   tab  end");
+  CHECK(e.at("upstream_message").as_string() == one_line);
+  CHECK(e.at("per_source").at("a").at("message").as_string() == one_line);
+}
+
 TEST_CASE("durations above 30 days are refused, naming the key") {
   std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=http://127.0.0.1:9/v1",
                                "LLM__GENERIC__A__MODEL=m",

@@ -84,3 +84,17 @@ TEST_CASE("a source skipped again says once what it was skipped after") {
                                  "RPM limit reached (RPM=3)"))
         == "a: quota full, RPM limit reached (RPM=3)");
 }
+
+TEST_CASE("an error's upstream text is on one line for every printer") {
+  error_detail d;
+  d.upstream_code = "bad\"code\nx";
+  d.upstream_message = "line1\r\nline2 \x01 tab\t end\x7f";
+  d.sources["a"] = source_error{"http_400", 400, "one\ntwo\x01", {}};
+  auto err = make_error(error_code::request_rejected, d);
+  auto got = detail_of(err);
+  REQUIRE(got != nullptr);
+  CHECK(got->upstream_code == "bad\"code x");
+  CHECK(got->upstream_message == "line1  line2   tab  end ");
+  CHECK(got->sources.at("a").message == "one two ");
+  CHECK(describe("a", d.sources.at("a")) == "a: http_400 (400 \"one two \")");
+}
