@@ -52,7 +52,7 @@ std::optional<int> parse_bench_options(const std::vector<std::string>& args,
                                        const char* command, const char* usage,
                                        const std::vector<bench_option>& options) {
   for (size_t i = 1; i < args.size(); i += 2) {
-    if (args[i] == "--help") {
+    if (args[i] == "--help" || args[i] == "-h") {
       std::fputs(usage, stdout);
       return exit_ok;
     }

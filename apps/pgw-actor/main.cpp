@@ -31,15 +31,18 @@ commands:
   soak              many calls through one gateway, with a report and
                     invariant checks (see `pgw-actor soak --help`)
   soak --scenario NAME
-                    a fault scenario of config/scenarios/ (half-dead,
-                    hang-tail, hang-tail-hedged, outage-flap, stream-faults,
-                    rate-limited, persistent-429, silent-primary, fleet):
+                    a fault scenario of config/scenarios/ (embed-flap,
+                    fleet, half-dead, hang-tail, hang-tail-hedged,
+                    ocr-serial, outage-flap, persistent-429, rate-limited,
+                    silent-primary, stream-faults, structured):
                     simulator, load and pass criteria
   bench overhead    added latency of the gateway vs direct calls
   bench throughput  calls/s through one node vs direct, memory and Redis
   bench inflight    N streaming calls held open at once: errors, RSS
   bench hedge       the hang-tail workload with and without hedging
   bench admission   limiter admissions: memory vs Redis vs a PING
+  bench cache       a response-cache hit vs an uncached call
+  bench serve       `pgw-actor serve` vs calls straight to the simulator
   telemetry report  what happened to every call, from the telemetry DB
   serve [--listen HOST:PORT]
                     an OpenAI-compatible HTTP server over every scope
@@ -74,12 +77,9 @@ const char* usage_of(const std::string& cmd) {
            "  node that runs with --publish (soak, demo --serve-status)\n";
   if (cmd == "bench")
     return "usage: pgw-actor bench "
-           "overhead|throughput|inflight|hedge|admission|cache [options]\n\n"
-           "  overhead [--calls N] [--concurrency C]\n"
-           "            added latency per call, gateway vs direct keep-alive\n"
-           "            calls to a zero-delay simulator\n"
-           "  throughput, inflight, hedge, admission, cache: see "
-           "`pgw-actor bench NAME --help`\n";
+           "overhead|throughput|inflight|hedge|admission|cache|serve "
+           "[options]\n\n"
+           "  each benchmark's options: `pgw-actor bench NAME --help`\n";
   return nullptr;
 }
 
@@ -109,9 +109,8 @@ int main(int argc, char** argv) {
   auto cmd = args[0];
   args.erase(args.begin());
   // Every subcommand answers --help with its usage and exit 0; bench's
-  // named benchmarks other than overhead have their own.
-  bool own_bench_help = cmd == "bench" && !args.empty()
-                        && args[0] != "overhead" && args[0] != "--help"
+  // named benchmarks have their own.
+  bool own_bench_help = cmd == "bench" && !args.empty() && args[0] != "--help"
                         && args[0] != "-h";
   if (wants_help(args) && usage_of(cmd) != nullptr && !own_bench_help) {
     std::fputs(usage_of(cmd), stdout);

@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include <chrono>
+#include <filesystem>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -179,6 +180,26 @@ TEST_CASE("every subcommand answers --help with exit 0, --version names the libr
     CHECK(r.exit_code == 0);
     CHECK(has(r.out, "usage"));
   }
+  // Each benchmark answers --help with its own options, not bench's list.
+  for (std::string name : {"overhead", "throughput", "inflight", "hedge",
+                           "admission", "cache", "serve"}) {
+    auto r = run_program({PGW_ACTOR_BIN, "bench", name, "--help"});
+    CAPTURE(name);
+    CHECK(r.exit_code == 0);
+    CHECK(has(r.out, "usage: pgw-actor bench " + name + " [options]"));
+  }
+  // The top-level help names every benchmark and every scenario file.
+  auto help = run_program({PGW_ACTOR_BIN, "--help"}).out;
+  CHECK(has(help, "bench cache"));
+  CHECK(has(help, "bench serve"));
+  for (auto& entry : std::filesystem::directory_iterator(
+         std::string{PGW_SOURCE_DIR} + "/config/scenarios"))
+    if (entry.path().extension() == ".json") {
+      auto name = entry.path().stem().string();
+      CAPTURE(name);
+      bool listed = has(help, name + ",") || has(help, name + ")");
+      CHECK(listed);
+    }
   auto v = run_program({PGW_ACTOR_BIN, "--version"});
   CHECK(v.exit_code == 0);
   CHECK(has(v.out, "pgw-actor 0.1"));
