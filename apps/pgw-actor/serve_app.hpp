@@ -207,8 +207,10 @@ struct in_flight_guard {
 const served_scope* resolve(context& ctx, const std::string& model,
                             std::string& source);
 
-/// The 404 `model_not_found` answer for `model`.
-void send_model_not_found(httplib::Response& res, const std::string& model);
+/// The 404 `model_not_found` answer for `model`: not a scope, or (for
+/// `SCOPE/source`) a source not in the scope, listing its sources.
+void send_model_not_found(const context& ctx, httplib::Response& res,
+                          const std::string& model);
 
 /// The answer for a failed call (status, OpenAI error body, Retry-After);
 /// 499 (logged only) when the client is gone.

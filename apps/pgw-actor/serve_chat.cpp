@@ -65,12 +65,19 @@ bool in_flight_guard::overloaded(httplib::Response& res) const {
   return true;
 }
 
-void send_model_not_found(httplib::Response& res, const std::string& model) {
-  send_error(res, 404,
-             "the model '" + model.substr(0, 100)
-               + "' is not a scope of this gateway (GET /v1/models "
-                 "lists them; SCOPE/source pins a source)",
-             "invalid_request_error", "model_not_found");
+void send_model_not_found(const context& ctx, httplib::Response& res,
+                          const std::string& model) {
+  // A known scope with an unknown source: say so and list its sources.
+  auto slash = model.find('/');
+  auto i = ctx.scopes.find(lower(model.substr(0, slash)));
+  auto words = "the model '" + model.substr(0, 100) + "': ";
+  if (i != ctx.scopes.end() && slash != std::string::npos)
+    words += i->second.config->unknown_source(lower(model.substr(slash + 1)));
+  else
+    words = "the model '" + model.substr(0, 100)
+            + "' is not a scope of this gateway (GET /v1/models "
+              "lists them; SCOPE/source pins a source)";
+  send_error(res, 404, words, "invalid_request_error", "model_not_found");
 }
 
 void send_call_error(httplib::Response& res, const caf::error& err, bool gone) {
@@ -254,7 +261,7 @@ bool start_chat(context& ctx, const httplib::Request& req, openai_request& in,
   std::string source;
   out.scope = resolve(ctx, in.model, source);
   if (out.scope == nullptr) {
-    send_model_not_found(res, in.model);
+    send_model_not_found(ctx, res, in.model);
     return false;
   }
   if (auto problem = apply_cache_controls(req.get_header_value("Cache-Control"),

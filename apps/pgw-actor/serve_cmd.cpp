@@ -484,7 +484,8 @@ int serve_main(const std::vector<std::string>& args) {
   auto& sc = cfg->global.serve;
   if (!sc.keys_file.empty()) {
     if (auto problem = serve::key_set::load(sc.keys_file, ctx.keys)) {
-      std::fprintf(stderr, "pgw-actor: %s\n", problem->c_str());
+      std::fprintf(stderr, "pgw-actor: invalid_config: %s\n",
+                   problem->c_str());
       return exit_usage;
     }
   } else if (!is_loopback(host)) {
@@ -612,7 +613,9 @@ int serve_main(const std::vector<std::string>& args) {
     ::listen(listen_fd, 4096); // httplib's compiled-in backlog is 5
   front->start();
   // The first stdout line, read by scripts and tests (`--listen HOST:0`).
-  std::printf("listening %s:%d\n", host.c_str(), front->port());
+  // An IPv6 address in brackets, as --listen takes it: "[::1]:8080".
+  auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
+  std::printf("listening %s:%d\n", shown.c_str(), front->port());
   std::fflush(stdout);
   {
     signal_watch watch{ctx, svr, *front, sc.drain_s};

@@ -55,7 +55,7 @@ const served_scope* scope_for(context& ctx, const json::object& body,
   model = std::string(m->as_string());
   auto scope = resolve(ctx, model, source);
   if (scope == nullptr) {
-    send_model_not_found(res, model);
+    send_model_not_found(ctx, res, model);
     return nullptr;
   }
   auto kind = scope->config->sources.front().kind;

@@ -90,6 +90,8 @@ struct serve_fixture {
   std::unique_ptr<sim_process> sim;
   child_process serve;
   int port = 0;
+  /// serve's first stdout line, "listening HOST:PORT".
+  std::string listening;
 
   /// The read end of serve's stderr when it is a FIFO nobody reads.
   int unread_stderr = -1;
@@ -168,6 +170,7 @@ struct serve_fixture {
                  PGW_ACTOR_BIN, dir + "/stderr", listen});
     serve = child_process(argv);
     auto line = serve.read_line();
+    listening = line;
     auto colon = line.rfind(':');
     if (line.rfind("listening ", 0) != 0 || colon == std::string::npos)
       FAIL("unexpected serve output: " << line << "\n" << stderr_text());
@@ -405,8 +408,13 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
                           "application/json");
   REQUIRE(unknown);
   CHECK(unknown->status == 404);
-  CHECK(json::parse(unknown->body).at("error").at("code").as_string()
-        == "model_not_found");
+  auto unknown_error = json::parse(unknown->body).at("error");
+  CHECK(unknown_error.at("code").as_string() == "model_not_found");
+  // The scope exists: the source is what is unknown, and the scope's
+  // sources are listed.
+  CHECK(unknown_error.at("message").as_string()
+        == "the model 'LLM/zzz': source 'zzz' is not in scope LLM (its "
+           "sources: a)");
   // Traffic: one ok, one error, then the exposition.
   auto body = R"({"model":"llm","messages":[{"role":"user","content":"hi"}]})";
   auto ok = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
@@ -1015,6 +1023,13 @@ TEST_CASE("serve: --listen names what is wrong: a bad address or port is a "
   auto busy = run("127.0.0.1:" + std::to_string(taken.port()));
   CHECK(busy.exit_code == 1);
   CHECK(has(busy.err, "Address already in use"));
+}
+
+TEST_CASE("serve: an IPv6 address is printed in brackets, as --listen takes "
+          "it") {
+  serve_fixture f{{}, "[::1]:0"};
+  CHECK(f.listening.rfind("listening [::1]:" + std::to_string(f.port), 0)
+        == 0);
 }
 
 TEST_CASE("serve: clients that trickle their requests hold no thread: the "
