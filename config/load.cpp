@@ -374,21 +374,27 @@ const std::map<std::string, setter<global_config>>& global_setters() {
      field<gc>([](gc& x) -> auto& { return x.serve.write_timeout_s; })},
     // Read elsewhere: load_providers, the logger, the CLI's scheduler.
     {"PGW_PROVIDERS_PATH",
-     [](gc&, const std::string&, const std::string&) { return caf::error{}; }},
+     [](gc& g, const std::string&, const std::string& value) {
+       g.providers_path = value;
+       return caf::error{};
+     }},
     // Checked here (the CLI hands a value from the env file to them).
     {"PGW_LOG",
-     [](gc&, const std::string& key, const std::string& value) {
+     [](gc& g, const std::string& key, const std::string& value) {
+       g.log_level = value;
        if (log::parse_level(value))
          return caf::error{};
        return bad_value(key, value,
                         "must be one of debug, info, warn, error, off");
      }},
     {"PGW_SCHEDULER_THREADS",
-     [](gc&, const std::string& key, const std::string& value) {
+     [](gc& g, const std::string& key, const std::string& value) {
        int threads = 0;
        if (read_whole(value, threads) == std::errc{} && threads >= 1
-           && threads <= 256)
+           && threads <= 256) {
+         g.scheduler_threads = threads;
          return caf::error{};
+       }
        return bad_value(key, value, "must be an integer from 1 to 256");
      }},
   };
@@ -593,11 +599,24 @@ std::string scope_key_meant(const std::string& key,
 
 } // namespace
 
-caf::expected<settings> load_settings(const env_map& env) {
+known_key_names known_keys() {
+  known_key_names out;
+  for (auto& entry : global_setters())
+    out.global.push_back(entry.first);
+  for (auto& entry : scope_setters())
+    out.scope.push_back(entry.first);
+  out.source = source_fields;
+  return out;
+}
+
+namespace {
+
+/// load_settings' work into `result`; its warnings so far stay there when
+/// it fails.
+caf::error load_into(const env_map& env, settings& result) {
   auto providers = load_providers(env);
   if (!providers)
     return providers.error();
-  settings result;
   // A scope is a first segment with at least one source key.
   std::set<std::string> scope_names;
   for (auto& entry : env) {
@@ -657,8 +676,21 @@ caf::expected<settings> load_settings(const env_map& env) {
       sources.push_back(std::move(src));
     }
   }
-  if (auto err = validate(result))
+  return validate(result);
+}
+
+} // namespace
+
+caf::expected<settings> load_settings(const env_map& env,
+                                      std::vector<std::string>* warnings) {
+  settings result;
+  if (auto err = load_into(env, result)) {
+    // A misspelt key's "did you mean" often explains the error.
+    if (warnings != nullptr)
+      warnings->insert(warnings->end(), result.warnings.begin(),
+                       result.warnings.end());
     return err;
+  }
   // Upstream text is scrubbed of these from now on (config/scrub.hpp).
   register_secrets(secrets_of(result));
   return result;

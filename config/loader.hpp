@@ -49,8 +49,22 @@ parse_providers(const std::string& json_text);
 
 /// Builds settings from raw configuration and validates them. Errors are
 /// `invalid_config` with a message that names the exact key, what is wrong
-/// with its value and the rule. Warnings land in `settings::warnings`.
-caf::expected<settings> load_settings(const env_map& env);
+/// with its value and the rule. Warnings land in `settings::warnings`; when
+/// loading fails, the ones found so far (an unknown key's "did you mean")
+/// are appended to `warnings` when given.
+caf::expected<settings> load_settings(const env_map& env,
+                                      std::vector<std::string>* warnings
+                                      = nullptr);
+
+/// Every key load_settings reads: the process-wide keys, the scope keys
+/// (after `{SCOPE}__`) and the source fields (after
+/// `{SCOPE}__{PROVIDER}__{NAME}__`).
+struct known_key_names {
+  std::vector<std::string> global;
+  std::vector<std::string> scope;
+  std::vector<std::string> source;
+};
+known_key_names known_keys();
 
 /// Every rule of SPEC §3 that applies to features present: ranges, finite
 /// numbers, choices, cross-field rules. The single place new rules go.

@@ -268,6 +268,11 @@ struct global_config {
   /// per core.
   int64_t transport_threads = 0;
   serve_config serve;
+  /// Read by the logger, the CLI's scheduler and load_providers; kept here
+  /// for `config show`. PGW_PROVIDERS_PATH empty = the built-in table.
+  std::string log_level = "warn";
+  int64_t scheduler_threads = 1;
+  std::string providers_path;
 };
 
 /// Everything `load_settings` produced.

@@ -189,6 +189,17 @@ global_lines(const global_config& g) {
     {"PGW_TELEMETRY_CONTENT", g.telemetry_content ? "on" : "off"},
     {"PGW_TRANSPORT", to_string(g.transport)},
     {"PGW_TRANSPORT_THREADS", text(g.transport_threads)},
+    {"PGW_LOG", g.log_level},
+    {"PGW_SCHEDULER_THREADS", text(g.scheduler_threads)},
+    {"PGW_PROVIDERS_PATH",
+     g.providers_path.empty() ? unset : g.providers_path},
+    {"PGW_SERVE_KEYS_FILE",
+     g.serve.keys_file.empty() ? unset : g.serve.keys_file},
+    {"PGW_SERVE_MAX_BODY_BYTES", text(g.serve.max_body_bytes)},
+    {"PGW_SERVE_MAX_INFLIGHT", text(g.serve.max_inflight)},
+    {"PGW_SERVE_DRAIN_S", text(g.serve.drain_s)},
+    {"PGW_SERVE_READ_TIMEOUT_S", text(g.serve.read_timeout_s)},
+    {"PGW_SERVE_WRITE_TIMEOUT_S", text(g.serve.write_timeout_s)},
   };
 }
 
@@ -246,6 +257,22 @@ std::string show_settings_json(const settings& s) {
     {"telemetry_db", g.telemetry_db ? json::value(*g.telemetry_db)
                                     : json::value{}},
     {"telemetry_content", g.telemetry_content},
+    {"transport", to_string(g.transport)},
+    {"transport_threads", g.transport_threads},
+    {"log", g.log_level},
+    {"scheduler_threads", g.scheduler_threads},
+    {"providers_path", g.providers_path.empty()
+                         ? json::value{}
+                         : json::value(g.providers_path)},
+    {"serve",
+     json::object{{"keys_file", g.serve.keys_file.empty()
+                                  ? json::value{}
+                                  : json::value(g.serve.keys_file)},
+                  {"max_body_bytes", g.serve.max_body_bytes},
+                  {"max_inflight", g.serve.max_inflight},
+                  {"drain_s", g.serve.drain_s},
+                  {"read_timeout_s", g.serve.read_timeout_s},
+                  {"write_timeout_s", g.serve.write_timeout_s}}},
   };
   json::object scopes;
   for (auto& [name, sc] : s.scopes) {

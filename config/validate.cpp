@@ -411,6 +411,13 @@ caf::error check_cross_fields(const std::string& name, const scope_config& sc,
       warn(s, fmt::format("{} is set but scope {} has only one source: a "
                           "hedge needs another source and never fires",
                           key("HEDGE__AFTER_S"), name));
+    // Each extra leg needs a source the round has not used yet.
+    else if (auto most = static_cast<int64_t>(sc.sources.size()) - 1;
+             sc.hedge.max_extra > most)
+      warn(s, fmt::format("{}={} but scope {} has {} sources: at most {} "
+                          "extra leg{} can ever start",
+                          key("HEDGE__MAX_EXTRA"), sc.hedge.max_extra, name,
+                          sc.sources.size(), most, most == 1 ? "" : "s"));
   }
   return {};
 }

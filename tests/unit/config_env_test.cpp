@@ -362,3 +362,18 @@ TEST_CASE("config/.env.example loads, and its commented defaults are the "
   CHECK(values_only(show_settings(*with_defaults))
         == values_only(show_settings(*s)));
 }
+
+TEST_CASE("config/.env.example names every key pgw reads") {
+  std::ifstream in{std::string{PGW_SOURCE_DIR} + "/config/.env.example"};
+  std::stringstream buffer;
+  buffer << in.rdbuf();
+  auto text = buffer.str();
+  auto keys = known_keys();
+  for (auto& key : keys.global)
+    CHECK_MESSAGE(text.find(key + "=") != std::string::npos, key);
+  for (auto& suffix : keys.scope)
+    CHECK_MESSAGE(text.find("LLM__" + suffix + "=") != std::string::npos,
+                  suffix);
+  for (auto& field : keys.source)
+    CHECK_MESSAGE(text.find("__" + field + "=") != std::string::npos, field);
+}

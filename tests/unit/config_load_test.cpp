@@ -353,6 +353,20 @@ TEST_CASE("MODEL and BASE_URL are required for every source") {
                  "LLM__OPENAI__A__MODEL: missing"));
 }
 
+TEST_CASE("a failed load still gives the misspelt key's hint") {
+  std::vector<std::string> warnings{"from the env file"};
+  auto s = load_settings(base({{"LLM__GENERIC__B__BASEURL", "http://h"},
+                               {"LLM__GENERIC__B__MODEL", "m"}}),
+                         &warnings);
+  REQUIRE_FALSE(s);
+  CHECK(contains(message_of(s.error()), "LLM__GENERIC__B__BASE_URL: missing"));
+  CHECK(warnings
+        == std::vector<std::string>{
+          "from the env file",
+          "unknown key LLM__GENERIC__B__BASEURL ignored (did you mean "
+          "LLM__GENERIC__B__BASE_URL?)"});
+}
+
 TEST_CASE("integers are parsed strictly") {
   const std::string key = "LLM__OPENAI__A__RPM";
   for (auto bad : {"1.5", "12abc", "", "1e3", " 5", "5 ", "+5", "nan", "0x10",

@@ -64,6 +64,15 @@ TEST_CASE("show_settings: every effective key, defaults included") {
          "PGW_TELEMETRY_CONTENT=off",
          "PGW_TRANSPORT=beast",
          "PGW_TRANSPORT_THREADS=0",
+         "PGW_LOG=warn",
+         "PGW_SCHEDULER_THREADS=1",
+         "PGW_PROVIDERS_PATH=(unset)",
+         "PGW_SERVE_KEYS_FILE=(unset)",
+         "PGW_SERVE_MAX_BODY_BYTES=8388608",
+         "PGW_SERVE_MAX_INFLIGHT=256",
+         "PGW_SERVE_DRAIN_S=30",
+         "PGW_SERVE_READ_TIMEOUT_S=60",
+         "PGW_SERVE_WRITE_TIMEOUT_S=60",
          "LLM__SELECTOR=health_aware",
          "LLM__STREAM=true",
          "LLM__MAX_ATTEMPTS=3",
@@ -157,6 +166,14 @@ TEST_CASE("show_settings_json: global, scopes, sources, same masking") {
   CHECK(global.at("limiter_backend").as_string() == "memory");
   CHECK(global.at("cache_ttl_s").to_number<double>() == 3600);
   CHECK(global.at("telemetry_db").is_null());
+  // Every key the plain output shows is in the JSON too.
+  CHECK(global.at("transport").as_string() == "beast");
+  CHECK(global.at("transport_threads").as_int64() == 0);
+  CHECK(global.at("log").as_string() == "warn");
+  CHECK(global.at("scheduler_threads").as_int64() == 1);
+  CHECK(global.at("providers_path").is_null());
+  CHECK(global.at("serve").at("max_inflight").as_int64() == 256);
+  CHECK(global.at("serve").at("keys_file").is_null());
   auto& llm = doc.at("scopes").as_object().at("LLM").as_object();
   CHECK(llm.at("selector").as_string() == "health_aware");
   CHECK(llm.at("stream").as_bool());

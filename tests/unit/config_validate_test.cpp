@@ -272,6 +272,20 @@ TEST_CASE("HEDGE__MAX_EXTRA is an integer from 1 to 3") {
   CHECK(loads(two({{"LLM__HEDGE__MAX_EXTRA", "3"}})));
 }
 
+TEST_CASE("HEDGE__MAX_EXTRA above the scope's sources - 1 is a warning") {
+  auto w = warnings_of(two({{"LLM__HEDGE__AFTER_S", "1"},
+                            {"LLM__HEDGE__MAX_EXTRA", "3"}}));
+  CHECK(w
+        == std::vector<std::string>{
+          "LLM__HEDGE__MAX_EXTRA=3 but scope LLM has 2 sources: at most 1 "
+          "extra leg can ever start"});
+  CHECK(warnings_of(two({{"LLM__HEDGE__AFTER_S", "1"},
+                         {"LLM__HEDGE__MAX_EXTRA", "1"}}))
+          .empty());
+  // Without hedging nothing starts anyway.
+  CHECK(warnings_of(two({{"LLM__HEDGE__MAX_EXTRA", "3"}})).empty());
+}
+
 TEST_CASE("BREAKER__THRESHOLD >= 1") {
   CHECK(load_error(base({{"LLM__BREAKER__THRESHOLD", "0"}}))
         == "LLM__BREAKER__THRESHOLD=0: must be an integer >= 1 (consecutive "
@@ -612,8 +626,11 @@ TEST_CASE("keys without effect yet are accepted with one warning each") {
     CHECK_FALSE(contains(x, "ON_CIRCUIT_OPEN"));
     CHECK_FALSE(contains(x, "HEDGE__AFTER_S is accepted"));
   }
-  // Exactly one warning per key (MAX_EXTRA is in effect: none for it).
-  CHECK(w.size() == 9);
+  // Exactly one warning per key. MAX_EXTRA is in effect: its only warning
+  // is that two sources leave room for one extra leg.
+  CHECK(has(w, "LLM__HEDGE__MAX_EXTRA=2 but scope LLM has 2 sources: at most "
+               "1 extra leg can ever start"));
+  CHECK(w.size() == 10);
   for (auto& x : w)
     CHECK_FALSE(contains(x, "pw-SECRET"));
 }
