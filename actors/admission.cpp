@@ -55,8 +55,26 @@ void refuse(const admission_ptr& a) {
   a->rp.deliver(std::move(out));
 }
 
-void governance_failed(const admission_ptr& a, const caf::error& err) {
-  a->rp.deliver(unavailable(err));
+/// `which` ("limiter", "breaker", "limiter and breaker") failed: "the
+/// limiter backend (redis 127.0.0.1:1/0) is unavailable: connect failed".
+void governance_failed(const admission_ptr& a, const caf::error& err,
+                       const std::string& which) {
+  auto e = unavailable(err);
+  if (code_of(e) != error_code::governance_unavailable) {
+    a->rp.deliver(std::move(e));
+    return;
+  }
+  auto words = words_of(e);
+  std::string backend; // the Redis client names its server first
+  if (auto colon = words.find(": ");
+      words.rfind("redis ", 0) == 0 && colon != std::string::npos) {
+    backend = " (" + words.substr(0, colon) + ")";
+    words.erase(0, colon + 2);
+  }
+  auto verb = which.find(" and ") != std::string::npos ? " are" : " is";
+  a->rp.deliver(make_error(error_code::governance_unavailable,
+                           "the " + which + " backend" + backend + verb
+                             + " unavailable: " + words));
 }
 
 void next_candidate(gateway_self self, admission_ptr a);
@@ -137,7 +155,7 @@ void try_limiter(gateway_self self, admission_ptr a, size_t i,
         if (entry.probe)
           self->send(self->state.sources[i].breaker, atom::release_v,
                      entry.epoch);
-        governance_failed(a, err);
+        governance_failed(a, err, "limiter");
       });
 }
 
@@ -153,7 +171,7 @@ void enter_then_acquire(gateway_self self, admission_ptr a, size_t i) {
         }
         try_limiter(self, std::move(a), i, entry);
       },
-      [a](caf::error& err) { governance_failed(a, err); });
+      [a](caf::error& err) { governance_failed(a, err, "breaker"); });
 }
 
 /// A governance pair: one request to the limiter, one backend call.
@@ -169,7 +187,9 @@ void enter_and_acquire(gateway_self self, admission_ptr a, size_t i) {
         else
           permit_answered(self, std::move(a), i, entry, res, true);
       },
-      [a](caf::error& err) { governance_failed(a, err); });
+      [a](caf::error& err) {
+        governance_failed(a, err, "limiter and breaker");
+      });
 }
 
 /// What the breaker and the limiter answered when asked at once.
@@ -177,6 +197,7 @@ struct both_answers {
   caf::optional<breaker_entry> entry;
   caf::optional<acquire_result> permit;
   caf::error err;
+  std::string failed; ///< "limiter", "breaker" or both
   int pending = 2;
 };
 
@@ -194,7 +215,7 @@ void both_answered(gateway_self self, admission_ptr a, size_t i,
   if (x.err) {
     if (x.entry && x.entry->probe)
       self->send(src.breaker, atom::release_v, x.entry->epoch);
-    governance_failed(a, x.err);
+    governance_failed(a, x.err, x.failed);
     return;
   }
   if (!x.entry->allowed)
@@ -222,6 +243,7 @@ void enter_with_acquire(gateway_self self, admission_ptr a, size_t i) {
       },
       [x, answered](caf::error& err) {
         x->err = err;
+        x->failed = x->failed.empty() ? "breaker" : "limiter and breaker";
         answered();
       });
   self->request(src.limiter, caf::infinite, atom::acquire_v, estimate(a, src))
@@ -232,6 +254,7 @@ void enter_with_acquire(gateway_self self, admission_ptr a, size_t i) {
       },
       [x, answered](caf::error& err) {
         x->err = err;
+        x->failed = x->failed.empty() ? "limiter" : "limiter and breaker";
         answered();
       });
 }

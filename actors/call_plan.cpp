@@ -186,9 +186,7 @@ call_decisions call_plan::refused(const admit_result& r, bool hedge,
 call_decisions call_plan::admission_error(const caf::error& err, bool hedge) {
   (hedge ? hedge_admitting_ : admitting_) = false;
   if (code_of(err) == error_code::governance_unavailable)
-    fail_msg(error_code::governance_unavailable,
-             "the limiter or breaker backend is unavailable: "
-               + describe(err));
+    fail_msg(error_code::governance_unavailable, words_of(err));
   else if (!hedge)
     fail_msg(error_code::internal, "admission failed: " + to_string(err));
   return take();

@@ -167,8 +167,7 @@ refusal_step after_refusal(const scope_config& scope, const admit_result& r,
 
 std::pair<error_code, std::string> admission_failure(const caf::error& err) {
   if (code_of(err) == error_code::governance_unavailable)
-    return {error_code::governance_unavailable,
-            "the limiter or breaker backend is unavailable: " + describe(err)};
+    return {error_code::governance_unavailable, words_of(err)};
   return {error_code::internal, "admission failed: " + describe(err)};
 }
 

@@ -77,15 +77,21 @@ std::optional<settings> load(const std::optional<std::string>& env_file,
   auto env = load_environment(env_file, &file_warnings);
   if (!env)
     return failed(env.error());
-  auto cfg = load_settings(*env);
-  if (!cfg)
+  auto cfg = load_settings(*env, &file_warnings);
+  auto print_warnings = [](const std::vector<std::string>& warnings) {
+    for (auto& w : warnings)
+      std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
+  };
+  if (!cfg) {
+    // An unknown key's "did you mean" may explain the error.
+    print_warnings(file_warnings);
     return failed(cfg.error());
+  }
   // The env file's warnings (a key set twice) join the settings' ones, so
   // that `config check` counts them too.
   cfg->warnings.insert(cfg->warnings.begin(), file_warnings.begin(),
                        file_warnings.end());
-  for (auto& w : cfg->warnings)
-    std::fprintf(stderr, "pgw-actor: warning: %s\n", w.c_str());
+  print_warnings(cfg->warnings);
   // The logger and the scheduler read these two from the process
   // environment; one given only in the env file reaches them here (a value
   // in the environment was read first and wins). Both were checked above.
@@ -139,13 +145,9 @@ bool wants_json(const std::vector<std::string>& args) {
   return std::find(args.begin(), args.end(), "--json") != args.end();
 }
 
-int usage_failure(const char* command, const std::string& msg,
-                  bool json_out) {
-  if (json_out)
-    std::puts(error_json(make_error(error_code::invalid_request, msg)).c_str());
-  else
-    std::fprintf(stderr, "pgw-actor %s: %s\n", command, msg.c_str());
-  return exit_usage;
+int usage_failure(const std::string& msg, bool json_out) {
+  return report_call_error(make_error(error_code::invalid_request, msg),
+                           json_out);
 }
 
 int report_call_error(const caf::error& err, bool json_out) {

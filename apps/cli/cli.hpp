@@ -26,7 +26,7 @@ class io_context;
 
 namespace pgw::cli {
 
-/// Where `soak`, `demo` (and later `serve`) write telemetry by default.
+/// Where `soak`, `demo` and `serve` write telemetry by default.
 inline constexpr const char* default_telemetry_db = "./pgw-telemetry.sqlite";
 
 /// Exit codes of SPEC §11.
@@ -62,9 +62,9 @@ std::optional<settings> load(const std::optional<std::string>& env_file,
 /// before it was read is JSON too.
 bool wants_json(const std::vector<std::string>& args);
 
-/// A command's usage or input error (exit 2): "pgw-actor CMD: MSG" on
-/// stderr, or with `json_out` an `invalid_request` error object on stdout.
-int usage_failure(const char* command, const std::string& msg, bool json_out);
+/// A command's usage or input error (exit 2): "pgw-actor: invalid_request:
+/// MSG" on stderr, or with `json_out` that error object on stdout.
+int usage_failure(const std::string& msg, bool json_out);
 
 /// `{content, source, model, usage, call_stats}` (SPEC §11).
 std::string response_json(const chat_response& resp);

@@ -6,6 +6,7 @@
 #include "actors/structured_schema.hpp"
 #include "apps/node/node_builder.hpp"
 #include "config/file.hpp"
+#include "config/keys.hpp"
 #include "config/limits.hpp"
 
 #include <caf/actor_system.hpp>
@@ -23,7 +24,7 @@ namespace {
 constexpr const char* chat_usage = R"(usage: pgw-actor chat [PROMPT|-] [options]
 
   PROMPT            the user message; `-` reads it from stdin
-  --scope S         scope to use (default LLM)
+  --scope S[/NAME]  scope to use (default LLM); /NAME pins source NAME
   --env-file F      read configuration from F (default ./.env when present)
   --system T        a system message
   --stream          stream: print the answer as it arrives (live; with
@@ -44,7 +45,7 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
 int chat_main(const std::vector<std::string>& args) {
   // Errors found before `--json` is read are JSON too.
   auto usage_error = [json = wants_json(args)](const std::string& msg) {
-    return usage_failure("chat", msg, json);
+    return usage_failure(msg, json);
   };
   std::optional<std::string> prompt;
   std::optional<std::string> env_file;
@@ -77,7 +78,14 @@ int chat_main(const std::vector<std::string>& args) {
       if (!v)
         return usage_error(a + " needs a value");
       if (a == "--scope") {
-        scope = *v;
+        // `S/NAME` pins the call to source NAME of scope S, as serve's
+        // model "SCOPE/source" and embed/ocr's --scope do.
+        auto slash = v->find('/');
+        scope = v->substr(0, slash);
+        if (slash != std::string::npos)
+          req.source = detail::to_lower(v->substr(slash + 1));
+        if (slash != std::string::npos && req.source.empty())
+          return usage_error("--scope " + *v + ": no source after the /");
       } else if (a == "--env-file") {
         env_file = *v;
       } else if (a == "--system") {

@@ -38,7 +38,7 @@ exit codes: 0 ok, 2 usage/config, 3 rejected, 4 gateway unavailable,
 
 int embed_main(const std::vector<std::string>& args) {
   auto embed_usage_error = [json = wants_json(args)](const std::string& msg) {
-    return usage_failure("embed", msg, json);
+    return usage_failure(msg, json);
   };
   std::vector<std::string> inputs;
   bool from_stdin = false;

@@ -50,7 +50,7 @@ std::string ocr_json(const ocr_response& resp, bool layout) {
 
 int ocr_main(const std::vector<std::string>& args) {
   auto ocr_usage_error = [json = wants_json(args)](const std::string& msg) {
-    return usage_failure("ocr", msg, json);
+    return usage_failure(msg, json);
   };
   std::optional<std::string> operation, file;
   side_options opts;

@@ -25,26 +25,39 @@ int status_main(const std::vector<std::string>& args) {
     else
       target.clear(), i = args.size();
   }
+  // With --json every error is the error object chat prints, on stdout.
+  auto failed = [json_out](const std::string& msg, int rc) {
+    if (json_out)
+      std::puts(error_json(make_error(rc == exit_usage
+                                        ? error_code::invalid_request
+                                        : error_code::internal,
+                                      msg))
+                  .c_str());
+    else
+      std::fprintf(stderr, "pgw-actor status: %s\n", msg.c_str());
+    return rc;
+  };
   if (target.empty()) {
+    if (wants_json(args))
+      return usage_failure("usage: pgw-actor status --connect HOST:PORT "
+                           "[--json]",
+                           true);
     std::fprintf(stderr, "usage: pgw-actor status --connect HOST:PORT "
                          "[--json]\n");
     return exit_usage;
   }
   auto hp = parse_host_port(target);
-  if (!hp) {
-    std::fprintf(stderr, "pgw-actor status: %s\n",
-                 describe(hp.error()).c_str());
-    return exit_usage;
-  }
+  if (!hp)
+    return failed(json_out ? words_of(hp.error()) : describe(hp.error()),
+                  exit_usage);
   system_config cfg{true};
   caf::actor_system sys{cfg};
   auto node = sys.middleman().remote_actor<node_status_actor>(hp->first,
                                                               hp->second);
-  if (!node) {
-    std::fprintf(stderr, "pgw-actor status: cannot reach %s: %s\n",
-                 target.c_str(), sys.render(node.error()).c_str());
-    return exit_other;
-  }
+  if (!node)
+    return failed("cannot reach " + target + ": "
+                    + sys.render(node.error()),
+                  exit_other);
   caf::scoped_actor self{sys};
   int rc = exit_ok;
   self->request(*node, std::chrono::seconds(10), atom::status_v)
@@ -54,11 +67,7 @@ int status_main(const std::vector<std::string>& args) {
                              : render_status(st);
         std::fputs(text.c_str(), stdout);
       },
-      [&](caf::error& err) {
-        std::fprintf(stderr, "pgw-actor status: %s\n",
-                     sys.render(err).c_str());
-        rc = exit_other;
-      });
+      [&](caf::error& err) { rc = failed(sys.render(err), exit_other); });
   return rc;
 }
 

@@ -88,8 +88,11 @@ int telemetry_main(const std::vector<std::string>& args) {
   }
   auto rep = report::build(db_path, since_ms);
   if (!rep) {
-    std::fprintf(stderr, "pgw-actor telemetry: %s\n",
-                 words_of(rep.error()).c_str());
+    if (json_out) // the error object chat, embed and ocr print
+      std::puts(error_json(rep.error()).c_str());
+    else
+      std::fprintf(stderr, "pgw-actor telemetry: %s\n",
+                   words_of(rep.error()).c_str());
     return exit_usage;
   }
   if (svg_path) {

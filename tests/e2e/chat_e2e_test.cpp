@@ -226,6 +226,48 @@ TEST_CASE_FIXTURE(e2e_fixture, "usage errors: exit 2") {
   auto scope = chat({"--scope", "NOPE", "hi"}, env);
   CHECK(scope.exit_code == 2);
   CHECK(scope.err.find("NOPE") != std::string::npos);
+  // Plain usage errors have the documented "pgw-actor: CODE: MESSAGE" form.
+  CHECK(chat({"--bogus", "hi"}, env).err
+        == "pgw-actor: invalid_request: unknown option --bogus\n");
+  CHECK(chat({"--schema", "/nonexistent/s.json", "hi"}, env)
+          .err.rfind("pgw-actor: invalid_request: --schema", 0)
+        == 0);
+  CHECK(log().empty());
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "chat --scope S/NAME pins the call to source "
+                                "NAME, as serve's model SCOPE/source does") {
+  auto env = concat(source("A", "ok"), source("B", "ok"));
+  for (int i = 0; i < 3; ++i) {
+    auto r = chat({"--json", "--scope", "LLM/B", "hi"}, env);
+    INFO(r.err);
+    REQUIRE(r.exit_code == 0);
+    CHECK(parse(r.out).at("source").as_string() == "b");
+  }
+  auto unknown = chat({"--scope", "LLM/zz", "hi"}, env);
+  CHECK(unknown.exit_code == 2);
+  CHECK(unknown.err
+        == "pgw-actor: invalid_request: source 'zz' is not in scope LLM "
+           "(its sources: a, b)\n");
+  CHECK(chat({"--scope", "LLM/", "hi"}, env).exit_code == 2);
+}
+
+TEST_CASE_FIXTURE(e2e_fixture, "governance_unavailable names the backend "
+                                "that failed, once") {
+  auto env = source("A", "ok");
+  env.push_back("PGW_LIMITER_BACKEND=redis");
+  env.push_back("REDIS_URL=redis://127.0.0.1:1/0");
+  auto r = chat({"--json", "hi"}, env);
+  INFO(r.out);
+  CHECK(r.exit_code == 6);
+  auto err = parse(r.out).at("error").as_object();
+  CHECK(err.at("code").as_string() == "governance_unavailable");
+  std::string msg(err.at("message").as_string());
+  CHECK(msg.rfind("the limiter backend (redis 127.0.0.1:1/0) is "
+                  "unavailable: connect failed",
+                  0)
+        == 0);
+  CHECK(msg.find("governance_unavailable") == std::string::npos);
   CHECK(log().empty());
 }
 
@@ -330,6 +372,33 @@ TEST_CASE_FIXTURE(e2e_fixture, "config check: exit 0 on a good configuration, 2 
   auto bad = run_program({PGW_ACTOR_BIN, "config", "check"}, env);
   CHECK(bad.exit_code == 2);
   CHECK(bad.err.find("LLM__MAX_ATTEMPTS") != std::string::npos);
+  // --json: the answer, or the error object chat prints, on stdout.
+  auto good_json = run_program({PGW_ACTOR_BIN, "config", "check", "--json"},
+                               source("A", "ok"));
+  CHECK(good_json.exit_code == 0);
+  auto ok = parse(good_json.out);
+  CHECK(ok.at("ok").as_bool());
+  CHECK(ok.at("sources").as_int64() == 1);
+  auto bad_json = run_program({PGW_ACTOR_BIN, "config", "check", "--json"},
+                              env);
+  CHECK(bad_json.exit_code == 2);
+  CHECK(parse(bad_json.out).at("error").at("code").as_string()
+        == "invalid_config");
+  auto none = run_program({PGW_ACTOR_BIN, "config", "check", "--json"}, {});
+  CHECK(none.exit_code == 2);
+  CHECK(std::string(parse(none.out).at("error").at("message").as_string())
+          .rfind("no scope configured", 0)
+        == 0);
+  // A misspelt required key: the error, and the hint that explains it.
+  auto typo = concat(source("A", "ok"), {"LLM__GENERIC__B__MODEL=m",
+                                         "LLM__GENERIC__B__BASEURL=http://h"});
+  auto hint = run_program({PGW_ACTOR_BIN, "config", "check"}, typo);
+  CHECK(hint.exit_code == 2);
+  CHECK(hint.err.find("LLM__GENERIC__B__BASE_URL: missing")
+        != std::string::npos);
+  CHECK(hint.err.find("unknown key LLM__GENERIC__B__BASEURL ignored (did you "
+                      "mean LLM__GENERIC__B__BASE_URL?)")
+        != std::string::npos);
 }
 
 TEST_CASE("an env file is read, and the environment wins over it") {

@@ -47,3 +47,18 @@ TEST_CASE("status --connect prints a remote node's per-source state") {
   CHECK(gone.exit_code == 1);
   CHECK(run_program({PGW_ACTOR_BIN, "status"}).exit_code == 2);
 }
+
+TEST_CASE("status --json: an unreachable node is an error object on stdout") {
+  auto r = run_program({PGW_ACTOR_BIN, "status", "--connect", "127.0.0.1:1",
+                        "--json"});
+  CHECK(r.exit_code == 1);
+  auto err = json::parse(r.out).at("error");
+  CHECK(std::string(err.at("message").as_string())
+          .rfind("cannot reach 127.0.0.1:1: ", 0)
+        == 0);
+  auto bad = run_program({PGW_ACTOR_BIN, "status", "--connect", "nowhere",
+                          "--json"});
+  CHECK(bad.exit_code == 2);
+  CHECK(json::parse(bad.out).at("error").at("code").as_string()
+        == "invalid_request");
+}

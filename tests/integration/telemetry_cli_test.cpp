@@ -117,6 +117,12 @@ TEST_CASE("telemetry CLI: a missing database is exit 2 naming the path") {
   CHECK(contains(res.err, missing));
   CHECK(res.out.empty());
   CHECK_FALSE(std::filesystem::exists(missing));
+  // --json: the error object chat prints, on stdout.
+  auto as_json = report({"--db", missing, "--json"});
+  CHECK(as_json.exit_code == 2);
+  auto err = json::parse(as_json.out).at("error");
+  CHECK(contains(std::string(err.at("message").as_string()), missing));
+  CHECK(err.at("code").is_string());
   if (!std::filesystem::exists("pgw-telemetry.sqlite")) {
     auto dflt = report({});
     CHECK(dflt.exit_code == 2);
