@@ -302,13 +302,15 @@ private:
       ++status_.dropped;
       return false;
     }
-    if (queue_.empty())
+    auto first = queue_.empty();
+    if (first)
       oldest_ = clock_type::now();
     queue_.push_back(std::move(r));
     ++status_.queued;
-    auto wake = queue_.size() >= opts_.max_batch;
+    auto wake = first || queue_.size() >= opts_.max_batch;
     lock.unlock();
-    // A partial batch waits for max_delay, which the writer times itself.
+    // The first row wakes the writer to time max_delay from it; the rows
+    // after it wait for that timer or for a full batch.
     if (wake)
       wake_writer_.notify_one();
     return true;

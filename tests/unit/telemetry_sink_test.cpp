@@ -384,6 +384,23 @@ TEST_CASE("sink: a partial batch is committed after max_delay without a "
   CHECK(sink->status().batches == 1);
 }
 
+TEST_CASE("sink: a row reaching an idle writer is in the file within "
+          "max_delay, the sink still running") {
+  test::scratch_dir dir;
+  auto path = dir.file("t.sqlite");
+  sqlite_sink_options opts;
+  opts.max_batch = 500;
+  opts.max_delay = 20ms;
+  auto sink = make_sqlite_sink(path, opts);
+  // After a flush the writer has the file open and waits on an empty queue.
+  REQUIRE(sink->write(full_call()));
+  REQUIRE(sink->flush(10s));
+  REQUIRE(sink->write(full_call()));
+  auto db = open_db(path);
+  CHECK(test::eventually([&] { return count(db, "call") == 2; }, 5s));
+  CHECK(sink->status().written == 2);
+}
+
 TEST_CASE("sink: mixed row types share batches") {
   test::scratch_dir dir;
   auto path = dir.file("t.sqlite");
