@@ -77,6 +77,9 @@ breaker_feed feed_for(outcome x);
 ///   gives the lease back at once: open with open_until = now, so the next
 ///   caller may probe (not an open: the epoch and `opens` stay). No-op
 ///   otherwise (closed, no probe, an older epoch).
+/// - `status`: an open breaker at or after open_until shows "half_open"
+///   with no probe in flight (the next caller probes), "open" only while
+///   it refuses callers.
 /// - `now_s` as for the limiter (Redis reads its own TIME).
 class breaker_backend {
 public:

@@ -97,7 +97,9 @@ typename Inspector::result_type inspect(Inspector& f, breaker_entry& x) {
 /// A breaker's live state.
 struct breaker_status {
   std::string source;
-  std::string state; ///< "closed", "open", "half_open"
+  /// "closed", "open" (refusing callers), "half_open" (a probe in flight,
+  /// or the next caller probes)
+  std::string state;
   uint64_t epoch = 0;
   int64_t failure_count = 0;  ///< consecutive failures (at the threshold when rate-opened)
   int64_t threshold = 0;      ///< effective consecutive threshold (with the lift)

@@ -73,9 +73,10 @@ std::string render_status(const gateway_status& st) {
       "cooling {:.1f}s  structured {}\n",
       s.name, b.state, b.epoch, b.reopen_streak, b.failure_count, b.threshold,
       b.window_failures, b.window_attempts,
-      b.state != "open"       ? std::string{}
-      : b.open_for_s >= 0.05 ? fmt::format(" open for {:.1f}s more", b.open_for_s)
-                             : std::string{" (cooldown over: the next call probes)"},
+      b.state == "open" ? fmt::format(" open for {:.1f}s more", b.open_for_s)
+      : b.state == "half_open" && !b.probe_in_flight
+        ? std::string{" (cooldown over: the next call probes)"}
+        : std::string{},
       "", l.rpm_used, limit(l.rpm_limit), l.tpm_used, limit(l.tpm_limit),
       l.in_flight, limit(l.concurrency_limit), s.ewma, s.cooling_s,
       s.structured_rung);

@@ -195,7 +195,9 @@ caf::expected<breaker_status> memory_breaker::status(double now_s) {
       st.state = "closed";
       break;
     case state::open:
-      st.state = "open";
+      // Past open_until the next caller probes: shown as half-open with no
+      // probe in flight, like a half-open breaker whose lease expired.
+      st.state = now_ < open_until_ ? "open" : "half_open";
       st.open_for_s = std::max(open_until_ - now_, 0.0);
       break;
     case state::half_open:

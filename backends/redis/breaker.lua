@@ -312,12 +312,18 @@ end
 if op == 'status' then
   local open_for_us = 0
   local in_flight = 0
+  local shown = state
   if state == 'open' then
     open_for_us = math.max(open_until - now, 0)
+    -- Past open_until the next caller probes: shown as half-open with no
+    -- probe in flight, like the memory breaker.
+    if now >= open_until then
+      shown = 'half_open'
+    end
   elseif state == 'half_open' and now < probe_until then
     in_flight = 1
   end
   save()
-  return {state, epoch, failure_count, reopen_streak, open_for_us, a0 + a1,
+  return {shown, epoch, failure_count, reopen_streak, open_for_us, a0 + a1,
           f0 + f1, in_flight, opens, probes, probe_failures}
 end

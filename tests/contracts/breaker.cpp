@@ -462,6 +462,28 @@ TEST_CASE_TEMPLATE("breaker: an expired probe lease lets the next caller "
   CHECK(br.state() == "closed");
 }
 
+TEST_CASE_TEMPLATE("breaker: past its cooldown an open breaker shows "
+                   "half_open with no probe in flight",
+                   B, PGW_CONTRACT_BACKENDS) {
+  B fx;
+  CAPTURE(B::name);
+  auto s = settings();
+  s.threshold = 1;
+  auto br = make_breaker(fx, s);
+  br.attempt(F);
+  CHECK(br.state() == "open");
+  fx.advance(0.25); // cooldown 0.2 s over, nobody has entered since
+  auto st = br.status();
+  CHECK(st.state == "half_open");
+  CHECK_FALSE(st.probe_in_flight);
+  CHECK(st.open_for_s == 0);
+  CHECK(st.probes == 0);
+  auto p = br.probe(); // what the status promised
+  CHECK(br.status().probe_in_flight);
+  br.record(p.epoch, S);
+  CHECK(br.state() == "closed");
+}
+
 TEST_CASE_TEMPLATE("breaker: release_probe gives the lease back at once", B,
                    PGW_CONTRACT_BACKENDS) {
   B fx;
@@ -475,7 +497,7 @@ TEST_CASE_TEMPLATE("breaker: release_probe gives the lease back at once", B,
     auto p = br.probe();
     br.release_probe(p.epoch);
     auto st = br.status();
-    CHECK(st.state == "open");
+    CHECK(st.state == "half_open"); // the next caller probes
     CHECK(st.open_for_s == 0);
     CHECK_FALSE(st.probe_in_flight);
     CHECK(st.epoch == 1); // not an open

@@ -452,6 +452,35 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
   CHECK(log.find(the_key) == std::string::npos);
 }
 
+TEST_CASE("serve: readyz is ready again once the only source's cooldown "
+          "is over, before any probe") {
+  serve_fixture f{{"DOWN__BREAKER__THRESHOLD=1",
+                   "DOWN__BREAKER__COOLDOWN_S=0.3"}};
+  auto cli = f.http();
+  auto bad = cli.Post("/v1/chat/completions", f.auth(),
+                      R"({"model":"down","messages":[{"role":"user","content":"hi"}]})",
+                      "application/json");
+  REQUIRE(bad);
+  REQUIRE(bad->status == 503);
+  auto readyz = [&] {
+    auto r = cli.Get("/readyz");
+    REQUIRE(r);
+    return r->status;
+  };
+  // Open: no source of DOWN takes a call. (At most 0.3 s after the call,
+  // unless the machine stalled, so it is not a CHECK.)
+  if (readyz() != 503)
+    MESSAGE("the cooldown ended before the first /readyz");
+  // Past the cooldown the next call probes: ready, with no call in between.
+  CHECK(eventually([&] { return readyz() == 200; }));
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  CHECK(m->body.find(R"(pgw_breaker_state{scope="DOWN",source="d",state="half_open"} 1)")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_breaker_state{scope="DOWN",source="d",state="open"} 0)")
+        != std::string::npos);
+}
+
 TEST_CASE("serve: body and in-flight limits") {
   serve_fixture f{{"PGW_SERVE_MAX_BODY_BYTES=1024", "PGW_SERVE_MAX_INFLIGHT=1"}};
   auto cli = f.http();
