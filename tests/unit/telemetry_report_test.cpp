@@ -371,6 +371,40 @@ TEST_CASE("report: the winner is the ok attempt on the call's source") {
   CHECK(source(llm, "b").hedges_won == 1);
 }
 
+TEST_CASE("report: every ok sub-batch of an ok embedding call wins and the "
+          "call counts for each source it used") {
+  test::scratch_dir dir;
+  auto path = dir.file("t.sqlite");
+  {
+    auto sink = make_sqlite_sink(path);
+    // Three sub-batches over e1 and e2, one of them retried on e1.
+    uint64_t n = 0;
+    for (auto [src, outcome] : {std::pair{"e1", "ok"}, {"e2", "transient"},
+                                {"e2", "ok"}, {"e1", "ok"}}) {
+      ++n;
+      auto a = test::fixture_attempt("emb", n, "EMB", src, outcome,
+                                     static_cast<double>(n), 10, 5);
+      a.operation = "embeddings";
+      a.cost_usd = 0.25;
+      sink->write(a);
+    }
+    sink->write(test::fixture_call("emb", "EMB", "ok", "e1,e2", 1, 40, 20));
+    REQUIRE(sink->flush(10s));
+  }
+  auto r = report::build(path);
+  REQUIRE(r);
+  auto& emb = scope(*r, "EMB");
+  CHECK(emb.total.calls == 1);
+  CHECK(emb.total.cost_usd == doctest::Approx(1.0));
+  CHECK(emb.total.losers_cost_usd == doctest::Approx(0.25)); // the transient
+  REQUIRE(emb.sources.size() == 2); // no source named "e1,e2"
+  CHECK(source(emb, "e1").calls == 1);
+  CHECK(source(emb, "e1").ok_calls == 1);
+  CHECK(source(emb, "e1").losers_cost_usd == 0);
+  CHECK(source(emb, "e2").calls == 1);
+  CHECK(source(emb, "e2").losers_cost_usd == doctest::Approx(0.25));
+}
+
 TEST_CASE("report: JSON shape") {
   fixture f;
   auto r = f.recent();

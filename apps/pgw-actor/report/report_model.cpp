@@ -58,8 +58,25 @@ struct attempt_info {
   int64_t output_tokens = 0;
   std::optional<double> cost_usd;
   bool is_hedge = false;
+  std::string operation; ///< chat, embeddings, ocr_text, ocr_layout
   bool won = false;
 };
+
+/// The sources of a call row: one, or the comma-separated list of an
+/// embedding call's sub-batches (each named once).
+std::vector<std::string> sources_of(const std::string& listed) {
+  std::vector<std::string> out;
+  size_t from = 0;
+  while (from <= listed.size()) {
+    auto comma = std::min(listed.find(',', from), listed.size());
+    auto name = listed.substr(from, comma - from);
+    if (!name.empty()
+        && std::find(out.begin(), out.end(), name) == out.end())
+      out.push_back(std::move(name));
+    from = comma + 1;
+  }
+  return out;
+}
 
 bool in_range(double at_ms, std::optional<double> since_ms) {
   return !since_ms || at_ms >= *since_ms;
@@ -205,7 +222,9 @@ caf::expected<report> build(const std::string& db_path,
     "SELECT pgw_call_id, pgw_attempt, pgw_scope, pgw_source, pgw_outcome, "
     "pgw_started_at_ms, pgw_latency_ms, pgw_generation_ms, "
     "gen_ai_usage_input_tokens, gen_ai_usage_output_tokens, pgw_cost_usd, "
-    "pgw_is_hedge FROM attempt ORDER BY pgw_call_id, pgw_attempt",
+    "pgw_is_hedge, "
+      + std::string{*version >= 4 ? "pgw_operation" : "'chat'"}
+      + " FROM attempt ORDER BY pgw_call_id, pgw_attempt",
     [&](sqlite::statement& s) {
       attempt_info a;
       a.call_id = s.column_text(0);
@@ -221,24 +240,35 @@ caf::expected<report> build(const std::string& db_path,
       if (!s.is_null(10))
         a.cost_usd = s.column_double(10);
       a.is_hedge = s.column_int64(11) != 0;
+      a.operation = s.column_text(12);
       attempts.push_back(std::move(a));
     });
   if (err)
     return unreadable(err);
 
-  // Winners: attempts arrive sorted by call id, then attempt number.
+  // Winners: attempts arrive sorted by call id, then attempt number. A
+  // chat or OCR call has one: its first ok attempt on the call's source.
+  // An embedding call's answer is every sub-batch's: each ok attempt wins.
   for (size_t first = 0; first < attempts.size();) {
     auto last = first;
     while (last < attempts.size()
            && attempts[last].call_id == attempts[first].call_id)
       ++last;
     auto call = call_by_id.find(attempts[first].call_id);
+    auto known = call != call_by_id.end();
+    if (known && call->second->outcome != "ok") {
+      first = last;
+      continue;
+    }
     for (auto i = first; i < last; ++i) {
       auto& a = attempts[i];
       if (a.outcome != "ok")
         continue;
-      if (call != call_by_id.end()
-          && (call->second->outcome != "ok" || call->second->source != a.source))
+      if (a.operation == "embeddings") {
+        a.won = true;
+        continue;
+      }
+      if (known && call->second->source != a.source)
         continue;
       a.won = true;
       break;
@@ -292,11 +322,11 @@ caf::expected<report> build(const std::string& db_path,
     if (c.outcome == "ok") {
       ++t.ok_calls;
       ss.generation_samples.push_back(c.generation_ms);
-      if (!c.source.empty()) {
-        auto& g = source_of(c.scope, c.source);
+      for (auto& name : sources_of(c.source)) {
+        auto& g = source_of(c.scope, name);
         ++g.calls;
         ++g.ok_calls;
-        auto& src = source_sums[{c.scope, c.source}];
+        auto& src = source_sums[{c.scope, name}];
         src.latency += c.latency_ms;
         src.generation += c.generation_ms;
       }

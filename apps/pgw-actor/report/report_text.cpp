@@ -152,7 +152,9 @@ std::string render_text(const report& r) {
          "sources: calls = calls served; ok% = ok attempts / attempts not "
          "cancelled; latency over all attempts,\n"
          "generation over ok attempts; waiting = 1 - generation / latency "
-         "summed over calls; losers = attempts that did not win.\n";
+         "summed over calls; losers = attempts that did not win.\n"
+         "An embedding call counts for each source it used; each of its ok "
+         "sub-batches wins.\n";
   return out;
 }
 
