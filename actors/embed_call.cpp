@@ -34,6 +34,9 @@ void end_request(self_ptr self, embed_batch_state& b, outcome kind,
                              res && !res->model.empty() ? res->model
                                                         : cfg.model,
                              kind, res, amount);
+    if (cost)
+      (kind == outcome::ok ? self->state.won_cost_usd
+                           : self->state.losers_cost_usd) += *cost;
     end_side_request(args, *src, b.req, "embeddings", kind, amount,
                      retry_after, res, cost, false, self->clock().now());
   } else {
@@ -46,6 +49,8 @@ void maybe_deliver(self_ptr self) {
   auto& st = self->state;
   if (!st.finishing || st.delivered || st.admitting > 0)
     return;
+  if (st.failure) // no sub-batch won
+    st.losers_cost_usd += st.won_cost_usd;
   deliver_side_call(self, [&st](embed_response& out) {
     auto& stats = out.stats;
     stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";

@@ -50,6 +50,8 @@ struct embed_call_state
   bool all_usage_reported = true;
   /// Sum of the sub-batches' costs; unset once one has no price.
   caf::optional<double> cost_usd = 0.0;
+  /// The priced cost of the ok sub-batches (losers' cost if the call fails).
+  double won_cost_usd = 0;
   std::vector<std::string> sources_used;
 };
 

@@ -209,7 +209,8 @@ caf::error side_error(const side_call_args& args, const source_history& last,
 void write_side_call_rows(const side_call_args& args,
                           caf::actor_clock::time_point started_at,
                           caf::actor_clock::time_point now, int32_t attempts,
-                          const call_stats* stats, const caf::error& failure) {
+                          double losers_cost_usd, const call_stats* stats,
+                          const caf::error& failure) {
   if (!args.telemetry)
     return;
   call_row row;
@@ -218,6 +219,7 @@ void write_side_call_rows(const side_call_args& args,
   row.started_at_ms = wall_ms(started_at, args.wall_offset_ms);
   row.attempts = attempts;
   row.latency_ms = ms_between(started_at, now);
+  row.losers_cost_usd = losers_cost_usd;
   if (stats != nullptr) {
     fill_ok_call(row, *stats);
     caf::anon_send(args.telemetry, atom::record_v, std::move(row));

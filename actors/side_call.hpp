@@ -94,6 +94,10 @@ struct side_call_state_base {
   source_history last;
   caf::actor_clock::time_point started_at;
   std::mt19937_64 rng;
+  /// The priced cost of the attempts that did not win (the call row's
+  /// losers' cost): failed ones with reported usage, and every attempt of
+  /// a failed call.
+  double losers_cost_usd = 0;
 };
 
 /// Shortest wait before admitting again after a refusal (no spinning).
@@ -247,13 +251,14 @@ bool begin_failure(Self self, error_code code, std::string message,
   return true;
 }
 
-/// Sends the call row of a finished embedding or OCR call and, when it
-/// failed (`stats` null), its terminal failure row; nothing when
-/// `args.telemetry` is invalid.
+/// Sends the call row of a finished embedding or OCR call (with
+/// `losers_cost_usd`) and, when it failed (`stats` null), its terminal
+/// failure row; nothing when `args.telemetry` is invalid.
 void write_side_call_rows(const side_call_args& args,
                           caf::actor_clock::time_point started_at,
                           caf::actor_clock::time_point now, int32_t attempts,
-                          const call_stats* stats, const caf::error& failure);
+                          double losers_cost_usd, const call_stats* stats,
+                          const caf::error& failure);
 
 /// Answers the caller once: the failure, or the response after `finish`
 /// completed it (total latency and call id are set here); writes the call's
@@ -265,15 +270,15 @@ void deliver_side_call(Self self, Finish finish) {
   auto now = self->clock().now();
   auto attempts = st.response.stats.attempts;
   if (st.failure) {
-    write_side_call_rows(st.args, st.started_at, now, attempts, nullptr,
-                         st.failure);
+    write_side_call_rows(st.args, st.started_at, now, attempts,
+                         st.losers_cost_usd, nullptr, st.failure);
     st.promise.deliver(st.failure);
   } else {
     st.response.stats.total_latency_ms = ms_between(st.started_at, now);
     finish(st.response);
     st.response.call_id = st.args.call_id;
     write_side_call_rows(st.args, st.started_at, now, attempts,
-                         &st.response.stats, st.failure);
+                         st.losers_cost_usd, &st.response.stats, st.failure);
     st.promise.deliver(std::move(st.response));
   }
   self->quit();

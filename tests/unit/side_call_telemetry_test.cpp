@@ -43,15 +43,19 @@ query(const std::string& path, const std::string& sql) {
   return out;
 }
 
-/// One vector [1, 2] per input, 3 tokens per input.
-fake_step two_dim_vectors() {
+/// One vector [1, 2] ([1, 2, 3] with `dim` 3) per input, 3 tokens per
+/// input.
+fake_step two_dim_vectors(size_t dim = 2) {
   fake_step s = fake_step::ok("", 0, 0);
-  s.respond = [](const std::string& body, attempt_result& res) {
+  s.respond = [dim](const std::string& body, attempt_result& res) {
     auto n = boost::json::parse(body).at("input").as_array().size();
     boost::json::array data;
+    boost::json::array vec{1.0, 2.0};
+    if (dim == 3)
+      vec.emplace_back(3.0);
     for (size_t i = 0; i < n; ++i)
       data.emplace_back(boost::json::object{{"index", i},
-                                            {"embedding", {1.0, 2.0}}});
+                                            {"embedding", vec}});
     res.content = boost::json::serialize(boost::json::object{
       {"data", std::move(data)},
       {"model", "emb"},
@@ -72,6 +76,18 @@ scope_config one_source_scope(const std::string& scope,
   return sc;
 }
 
+/// Gateway options writing telemetry to `sink`, priced by `prices_json`.
+gateway_options priced_telemetry(caf::actor_system& sys,
+                                 const telemetry_sink_ptr& sink,
+                                 const std::string& prices_json) {
+  auto prices = price_table::parse(prices_json);
+  REQUIRE(prices);
+  gateway_options opts;
+  opts.telemetry = spawn_telemetry(sys, sink);
+  opts.prices = std::make_shared<const price_table>(*prices);
+  return opts;
+}
+
 /// A PDF whose bytes name two page objects and the page tree.
 const std::string two_page_pdf = "%PDF-1.4\n1 0 obj << /Type /Pages /Kids "
                                  "[2 0 R 3 0 R] >>\n2 0 obj << /Type /Page "
@@ -85,13 +101,10 @@ TEST_CASE_FIXTURE(side_call_fixture,
   scratch_dir dir;
   auto path = dir.file("side.sqlite");
   auto sink = make_sqlite_sink(path);
-  auto prices = price_table::parse(
+  auto opts = priced_telemetry(
+    sys, sink,
     R"({"models": {"emb": {"input": 1.0, "output": 0},
                    "model-o": {"page": 0.01}}})");
-  REQUIRE(prices);
-  gateway_options opts;
-  opts.telemetry = spawn_telemetry(sys, sink);
-  opts.prices = std::make_shared<const price_table>(*prices);
   fake->script("e", {two_dim_vectors(),
                      fake_step::http(400, outcome::request_rejected)});
   fake->script("o", {fake_step::ok("page text", 0, 0),
@@ -175,6 +188,51 @@ TEST_CASE_FIXTURE(side_call_fixture,
   CHECK(attempts[0].at("pgw_cost_usd") == "NULL");
   CHECK(attempts[1].at("pgw_operation") == "ocr_text");
   CHECK(std::stod(attempts[1].at("pgw_cost_usd")) == doctest::Approx(0.02));
+}
+
+TEST_CASE_FIXTURE(side_call_fixture,
+                  "embed: a failed sub-batch with reported usage is in the "
+                  "call row's losers' cost") {
+  scratch_dir dir;
+  auto path = dir.file("losers.sqlite");
+  auto sink = make_sqlite_sink(path);
+  auto opts = priced_telemetry(
+    sys, sink, R"({"models": {"emb": {"input": 1000.0, "output": 0}}})");
+  // 0.001 USD a token (well above Approx's epsilon). One input per
+  // sub-batch, one at a time, a before b: a's second answer has the wrong
+  // length (result_invalid, 3 tokens reported), b redoes it.
+  auto sc = one_source_scope("EMBED", "a", source_kind::embedding);
+  sc.sources.push_back(sc.sources.front());
+  sc.sources.back().name = "b";
+  sc.sources.back().priority = 1;
+  sc.selector = selector_policy::priority;
+  sc.batch_concurrency = 1;
+  for (auto& src : sc.sources)
+    src.max_batch_inputs = 1;
+  fake->script("a", {two_dim_vectors(), two_dim_vectors(3)});
+  fake->script("b", {two_dim_vectors()});
+  auto gw = spawn_gateway(sc, 42, opts);
+  embed_request req;
+  req.inputs = {"x", "y"};
+  req.call_id = "emb";
+  auto out = start_side<embed_response>(gw, atom::embed_v, req);
+  run_until(out);
+  REQUIRE(out->response);
+  REQUIRE(out->response->stats.cost_usd);
+  CHECK(*out->response->stats.cost_usd == doctest::Approx(0.006));
+  settle();
+  REQUIRE(sink->flush(10s));
+  auto attempts = query(path, "SELECT pgw_reason, pgw_cost_usd FROM attempt "
+                              "WHERE pgw_outcome = 'result_invalid'");
+  REQUIRE(attempts.size() == 1);
+  CHECK(attempts[0].at("pgw_reason") == "dimension_mismatch");
+  CHECK(std::stod(attempts[0].at("pgw_cost_usd")) == doctest::Approx(0.003));
+  auto calls = query(path, "SELECT * FROM call");
+  REQUIRE(calls.size() == 1);
+  CHECK(calls[0].at("pgw_source") == "a,b");
+  CHECK(std::stod(calls[0].at("pgw_cost_usd")) == doctest::Approx(0.006));
+  CHECK(std::stod(calls[0].at("pgw_losers_cost_usd"))
+        == doctest::Approx(0.003));
 }
 
 TEST_CASE("prices: a page price (OCR) alone prices pages, not tokens") {
