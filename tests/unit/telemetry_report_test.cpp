@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <sys/stat.h>
 #include <string>
 #include <vector>
 
@@ -511,6 +512,13 @@ TEST_CASE("report: missing, foreign and broken databases are errors naming "
   r = report::build(dir.path().string());
   REQUIRE_FALSE(r);
   CHECK(contains(message_of(r.error()), "is a directory"));
+  // A FIFO: refused before SQLite opens it (the open would block forever).
+  auto fifo = dir.file("fifo.sqlite");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  r = report::build(fifo);
+  REQUIRE_FALSE(r);
+  CHECK(contains(message_of(r.error()), fifo));
+  CHECK(contains(message_of(r.error()), "not a regular file"));
 }
 
 TEST_CASE("report: --since accepts ISO-8601 times and durations") {

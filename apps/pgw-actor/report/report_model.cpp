@@ -171,6 +171,12 @@ caf::expected<report> build(const std::string& db_path,
     return db_error(fmt::format("telemetry database {} is a directory, not "
                                 "a SQLite file",
                                 db_path));
+  // A FIFO would block the open forever; a device or socket is no file.
+  if (!std::filesystem::is_regular_file(db_path, fs_err))
+    return db_error(fmt::format("telemetry database {} is not a regular "
+                                "file (a FIFO, device or socket), not a "
+                                "SQLite file",
+                                db_path));
   auto db = sqlite::connection::open(db_path, sqlite::open_mode::read_only);
   if (!db)
     return db_error(words_of(db.error()));
