@@ -306,6 +306,8 @@ void finish_chat(context& ctx, const openai_request& in, const chat_start& st,
   ctx.stats.record_call(scope_name, result->source, "ok", total_s, &*result);
   res.set_header("x-pgw-source", result->source);
   res.set_header("x-pgw-cache", result->stats.cache_hit ? "hit" : "miss");
+  if (!usage_known(*result))
+    res.set_header("x-pgw-usage", "unavailable");
   if (in.stream) {
     res.set_header("Cache-Control", "no-cache");
     res.set_content(completion_sse(*result, in.model, created,

@@ -225,10 +225,14 @@ json::array tool_calls_json(const std::vector<tool_call>& calls,
   return out;
 }
 
-json::object usage_json(const chat_response& resp) {
-  return {{"prompt_tokens", resp.usage.prompt_tokens},
-          {"completion_tokens", resp.usage.completion_tokens},
-          {"total_tokens", resp.usage.total_tokens}};
+/// The answer's usage, or null when the upstream reported none: usage is
+/// never guessed (SPEC §8), and zeros would read as a count.
+json::value usage_json(const chat_response& resp) {
+  if (!usage_known(resp))
+    return nullptr;
+  return json::object{{"prompt_tokens", resp.usage.prompt_tokens},
+                      {"completion_tokens", resp.usage.completion_tokens},
+                      {"total_tokens", resp.usage.total_tokens}};
 }
 
 /// Splits text into pieces of about `size` bytes without cutting a UTF-8
@@ -248,6 +252,10 @@ std::vector<std::string> pieces(const std::string& text, size_t size) {
 }
 
 } // namespace
+
+bool usage_known(const chat_response& resp) {
+  return resp.stats.usage_source == "reported";
+}
 
 std::optional<std::string> parse_request(const std::string& body,
                                          openai_request& out) {

@@ -39,6 +39,11 @@ std::optional<std::string> apply_cache_controls(const std::string& cache_control
                                                 const std::string& x_pgw_cache,
                                                 chat_request& req);
 
+/// True when the upstream reported the answer's usage. Otherwise the
+/// answer's `usage` (also in the stream's usage chunk) is null and a
+/// buffered answer has the header `x-pgw-usage: unavailable`.
+bool usage_known(const chat_response& resp);
+
 /// The `chat.completion` object of an answer.
 std::string completion_json(const chat_response& resp, const std::string& model,
                             long long created);

@@ -142,6 +142,7 @@ struct serve_fixture {
     env.push_back("DOWN__MAX_ATTEMPTS=2");
     env.push_back("DOWN__BACKOFF_BASE_S=0.01");
     env.push_back("DOWN__BACKOFF_MAX_S=0.02");
+    source("NOUSAGE", "N", "nousage");
     source("STRUCT", "P", "person");
     env.push_back("STRUCT__BACKOFF_BASE_S=0.01");
     source("HANG", "H", "hang");
@@ -271,7 +272,7 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
                   "run `make deps` (npm ci in tests/e2e/serve_client)");
   for (const char* name : {"chat", "stream", "tools", "tools_stream",
                            "tools_failover", "abort", "errors", "auth",
-                           "live", "interrupted"}) {
+                           "live", "interrupted", "nousage"}) {
     CAPTURE(name);
     serve_fixture f;
     auto out = f.node_case(name);
@@ -479,6 +480,43 @@ TEST_CASE("serve: readyz is ready again once the only source's cooldown "
         != std::string::npos);
   CHECK(m->body.find(R"(pgw_breaker_state{scope="DOWN",source="d",state="open"} 0)")
         != std::string::npos);
+}
+
+TEST_CASE("serve: usage the upstream did not report is null with "
+          "x-pgw-usage: unavailable, never zeros") {
+  serve_fixture f;
+  auto cli = f.http();
+  auto ask = [&](const std::string& model, bool stream) {
+    auto r = cli.Post("/v1/chat/completions", f.auth(),
+                      R"({"model":")" + model
+                        + R"(","messages":[{"role":"user","content":"hi"}])"
+                        + (stream ? R"(,"stream":true,"stream_options":)"
+                                    R"({"include_usage":true}})"
+                                  : "}"),
+                      "application/json");
+    REQUIRE(r);
+    REQUIRE(r->status == 200);
+    return *r;
+  };
+  auto none = ask("NOUSAGE", false);
+  CHECK(none.get_header_value("x-pgw-usage") == "unavailable");
+  CHECK(json::parse(none.body).at("usage").is_null());
+  auto counted = ask("LLM", false);
+  CHECK_FALSE(counted.has_header("x-pgw-usage"));
+  CHECK(json::parse(counted.body).at("usage").at("total_tokens").as_int64()
+        > 0);
+  // A stream's usage chunk (the last before [DONE]) says null too.
+  auto usage_chunk = [](const std::string& sse) {
+    auto end = sse.rfind("data: [DONE]");
+    REQUIRE(end != std::string::npos);
+    auto start = sse.rfind("data: ", end - 1);
+    REQUIRE(start != std::string::npos);
+    return json::parse(sse.substr(start + 6, end - start - 6)).as_object();
+  };
+  auto streamed = usage_chunk(ask("NOUSAGE", true).body);
+  CHECK(streamed.at("choices").as_array().empty());
+  CHECK(streamed.at("usage").is_null());
+  CHECK(usage_chunk(ask("LLM", true).body).at("usage").is_object());
 }
 
 TEST_CASE("serve: body and in-flight limits") {

@@ -109,6 +109,21 @@ const cases = {
     assert.equal(chunks[chunks.length - 2].choices[0].finish_reason, 'stop');
     return { chunks: chunks.length, text };
   },
+  // The upstream of NOUSAGE reports no usage: null, not zeros.
+  async nousage() {
+    const { data: r, response } = await client.chat.completions
+      .create({ model: 'NOUSAGE', messages: hello }).withResponse();
+    assert.equal(r.usage, null, 'no usage object');
+    assert.ok(r.choices[0].message.content.length > 0);
+    assert.equal(response.headers.get('x-pgw-usage'), 'unavailable');
+    const s = await client.chat.completions.create({ model: 'NOUSAGE', messages: hello, stream: true, stream_options: { include_usage: true } });
+    const chunks = [];
+    for await (const c of s) chunks.push(c);
+    const last = chunks[chunks.length - 1];
+    assert.deepEqual(last.choices, [], 'the usage chunk has no choices');
+    assert.equal(last.usage, null, 'the usage chunk says unknown');
+    return { chunks: chunks.length };
+  },
   // Live streaming (issue 13): DRIP streams 8 tokens 150 ms apart.
   async live() {
     const upstreamEnded = async () => {
