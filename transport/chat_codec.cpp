@@ -90,7 +90,7 @@ count count_member(const json::object& obj, std::string_view key,
 /// What an OpenAI `usage` object said.
 enum class usage_read { none, ok, rejected };
 
-/// Reads an OpenAI `usage` object: `none` when it has no token counts,
+/// Reads an OpenAI `usage` object: `none` when it lacks either token count,
 /// `rejected` when a count (or their sum) is outside [0, 10^9].
 usage_read read_usage(const json::value* usage, int64_t& prompt,
                       int64_t& completion) {
@@ -104,7 +104,9 @@ usage_read read_usage(const json::value* usage, int64_t& prompt,
   if (has_p == count::absurd || has_c == count::absurd
       || p + c > max_reported_tokens)
     return usage_read::rejected;
-  if (has_p == count::absent && has_c == count::absent)
+  // One count alone leaves the other unknown: an answer that generated
+  // tokens in an unknown amount settles the estimate (SPEC §8).
+  if (has_p == count::absent || has_c == count::absent)
     return usage_read::none;
   prompt = p;
   completion = c;

@@ -471,6 +471,20 @@ TEST_CASE("decode: answer variants") {
     CHECK(out.kind == outcome::ok);
     CHECK_FALSE(out.usage_reported);
   }
+  SUBCASE("one count alone is no usage: the other is unknown") {
+    for (auto usage : {R"({"prompt_tokens":10})",
+                       R"({"completion_tokens":3,"total_tokens":3})"}) {
+      CAPTURE(usage);
+      attempt_result one;
+      decode_chat_completion(
+        std::string{R"({"choices":[{"message":{"content":"a"}}],"usage":)"}
+          + usage + "}",
+        one);
+      CHECK(one.kind == outcome::ok);
+      CHECK_FALSE(one.usage_reported);
+      CHECK_FALSE(one.usage_rejected);
+    }
+  }
   SUBCASE("reasoning under `reasoning`") {
     decode_chat_completion(
       R"({"choices":[{"message":{"content":"a","reasoning":"r"}}]})", out);
