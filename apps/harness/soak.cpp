@@ -241,6 +241,7 @@ double drive_load(client& cl, const soak_params& params,
 /// The gateway status after the load, read as figures and invariants.
 struct soak_figures {
   std::map<std::string, bool> invariants;
+  std::map<std::string, std::string> notes; ///< shown after an invariant
   int64_t attempts = 0;     ///< upstream attempts of every source
   int64_t rate_limited = 0; ///< of which 429s
   double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
@@ -250,6 +251,7 @@ soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
   soak_figures f;
   bool in_flight_zero = st.calls_active == 0;
   bool permits_balanced = true;
+  uint64_t expired = 0;
   for (auto& s : st.sources) {
     in_flight_zero = in_flight_zero && s.in_flight == 0
                      && s.limiter.in_flight == 0;
@@ -257,9 +259,8 @@ soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
     if (!s.limiter.unavailable.empty())
       std::fprintf(stderr, "pgw-actor soak: limiter of %s unreadable: %s\n",
                    s.name.c_str(), s.limiter.unavailable.c_str());
-    permits_balanced = permits_balanced && s.limiter.unavailable.empty()
-                       && s.limiter.acquired == s.limiter.settled
-                       && s.limiter.acquired == s.limiter.released;
+    permits_balanced = permits_balanced && permits_ended(s.limiter);
+    expired += s.limiter.leases_expired;
     for (auto& [name, n] : s.outcomes) {
       f.attempts += n;
       if (name == "rate_limited")
@@ -268,6 +269,9 @@ soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
   }
   f.invariants["in_flight_zero"] = in_flight_zero;
   f.invariants["permits_settled_and_released"] = permits_balanced;
+  if (expired > 0)
+    f.notes["permits_settled_and_released"]
+      = fmt::format("{} ended by lease expiry", expired);
   f.invariants["one_answer_per_call"]
     = t.answers == calls && st.calls_started == calls
       && st.calls_ok + st.calls_failed == calls;
@@ -341,7 +345,10 @@ bool print_report(const soak_params& params, const tally& t,
   std::printf("  invariants:\n");
   for (auto& [name, holds] : f.invariants) {
     all_ok = all_ok && holds;
-    std::printf("    %-30s %s\n", name.c_str(), holds ? "ok" : "BROKEN");
+    auto note = f.notes.find(name);
+    std::printf("    %-30s %s%s\n", name.c_str(), holds ? "ok" : "BROKEN",
+                note == f.notes.end() ? ""
+                                      : (" (" + note->second + ")").c_str());
   }
   return all_ok;
 }
@@ -438,6 +445,14 @@ std::optional<gateway_actor> soak_gateway(caf::actor_system& sys,
 }
 
 } // namespace
+
+bool permits_ended(const limiter_status& st) {
+  if (!st.unavailable.empty())
+    return false;
+  auto expired = st.leases_expired;
+  return st.released + expired == st.acquired && st.settled <= st.acquired
+         && st.acquired - st.settled <= expired;
+}
 
 int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
              const answer_hook& hook) {

@@ -78,6 +78,12 @@ struct soak_result {
 using answer_hook
   = std::function<void(int64_t, const caf::expected<chat_response>&)>;
 
+/// Whether every permit `st` counts has ended: released, or its lease ran
+/// out (`leases_expired`: a holder that died or overran it, e.g. a node
+/// killed earlier on the same Redis namespace), and every permit not
+/// settled is one whose lease ran out. False when `st` is unavailable.
+bool permits_ended(const limiter_status& st);
+
 /// Runs the soak against a fresh gateway for `cfg`: progress lines, then the
 /// report on stdout. Returns exit_ok when every invariant holds, exit_other
 /// when one is broken, exit_usage when the gateway cannot start. `out`, when
