@@ -74,9 +74,12 @@ void metrics::record_call(const std::string& scope, const std::string& source,
     return;
   auto& st = resp->stats;
   hedges_[scope] += static_cast<uint64_t>(std::max(0, st.hedges));
+  // Tokens and cost are upstream work: a cache hit replays a stored
+  // answer's usage but did none.
   source_key key{scope, source};
-  add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
-  if (st.cost_usd)
+  if (!st.cache_hit)
+    add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
+  if (st.cost_usd && !st.cache_hit)
     cost_[key] += *st.cost_usd;
   if (st.ttft_ms)
     ttft_[scope].observe(*st.ttft_ms / 1000.0);
@@ -133,8 +136,9 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
   for (auto& [scope, n] : hedges_)
     line("pgw_hedges_total{{scope=\"{}\"}} {}\n", esc(scope), n);
   head(out, "pgw_tokens_total", "counter",
-       "Tokens of successful calls and of interrupted streams (as "
-       "reported so far), by scope, source and kind.");
+       "Tokens the upstream reported for successful calls and "
+       "interrupted streams (so far), cache hits excluded, by scope, "
+       "source and kind.");
   for (auto& [k, n] : prompt_tokens_)
     line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"prompt\"}} {}\n",
          esc(k.first), esc(k.second), n);
@@ -143,7 +147,8 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
          "{}\n",
          esc(k.first), esc(k.second), n);
   head(out, "pgw_cost_usd_total", "counter",
-       "Cost of successful calls in USD, by scope and source.");
+       "Cost of successful calls in USD, cache hits excluded, by scope "
+       "and source.");
   for (auto& [k, x] : cost_)
     line("pgw_cost_usd_total{{scope=\"{}\",source=\"{}\"}} {}\n", esc(k.first),
          esc(k.second), x);
@@ -163,21 +168,25 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
              "{}\n",
              esc(g.scope), esc(s.name), esc(outcome), n);
   // Gauges with one sample per source of every scope.
-  auto per_source = [&](const char* name, const char* help, auto value) {
+  // A limiter's gauges leave out a source whose limiter could not be read
+  // (Redis down: its breaker is `unknown` too) rather than show 0.
+  auto per_source = [&](const char* name, const char* help, auto value,
+                        bool of_limiter) {
     head(out, name, "gauge", help);
     for (auto& g : gateways)
       for (auto& s : g.sources)
-        line("{}{{scope=\"{}\",source=\"{}\"}} {}\n", name, esc(g.scope),
-             esc(s.name), value(s));
+        if (!of_limiter || s.limiter.unavailable.empty())
+          line("{}{{scope=\"{}\",source=\"{}\"}} {}\n", name,
+               esc(g.scope), esc(s.name), value(s));
   };
   per_source("pgw_source_in_flight", "Attempts running now, by scope and source.",
-             [](const source_status& s) { return s.in_flight; });
+             [](const source_status& s) { return s.in_flight; }, false);
   per_source("pgw_limiter_rpm_used",
              "Requests in the limiter's current 60 s window, by scope and source.",
-             [](const source_status& s) { return s.limiter.rpm_used; });
+             [](const source_status& s) { return s.limiter.rpm_used; }, true);
   per_source("pgw_limiter_tpm_used",
              "Tokens in the limiter's current 60 s window, by scope and source.",
-             [](const source_status& s) { return s.limiter.tpm_used; });
+             [](const source_status& s) { return s.limiter.tpm_used; }, true);
   head(out, "pgw_breaker_state", "gauge",
        "1 for the breaker's current state, by scope, source and state.");
   for (auto& g : gateways)

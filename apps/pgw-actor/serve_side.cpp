@@ -128,13 +128,16 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
                           nullptr);
     return send_call_error(res, result.error(), gone);
   }
-  // The metrics count the prompt tokens (embeddings) against the first
-  // source that answered.
+  // The metrics count the tokens against the first source that answered,
+  // when reported (an embedding's unreported usage is an estimate).
   auto& stats = result->stats;
   auto first = stats.source.substr(0, stats.source.find(','));
   chat_response counted;
   counted.stats = stats;
-  counted.usage.prompt_tokens = stats.prompt_tokens;
+  if (stats.usage_source == "reported") {
+    counted.usage.prompt_tokens = stats.prompt_tokens;
+    counted.usage.completion_tokens = stats.completion_tokens;
+  }
   ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
   res.set_header("x-pgw-source", first);
   ok(*result);

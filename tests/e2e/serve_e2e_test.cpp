@@ -1,6 +1,7 @@
 // `pgw-actor serve` driven by the official openai npm package (Node) and by
 // plain HTTP: real processes on loopback ports chosen at run time.
 
+#include "apps/harness/redis_server.hpp"
 #include "apps/pgw-upstream-sim/embeddings.hpp"
 #include "fixtures/eventually.hpp"
 #include "fixtures/process.hpp"
@@ -1332,6 +1333,13 @@ TEST_CASE("serve: 50 identical concurrent calls make one upstream request, "
   for (int i = 0; i < 50; ++i)
     calls.push_back(fx.chat_async("SHORT"));
   std::string first_content;
+  // The usage of the answers made upstream (tokens are upstream work).
+  int64_t upstream_prompt = 0, upstream_completion = 0;
+  auto add_usage = [&](const std::string& body) {
+    auto u = json::parse(body).at("usage");
+    upstream_prompt += u.at("prompt_tokens").as_int64();
+    upstream_completion += u.at("completion_tokens").as_int64();
+  };
   for (auto& c : calls) {
     auto [status, body] = c.get();
     INFO(body);
@@ -1339,8 +1347,10 @@ TEST_CASE("serve: 50 identical concurrent calls make one upstream request, "
     auto obj = json::parse(body).as_object();
     auto content = json::serialize(
       obj.at("choices").at(0).at("message").at("content"));
-    if (first_content.empty())
+    if (first_content.empty()) {
       first_content = content;
+      add_usage(body);
+    }
     CHECK(content == first_content);
     CHECK(obj.at("usage").at("completion_tokens").as_int64() > 0);
   }
@@ -1376,10 +1386,12 @@ TEST_CASE("serve: 50 identical concurrent calls make one upstream request, "
   CHECK(fresh->status == 200);
   CHECK(fresh->get_header_value("x-pgw-cache") == "miss");
   CHECK(upstream_count("slow_short") == 2);
+  add_usage(fresh->body);
   // x-pgw-cache: off and the body's `cache` field.
-  CHECK(post(plain, {{"x-pgw-cache", "off"}})->get_header_value("x-pgw-cache")
-        == "miss");
+  auto off = post(plain, {{"x-pgw-cache", "off"}});
+  CHECK(off->get_header_value("x-pgw-cache") == "miss");
   CHECK(upstream_count("slow_short") == 3);
+  add_usage(off->body);
   CHECK(post(plain, {})->get_header_value("x-pgw-cache") == "hit");
   auto bad = post(
     R"({"model":"SHORT","cache":"sometimes","messages":[{"role":"user","content":"hi"}]})",
@@ -1387,6 +1399,51 @@ TEST_CASE("serve: 50 identical concurrent calls make one upstream request, "
   CHECK(bad->status == 400);
   CHECK(bad->body.find("cache") != std::string::npos);
   CHECK(upstream_count("slow_short") == 3);
+  // The metrics count the tokens of the 3 upstream answers, not the hits'
+  // replayed usage.
+  auto m = fx.http().Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  CHECK(m->body.find("pgw_tokens_total{scope=\"SHORT\",source=\"s\","
+                     "kind=\"prompt\"} "
+                     + std::to_string(upstream_prompt) + "\n")
+        != std::string::npos);
+  CHECK(m->body.find("pgw_tokens_total{scope=\"SHORT\",source=\"s\","
+                     "kind=\"completion\"} "
+                     + std::to_string(upstream_completion) + "\n")
+        != std::string::npos);
+}
+
+TEST_CASE("serve: while the Redis limiter cannot be read, its usage gauges "
+          "are left out, not 0") {
+  pgw::harness::redis_server redis;
+  serve_fixture f({"PGW_LIMITER_BACKEND=redis", "PGW_BREAKER_BACKEND=redis",
+                   "REDIS_URL=" + redis.url()});
+  REQUIRE(f.chat_async("LLM").get().first == 200);
+  auto cli = f.http();
+  const std::string rpm = R"(pgw_limiter_rpm_used{scope="LLM",source="a"} )";
+  const std::string tpm = R"(pgw_limiter_tpm_used{scope="LLM",source="a"} )";
+  auto up = cli.Get("/metrics");
+  REQUIRE(up);
+  CHECK(up->body.find(rpm + "1\n") != std::string::npos);
+  CHECK(up->body.find(tpm) != std::string::npos);
+  redis.kill();
+  // Once a status finds Redis gone (the breaker says unknown), the
+  // limiter's gauges are not samples of 0.
+  std::string body;
+  CHECK(pgw::test::eventually(
+    [&] {
+      auto m = cli.Get("/metrics");
+      body = m ? m->body : std::string{};
+      return body.find(R"(pgw_breaker_state{scope="LLM",source="a",)"
+                       R"(state="unknown"} 1)")
+             != std::string::npos;
+    },
+    std::chrono::seconds(20)));
+  INFO(body);
+  CHECK(body.find(rpm) == std::string::npos);
+  CHECK(body.find(tpm) == std::string::npos);
+  CHECK(body.find("# TYPE pgw_limiter_rpm_used gauge") != std::string::npos);
 }
 
 TEST_CASE("serve: response_format json_schema is structured output: validated, re-asked, the JSON as content") {
