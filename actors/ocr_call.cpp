@@ -1,4 +1,5 @@
 #include "actors/ocr_call.hpp"
+#include "actors/accounting.hpp"
 
 #include "transport/chat_codec.hpp"
 
@@ -208,7 +209,13 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
       out.stats.source = source;
       out.stats.model = out.model;
       out.stats.cost_usd = ocr_cost(self, *src->config, out.model);
-      out.stats.usage_source = "reported"; // OCR has no tokens: 0 is a fact
+      // What the upstream reported, as the attempt's row says: a vision
+      // model's token counts; a MonkeyOCR server reports none.
+      out.stats.usage_source = usage_source_of(&res);
+      if (res.usage_reported) {
+        out.stats.prompt_tokens = res.prompt_tokens;
+        out.stats.completion_tokens = res.completion_tokens;
+      }
       st.finishing = true;
       maybe_deliver(self);
       return;

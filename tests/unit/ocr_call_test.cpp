@@ -71,6 +71,10 @@ TEST_CASE_FIXTURE(ocr_fixture,
   CHECK(out->response->text == "Hello from the image");
   CHECK(out->response->source == "a");
   CHECK(out->response->stats.attempts == 1);
+  // The usage the vision model reported, as the attempt's row has it.
+  CHECK(out->response->stats.usage_source == "reported");
+  CHECK(out->response->stats.prompt_tokens == 900);
+  CHECK(out->response->stats.completion_tokens == 40);
   auto calls = fake->calls();
   REQUIRE(calls.size() == 1);
   CHECK(calls[0].kind == upstream_kind::chat);
@@ -116,10 +120,19 @@ TEST_CASE_FIXTURE(ocr_fixture,
   fake->script("a", {raw(R"({"success":false,"message":"model busy"})")});
   fake->script("b", {raw(R"({"success":true,"task_type":"text",)"
                          R"("content":"Recognised"})")});
-  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a", "b"}));
+  auto sink = std::make_shared<memory_sink>();
+  gateway_options opts;
+  opts.telemetry = spawn_telemetry(sys, sink);
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a", "b"}), 42,
+                          opts);
   auto out = ocr(gw, png);
   REQUIRE(out->response);
   CHECK(out->response->text == "Recognised");
+  // A MonkeyOCR server reports no usage: the call says so, as its row does.
+  CHECK(out->response->stats.usage_source == "unavailable");
+  settle();
+  REQUIRE(sink->attempts.size() == 2);
+  CHECK(sink->attempts[1].usage_source == "unavailable");
   auto calls = fake->calls();
   REQUIRE(calls.size() == 2);
   CHECK(calls[0].kind == upstream_kind::ocr_text);
