@@ -147,13 +147,14 @@ TEST_CASE_FIXTURE(telemetry_fixture, "telemetry: a hedge loser is labelled hedge
   CHECK_FALSE(loser.is_hedge);
   CHECK(loser.settled_tokens == 1000);
   REQUIRE(loser.cost_usd);
-  CHECK(*loser.cost_usd == doctest::Approx(1000 * 2.0 / 1e6));
+  CHECK(*loser.cost_usd == doctest::Approx(1000 * 2.0 / 1e6).scale(0));
   CHECK(winner.outcome == "ok");
   CHECK(winner.is_hedge);
   auto& c = sink->calls[0];
   CHECK(c.hedges == 1);
   CHECK(c.hedge_won);
-  CHECK(*c.cost_usd == doctest::Approx(100 * 10.0 / 1e6 + 100 * 20.0 / 1e6));
+  CHECK(*c.cost_usd
+        == doctest::Approx(100 * 10.0 / 1e6 + 100 * 20.0 / 1e6).scale(0));
   CHECK(c.losers_cost_usd == doctest::Approx(0.002));
   CHECK(status(gw).sources[0].limiter.tpm_used == loser.settled_tokens);
 }
