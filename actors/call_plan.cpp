@@ -272,7 +272,15 @@ call_decisions call_plan::timer_fired(timer_kind kind, uint64_t id,
 }
 
 call_decisions call_plan::cancel() {
-  fail_msg(error_code::cancelled, "the caller cancelled the call");
+  auto d = detail("the caller cancelled the call");
+  // After the commit the caller had part of one source's answer: the call
+  // is booked to that source (telemetry, metrics), still `cancelled`.
+  for (auto& x : legs_)
+    if (committed_ != 0 && x.id == committed_) {
+      d.stream_source = x.source;
+      d.streamed_bytes = streamed_bytes_;
+    }
+  fail(error_code::cancelled, std::move(d));
   return take();
 }
 

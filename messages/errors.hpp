@@ -100,7 +100,9 @@ struct error_detail {
   std::map<std::string, source_error> sources;
   // -- stream_interrupted ---------------------------------------------------
   /// The source whose stream broke and its machine reason (`stream_cut`,
-  /// `idle_timeout`, `call_deadline_exceeded`, ...).
+  /// `idle_timeout`, `call_deadline_exceeded`, ...). A live call cancelled
+  /// after its commit names its source here too (no reason): accounting
+  /// books the call to it.
   std::string stream_source;
   std::string stream_reason;
   /// The usage so far: as reported by the upstream (when it did), and the

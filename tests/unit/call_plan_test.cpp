@@ -708,6 +708,25 @@ TEST_CASE("call_plan: live streaming commits at the first token") {
           != std::string::npos);
     CHECK(!p.forwards_delta(2));
   }
+  SUBCASE("a cancel after the commit names the committed source") {
+    auto p = make(live);
+    running(p, true);
+    p.first_token(2, t0 + 3s);
+    p.add_streamed(7);
+    auto ds = p.cancel();
+    REQUIRE(!ds.empty());
+    CHECK(ds[0].code == error_code::cancelled);
+    CHECK(ds[0].detail.stream_source == "b");
+    CHECK(ds[0].detail.streamed_bytes == 7);
+  }
+  SUBCASE("a cancel before the commit names no source") {
+    auto p = make(live);
+    running(p, true);
+    auto ds = p.cancel();
+    REQUIRE(!ds.empty());
+    CHECK(ds[0].code == error_code::cancelled);
+    CHECK(ds[0].detail.stream_source.empty());
+  }
 }
 
 TEST_CASE("call_plan: structured output re-asks and downgrades") {
