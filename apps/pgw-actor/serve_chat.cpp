@@ -70,13 +70,13 @@ void send_model_not_found(const context& ctx, httplib::Response& res,
   // A known scope with an unknown source: say so and list its sources.
   auto slash = model.find('/');
   auto i = ctx.scopes.find(lower(model.substr(0, slash)));
-  auto words = "the model '" + model.substr(0, 100) + "': ";
+  auto words = "the model '" + model.substr(0, 100) + "'";
   if (i != ctx.scopes.end() && slash != std::string::npos)
-    words += i->second.config->unknown_source(lower(model.substr(slash + 1)));
+    words += ": "
+             + i->second.config->unknown_source(lower(model.substr(slash + 1)));
   else
-    words = "the model '" + model.substr(0, 100)
-            + "' is not a scope of this gateway (GET /v1/models "
-              "lists them; SCOPE/source pins a source)";
+    words += " is not a scope of this gateway (GET /v1/models lists them; "
+             "SCOPE/source pins a source)";
   send_error(res, 404, words, "invalid_request_error", "model_not_found");
 }
 

@@ -10,6 +10,7 @@
 #include "apps/cli/http_connection.hpp"
 #include "apps/node/node_builder.hpp"
 #include "config/support/log.hpp"
+#include "config/url.hpp"
 
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
@@ -614,8 +615,11 @@ int serve_main(const std::vector<std::string>& args) {
   front->start();
   // The first stdout line, read by scripts and tests (`--listen HOST:0`).
   // An IPv6 address in brackets, as --listen takes it: "[::1]:8080".
-  auto shown = host.find(':') != std::string::npos ? "[" + host + "]" : host;
-  std::printf("listening %s:%d\n", shown.c_str(), front->port());
+  url_parts shown;
+  shown.host = host;
+  shown.ipv6 = host.find(':') != std::string::npos;
+  shown.port = static_cast<uint16_t>(front->port());
+  std::printf("listening %s\n", shown.authority().c_str());
   std::fflush(stdout);
   {
     signal_watch watch{ctx, svr, *front, sc.drain_s};

@@ -134,7 +134,7 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
   auto first = stats.source.substr(0, stats.source.find(','));
   chat_response counted;
   counted.stats = stats;
-  if (stats.usage_source == "reported") {
+  if (usage_known(counted)) {
     counted.usage.prompt_tokens = stats.prompt_tokens;
     counted.usage.completion_tokens = stats.completion_tokens;
   }
