@@ -38,6 +38,7 @@
 #include <ctime>
 #include <mutex>
 #include <thread>
+#include <unordered_set>
 
 namespace pgw::cli {
 
@@ -56,7 +57,8 @@ is a scope, or SCOPE/source to pin a source), POST /v1/embeddings and
 /v1/ocr (`model` an embedding / OCR scope), GET /v1/models, /healthz,
 /readyz, /metrics (Prometheus). Auth by PGW_SERVE_KEYS_FILE (SHA-256 digests
 of accepted bearer keys). SIGTERM/SIGINT: stop accepting, let calls finish
-for PGW_SERVE_DRAIN_S, cancel the rest, exit 0.
+for PGW_SERVE_DRAIN_S, cancel the rest, 2 s later close every client
+connection still open, exit 0 (within PGW_SERVE_DRAIN_S + 2 s).
 )";
 
 int usage_error(const std::string& msg) {
@@ -147,7 +149,38 @@ public:
     serve_connection(sock, request, &rest);
   }
 
+  /// The drain's grace is over: shuts down the socket of every connection
+  /// a thread serves (a blocked read or write returns, the thread closes
+  /// it), and closes at once any handed over later. Any thread.
+  void shut_connections() {
+    std::lock_guard<std::mutex> guard{open_mtx_};
+    shut_ = true;
+    for (int fd : open_)
+      ::shutdown(fd, SHUT_RDWR);
+  }
+
 private:
+  /// Every socket a thread serves now, and whether `shut_connections`
+  /// ran. A socket leaves the set before it is closed or given back, so
+  /// `shut_connections` never reaches a descriptor reused since.
+  std::mutex open_mtx_;
+  std::unordered_set<int> open_;
+  bool shut_ = false;
+
+  /// Adds `sock` to the served ones; false after `shut_connections`.
+  bool track(socket_t sock) {
+    std::lock_guard<std::mutex> guard{open_mtx_};
+    if (shut_)
+      return false;
+    open_.insert(sock);
+    return true;
+  }
+
+  void untrack(socket_t sock) {
+    std::lock_guard<std::mutex> guard{open_mtx_};
+    open_.erase(sock);
+  }
+
   bool process_and_close_socket(socket_t sock) override {
     return serve_connection(sock, {}, nullptr);
   }
@@ -156,6 +189,10 @@ private:
   /// connection httplib accepted itself).
   bool serve_connection(socket_t sock, std::string_view read,
                         std::string* rest) {
+    if (!track(sock)) {
+      ::close(sock);
+      return false;
+    }
     serve::client_socket = sock;
     bool ret = false;
     http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
@@ -174,11 +211,13 @@ private:
         break;
       if (rest != nullptr && give_back && svr_sock_ != INVALID_SOCKET) {
         serve::client_socket = -1;
+        untrack(sock);
         give_back(sock, std::move(*rest));
         return ret;
       }
     }
     serve::client_socket = -1;
+    untrack(sock);
     ::shutdown(sock, SHUT_RDWR);
     ::close(sock);
     return ret;
@@ -253,12 +292,17 @@ private:
   bool closed_ = false;
 };
 
+/// After the drain, how long the cancelled requests have to end before
+/// every client connection closes.
+constexpr auto close_grace = std::chrono::seconds(2);
+
 /// Waits for SIGTERM/SIGINT (blocked in every thread, taken here), then
 /// stops the server and, after the drain time (or a second signal), cancels
-/// the calls still running.
+/// the calls still running; after `close_grace` more (or another signal),
+/// closes every client connection still open, so that none holds the exit.
 class signal_watch {
 public:
-  signal_watch(context& ctx, httplib::Server& svr, serve::front& front,
+  signal_watch(context& ctx, server& svr, serve::front& front,
                double drain_s)
     : ctx_(ctx), svr_(svr), front_(front), drain_s_(drain_s) {
     thread_ = std::thread([this] { run(); });
@@ -317,10 +361,18 @@ private:
                              ctx_.in_flight.load()));
     ctx_.watch.cancel_all();
     front_.cancel_all();
+    // A connection can still hold the exit: a client that reads no more of
+    // its answer (a write waits on it), or sends no more of its request.
+    if (wait(close_grace) == woke::done)
+      return;
+    log::write(log::level::warn, "serve",
+               "closing the client connections still open");
+    front_.close_all();
+    svr_.shut_connections();
   }
 
   context& ctx_;
-  httplib::Server& svr_;
+  server& svr_;
   serve::front& front_;
   double drain_s_;
   std::atomic<bool> done_{false};

@@ -218,6 +218,8 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
   std::unordered_set<session*> idle;
   /// Sessions whose call runs (cancelled by `cancel_all`); on the loop.
   std::unordered_set<session*> calling;
+  /// Every session with its connection (closed by `close_all`); on the loop.
+  std::unordered_set<session*> open;
   bool all_cancelled = false; ///< on the loop
 
   std::mutex mtx;
@@ -325,7 +327,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
 
     session(std::shared_ptr<impl> o, tcp::socket s)
       : owner(std::move(o)), sock(std::move(s)), timer(owner->loop) {
-      // nop
+      owner->open.insert(this);
     }
 
     void expire_in(double s) {
@@ -357,6 +359,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     ~session() {
       owner->idle.erase(this);
       owner->calling.erase(this);
+      owner->open.erase(this);
     }
 
     void close() {
@@ -886,6 +889,16 @@ void front::cancel_all() {
     self->all_cancelled = true;
     for (auto* s : self->calling)
       s->cancel_call();
+  });
+}
+
+void front::close_all() {
+  asio::post(impl_->loop, [self = impl_] {
+    // A write or read waiting on the client ends (operation_aborted), and
+    // with it the request; a call still running answers into nothing.
+    auto sessions = self->open;
+    for (auto* s : sessions)
+      s->close();
   });
 }
 

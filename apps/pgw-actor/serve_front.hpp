@@ -84,6 +84,12 @@ public:
   /// later one. Any thread.
   void cancel_all();
 
+  /// The drain's grace is over: closes every connection the front holds —
+  /// one whose client reads no more of its answer, or sends no more of its
+  /// request, too — so that the requests still running end at once. Any
+  /// thread.
+  void close_all();
+
   /// Blocks until every request the front answers itself is done.
   void wait_idle();
 

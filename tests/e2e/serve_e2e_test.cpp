@@ -201,6 +201,23 @@ struct serve_fixture {
     FAIL("the simulator never received a request for " << model);
   }
 
+  /// The simulator's record of its request for `model` once that request
+  /// has ended (its answer sent, or its client gone), waiting up to 5 s;
+  /// empty when it has not ended by then.
+  json::object upstream_ended(const std::string& model) const {
+    httplib::Client s{"127.0.0.1", sim->port()};
+    for (int i = 0; i < 500; ++i) {
+      auto log = s.Get("/_sim/log");
+      REQUIRE(log);
+      auto parsed = json::parse(log->body);
+      for (auto& r : parsed.at("requests").as_array())
+        if (r.at("model").as_string() == model && !r.at("ended_ms").is_null())
+          return r.as_object();
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return {};
+  }
+
   std::string stderr_text() const {
     if (unread_stderr >= 0)
       return "(stderr is a FIFO)";
@@ -607,19 +624,7 @@ TEST_CASE("serve: a non-streaming client that hangs up cancels its call at once"
   f.wait_for_upstream("slow_abort");
   ::close(sock);
   // The answer would take 5 s; the upstream connection closes soon after.
-  httplib::Client s{"127.0.0.1", f.sim->port()};
-  json::object slow;
-  for (int i = 0; i < 200 && slow.empty(); ++i) {
-    auto log = s.Get("/_sim/log");
-    REQUIRE(log);
-    auto parsed = json::parse(log->body);
-    for (auto& r : parsed.at("requests").as_array())
-      if (r.at("model").as_string() == "slow_abort"
-          && !r.at("ended_ms").is_null())
-        slow = r.as_object();
-    if (slow.empty())
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
+  auto slow = f.upstream_ended("slow_abort");
   REQUIRE_FALSE(slow.empty());
   CHECK(slow.at("client_closed").as_bool());
   CHECK(slow.at("ended_ms").to_number<double>()
@@ -1234,6 +1239,67 @@ TEST_CASE("serve: SIGTERM cancels what is still running after the drain time") {
   // The answer needs 5 s; the drain ended it long before.
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(4));
   CHECK(f.stderr_text().find("cancelling 1 call(s)") != std::string::npos);
+}
+
+namespace {
+
+/// Signals SIGTERM to `f`'s serve, whose connections include one that a
+/// write waits on, and checks that it closes them and exits 0 within the
+/// drain time and the 2 s grace after it (with a margin for a busy
+/// machine): `f` runs with PGW_SERVE_DRAIN_S=0.5 and the default write
+/// timeout (60 s), which no client here may stretch the exit to.
+void closes_and_exits_in_time(serve_fixture& f) {
+  auto t0 = std::chrono::steady_clock::now();
+  f.serve.signal(SIGTERM);
+  auto rc = f.serve.wait_for(std::chrono::seconds(20));
+  auto waited = std::chrono::steady_clock::now() - t0;
+  INFO("serve stderr:\n" << f.stderr_text());
+  REQUIRE(rc.has_value());
+  CHECK(*rc == 0);
+  CHECK(waited < std::chrono::milliseconds(500 + 2000 + 3000));
+  CHECK(has(f.stderr_text(), "closing the client connections still open"));
+}
+
+/// A live stream of 6 MB of SSE, sent as fast as the simulator can: more
+/// than the socket buffers take for a client that reads nothing, so that
+/// serve's write waits on it.
+const std::string unread_flood
+  = R"({"model":"FLOOD","stream":true,"messages":[{"role":"user","content":"hi"}]})";
+
+} // namespace
+
+TEST_CASE("serve: after the drain a live stream whose client reads no more "
+          "does not hold the exit, nor do an idle or a half-sent request") {
+  serve_fixture f{{"PGW_SERVE_DRAIN_S=0.5"}};
+  // The front's write to it waits for the write timeout, a minute.
+  raw_connection stream{f.port, 4096};
+  stream.send(chat_request_bytes(unread_flood));
+  REQUIRE_FALSE(f.upstream_ended("flood").empty()); // all of it in serve
+  // A keep-alive connection after its answer, and a request half sent.
+  auto bytes = chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})");
+  raw_connection idle{f.port};
+  idle.send(bytes);
+  CHECK(idle.read_response().status == 200);
+  raw_connection half{f.port};
+  half.send(bytes.substr(0, bytes.size() / 2));
+  closes_and_exits_in_time(f);
+}
+
+TEST_CASE("serve: after the drain a stream an httplib thread writes to a "
+          "client that reads no more does not hold the exit") {
+  // A chunked body goes to the cpp-httplib server: its thread streams the
+  // answer with blocking writes, which wait for the write timeout.
+  serve_fixture f{{"PGW_SERVE_DRAIN_S=0.5"}};
+  char size[16];
+  std::snprintf(size, sizeof size, "%zx", unread_flood.size());
+  raw_connection stream{f.port, 4096};
+  stream.send("POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\n"
+              "Authorization: Bearer " + the_key + "\r\n"
+              "Transfer-Encoding: chunked\r\n\r\n" + size + "\r\n"
+              + unread_flood + "\r\n0\r\n\r\n");
+  REQUIRE_FALSE(f.upstream_ended("flood").empty()); // all of it in serve
+  closes_and_exits_in_time(f);
 }
 
 TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
