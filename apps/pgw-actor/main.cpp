@@ -72,9 +72,13 @@ const char* usage_of(const std::string& cmd) {
            "  --serve-status    keep running and publish status (--publish)\n"
            "  --publish H:P     where `status --connect` reaches it\n";
   if (cmd == "status")
-    return "usage: pgw-actor status --connect HOST:PORT [--json]\n\n"
+    return "usage: pgw-actor status --connect HOST:PORT [--timeout S] "
+           "[--json]\n\n"
            "  live per-source state (breaker, limiter, EWMA, cooldown) of a\n"
-           "  node that runs with --publish (soak, demo --serve-status)\n";
+           "  node that runs with --publish (soak, demo --serve-status)\n"
+           "  --timeout S       give up when the node has not answered\n"
+           "                    (connection and CAF's handshake) within S\n"
+           "                    seconds (default 10)\n";
   if (cmd == "bench")
     return "usage: pgw-actor bench "
            "overhead|throughput|inflight|hedge|admission|cache|serve "

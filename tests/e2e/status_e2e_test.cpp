@@ -6,6 +6,12 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
 #include <csignal>
 
 using namespace pgw::test;
@@ -61,4 +67,83 @@ TEST_CASE("status --json: an unreachable node is an error object on stdout") {
   CHECK(bad.exit_code == 2);
   CHECK(json::parse(bad.out).at("error").at("code").as_string()
         == "invalid_request");
+}
+
+namespace {
+
+/// A loopback port that completes TCP connections (the kernel's backlog)
+/// and never says a word: not a node's --publish port.
+struct silent_listener {
+  int sock = -1;
+  int port = 0;
+
+  silent_listener() {
+    sock = ::socket(AF_INET, SOCK_STREAM, 0);
+    REQUIRE(sock >= 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    REQUIRE(::bind(sock, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0);
+    REQUIRE(::listen(sock, 16) == 0);
+    socklen_t len = sizeof addr;
+    REQUIRE(::getsockname(sock, reinterpret_cast<sockaddr*>(&addr), &len) == 0);
+    port = ntohs(addr.sin_port);
+  }
+
+  ~silent_listener() {
+    ::close(sock);
+  }
+};
+
+/// Runs `pgw-actor status ARGS` (stderr joined to stdout); its exit status
+/// and output, or nullopt when it still runs after `limit` (then stopped).
+std::optional<std::pair<int, std::string>>
+status_within(const std::vector<std::string>& args,
+              std::chrono::milliseconds limit) {
+  std::vector<std::string> argv{"/bin/sh", "-c",
+                                "exec \"$0\" status \"$@\" 2>&1",
+                                PGW_ACTOR_BIN};
+  argv.insert(argv.end(), args.begin(), args.end());
+  child_process p{argv};
+  auto rc = p.wait_for(limit);
+  if (!rc)
+    return std::nullopt;
+  std::string out;
+  for (auto some = p.read_some(); !some.empty(); some = p.read_some())
+    out += some;
+  return std::make_pair(*rc, out);
+}
+
+} // namespace
+
+TEST_CASE("status --connect gives up on a port that accepts and never "
+          "answers: within 10 s by default, within --timeout S") {
+  silent_listener silent;
+  auto where = "127.0.0.1:" + std::to_string(silent.port);
+  auto t0 = std::chrono::steady_clock::now();
+  auto plain = status_within({"--connect", where}, std::chrono::seconds(20));
+  REQUIRE(plain.has_value()); // it used to wait forever
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
+  CHECK(plain->first == 1);
+  CHECK(plain->second
+        == "pgw-actor status: cannot reach " + where
+             + ": timed out after 10 s waiting for the node's handshake (the "
+               "port accepts connections but does not answer as a pgw "
+               "node's --publish port)\n");
+  auto js = status_within({"--connect", where, "--timeout", "0.5", "--json"},
+                          std::chrono::seconds(10));
+  REQUIRE(js.has_value());
+  CHECK(js->first == 1);
+  auto err = json::parse(js->second).at("error");
+  CHECK(std::string(err.at("message").as_string())
+        == "cannot reach " + where
+             + ": timed out after 0.5 s waiting for the node's handshake (the "
+               "port accepts connections but does not answer as a pgw "
+               "node's --publish port)");
+  auto bad = status_within({"--connect", where, "--timeout", "0"},
+                           std::chrono::seconds(10));
+  REQUIRE(bad.has_value());
+  CHECK(bad->first == 2);
+  CHECK(bad->second.find("--timeout takes a number of seconds above 0")
+        != std::string::npos);
 }
