@@ -3,7 +3,8 @@
 // recovering source (down for its first two seconds), runs calls through one
 // gateway and prints what happened to each: failover, and the recovering
 // source isolated by its breaker and let back in through a probe. Needs no
-// configuration and reads none.
+// configuration and reads none but PGW_TELEMETRY_DB (and PGW_LOG,
+// PGW_SCHEDULER_THREADS, which every command reads).
 
 #include "commands.hpp"
 
@@ -21,6 +22,7 @@
 #include <fmt/format.h>
 
 #include <cstdio>
+#include <cstdlib>
 
 namespace pgw::cli {
 
@@ -88,10 +90,13 @@ int demo_main(const std::vector<std::string>& args) {
     {"DEMO__BACKOFF_MAX_S", "0.2"},
     {"DEMO__STREAM", "true"},
   };
+  // The telemetry file (below) is the one setting taken from outside.
+  if (const char* db = std::getenv("PGW_TELEMETRY_DB"))
+    env["PGW_TELEMETRY_DB"] = db;
   auto cfg = load_settings(env);
   if (!cfg) {
     std::fprintf(stderr, "pgw-actor demo: %s\n", describe(cfg.error()).c_str());
-    return exit_other;
+    return exit_usage;
   }
   system_config sys_cfg{serve_status};
   caf::actor_system sys{sys_cfg};

@@ -7,8 +7,11 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
+
+#include <unistd.h>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -33,6 +36,18 @@ json::object report_json(const run_result& r) {
   return v.as_object();
 }
 
+/// `telemetry report --json` of `db`, which holds one scope: that scope.
+json::object report_of_one_scope(const std::string& db) {
+  auto rep = run_program({PGW_ACTOR_BIN, "telemetry", "report", "--db", db,
+                          "--json"});
+  INFO(rep.err);
+  REQUIRE(rep.exit_code == 0);
+  auto doc = report_json(rep);
+  auto& scopes = doc.at("scopes").as_array();
+  REQUIRE(scopes.size() == 1);
+  return scopes[0].as_object();
+}
+
 } // namespace
 
 TEST_CASE("telemetry: a soak's database holds one row per attempt and the report reads it") {
@@ -52,21 +67,15 @@ TEST_CASE("telemetry: a soak's database holds one row per attempt and the report
   text << in.rdbuf();
   auto soak_report = json::parse(text.str()).as_object();
   auto attempts = soak_report.at("attempts").as_int64();
-  auto rep = run_program({PGW_ACTOR_BIN, "telemetry", "report", "--db", db,
-                          "--json"});
-  INFO(rep.err);
-  REQUIRE(rep.exit_code == 0);
-  auto doc = report_json(rep);
-  auto& scopes = doc.at("scopes").as_array();
-  REQUIRE(scopes.size() == 1);
-  auto& total = scopes[0].at("total").as_object();
+  auto scope = report_of_one_scope(db);
+  auto& total = scope.at("total").as_object();
   // One call row per call, one attempt row per attempt.
   CHECK(total.at("calls").as_int64() == 300);
   CHECK(total.at("attempts").as_int64() == attempts);
   CHECK(total.at("ok_calls").as_int64()
         == soak_report.at("ok").as_int64());
   // The per-source outcome counts agree with the gateway's own.
-  for (auto& s : scopes[0].at("sources").as_array()) {
+  for (auto& s : scope.at("sources").as_array()) {
     auto name = std::string(s.at("source").as_string());
     CAPTURE(name);
     auto& mine = s.at("attempts_by_outcome").as_object();
@@ -98,4 +107,27 @@ TEST_CASE("telemetry: an unwritable database does not fail a single call") {
   CHECK(soak.out.find("success   200 / 200") != std::string::npos);
   // The problem is reported (a warning), not silent.
   CHECK(soak.err.find("telemetry") != std::string::npos);
+}
+
+TEST_CASE("telemetry: demo writes to the file PGW_TELEMETRY_DB names, not "
+          "./pgw-telemetry.sqlite") {
+  char tmpl[] = "/tmp/pgw-demo-telemetry-XXXXXX";
+  REQUIRE(::mkdtemp(tmpl) != nullptr);
+  std::string dir = tmpl;
+  // demo in `dir`, where the default file would go.
+  auto demo_in_dir = [&dir](int calls, const std::string& db) {
+    auto r = run_program({"/bin/sh", "-c", "cd \"$1\" && exec \"$0\" demo --calls $2",
+                          PGW_ACTOR_BIN, dir, std::to_string(calls)},
+                         {"PGW_TELEMETRY_DB=" + db});
+    INFO(r.out << r.err);
+    CHECK(r.out.find("of " + std::to_string(calls) + " calls answered")
+          != std::string::npos);
+    CHECK_FALSE(std::filesystem::exists(dir + "/pgw-telemetry.sqlite"));
+  };
+  auto db = dir + "/named.sqlite";
+  demo_in_dir(4, db);
+  REQUIRE(std::filesystem::exists(db));
+  CHECK(report_of_one_scope(db).at("total").at("calls").as_int64() == 4);
+  demo_in_dir(1, "off"); // no file at all
+  std::filesystem::remove_all(dir);
 }
