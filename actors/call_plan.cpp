@@ -531,6 +531,11 @@ void call_plan::on_refused(const admit_result& r, time_point now) {
       fail_with_upstream(error_code::request_rejected,
                          "every source rejected the request",
                          *h.last_rejection);
+    } else if (h.last_unusable) {
+      // The upstreams answered, nothing usable (SPEC §12): not the
+      // caller's fault, so not `request_rejected`.
+      fail_with_upstream(error_code::result_invalid,
+                         with_sources(no_usable_answer), *h.last_unusable);
     } else {
       fail_msg(error_code::retry_exhausted, "no source left to try");
     }
@@ -774,7 +779,8 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
       return;
     case outcome::source_rejected:
       h.excluded.push_back(l->source);
-      h.last_rejection = std::make_unique<attempt_result>(r);
+      (upstream_at_fault(r) ? h.last_unusable : h.last_rejection)
+        = std::make_unique<attempt_result>(r);
       break;
     case outcome::rate_limited:
       break;

@@ -288,9 +288,13 @@ private:
     std::vector<std::string> demoted;
     /// Sources that ended `source_dead` in this call: not asked again in it.
     std::vector<std::string> dead;
-    /// The last source_rejected answer, for the error when no source is
-    /// left.
+    /// The last source_rejected answer about the request (context length,
+    /// 413, model not found), for the error when no source is left.
     std::unique_ptr<attempt_result> last_rejection;
+    /// The last source_rejected answer that was the upstream's fault (over
+    /// MAX_RESPONSE_BYTES, a redirect): with no request rejection, the
+    /// call ends `result_invalid`, not `request_rejected`.
+    std::unique_ptr<attempt_result> last_unusable;
     /// Structured output: the last validation errors.
     std::string last_issues;
   };

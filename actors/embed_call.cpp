@@ -335,7 +335,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
       // Sources differ in what they accept (batch size, input length):
       // another source may take this sub-batch; no budget spent.
       b.retry.excluded.push_back(source);
-      b.retry.last_rejection = res;
+      b.retry.rejected(res);
       b.at = phase::ready;
       break;
     default: {

@@ -228,7 +228,7 @@ void on_done(self_ptr self, uint64_t tag, attempt_result& res) {
       return;
     case outcome::source_rejected:
       st.retry.excluded.push_back(source);
-      st.retry.last_rejection = res;
+      st.retry.rejected(res);
       admit(self);
       return;
     default:

@@ -143,6 +143,12 @@ refusal_step after_refusal(const scope_config& scope, const admit_result& r,
       step.code = error_code::request_rejected;
       step.message = std::move(rejected_message);
       step.upstream = &*line.last_rejection;
+    } else if (line.last_unusable) {
+      // The upstreams answered, nothing usable: not the caller's fault.
+      step.code = error_code::result_invalid;
+      step.message
+        = std::string{no_usable_answer} + ": " + describe(last.error);
+      step.upstream = &*line.last_unusable;
     } else {
       step.code = error_code::retry_exhausted;
       step.message = "no source left to try";

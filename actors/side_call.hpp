@@ -50,8 +50,17 @@ struct side_retry {
   int64_t rounds_failed = 0;
   std::map<std::string, int32_t> failures;
   std::vector<std::string> excluded;
-  /// The last rejection, for the error when every source rejected it.
+  /// The last rejection about the request, for the error when every
+  /// source rejected it.
   caf::optional<attempt_result> last_rejection;
+  /// The last rejection that was the upstream's fault (`upstream_at_fault`:
+  /// over MAX_RESPONSE_BYTES, a redirect).
+  caf::optional<attempt_result> last_unusable;
+
+  /// Keeps `res`, a rejection, as `last_rejection` or `last_unusable`.
+  void rejected(const attempt_result& res) {
+    (upstream_at_fault(res) ? last_unusable : last_rejection) = res;
+  }
 };
 
 /// One admitted upstream request while it runs.
@@ -127,6 +136,11 @@ void end_admitted(const call_source& src, const gateway_actor& gateway,
 /// both with open circuits.
 std::string refusal_words(admission_refusal refusal);
 
+/// Why a call with no source left fails `result_invalid` when the sources
+/// were left out only for the upstream's fault (`upstream_at_fault`).
+inline constexpr const char* no_usable_answer
+  = "no source gave a usable answer";
+
 /// After a refusal that is not "none": how long to wait before admitting
 /// again (the earliest skipped source that may be waited for: cooling
 /// always, quota and open circuits by ON_QUOTA_FULL / ON_CIRCUIT_OPEN), or
@@ -146,7 +160,9 @@ struct refusal_step {
 
 /// Records the skipped sources in `last`, then decides:
 /// no source left → `request_rejected` with `rejected_message` when `line`
-/// was rejected somewhere (else `retry_exhausted`); otherwise the wait of
+/// was rejected somewhere for the request, else `result_invalid` when it
+/// was left out for the upstream's fault (`no_usable_answer` and every
+/// source's line), else `retry_exhausted`; otherwise the wait of
 /// `refusal_wait`, or `quota_exhausted` / `circuit_open` — also when that
 /// wait would outlast `time_left_s`, the time left before the call's
 /// deadline.

@@ -26,4 +26,9 @@ const char* to_string(outcome x) {
   return "unknown";
 }
 
+bool upstream_at_fault(const attempt_result& r) {
+  return r.kind == outcome::source_rejected
+         && (r.reason == reason_response_too_large || r.reason == "redirect");
+}
+
 } // namespace pgw

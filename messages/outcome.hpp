@@ -79,4 +79,11 @@ typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
            x.tool_calls);
 }
 
+/// True for a `source_rejected` answer that is the upstream's fault, not
+/// the request's (SPEC §12): an answer over MAX_RESPONSE_BYTES (a
+/// decompression bomb too) or a redirect (reason `redirect`, never
+/// followed). A call that no source is left for after such answers fails
+/// `result_invalid`, not `request_rejected`: the caller's request was fine.
+bool upstream_at_fault(const attempt_result& r);
+
 } // namespace pgw

@@ -101,6 +101,44 @@ TEST_CASE("an endless stream fails over to a healthy source within bounded "
   CHECK(r.peak_rss_kib < max_peak_rss_kib);
 }
 
+TEST_CASE("an answer over MAX_RESPONSE_BYTES and a redirect on every source "
+          "are result_invalid (exit 1), not the caller's request_rejected") {
+  raw_upstream huge{[](raw_upstream& u, int fd, const std::string&) {
+    auto body = R"({"id":"x","object":"chat.completion","model":"m",)"
+                R"("choices":[{"index":0,"message":{"role":"assistant",)"
+                R"("content":")"
+                + std::string(4096, 'x')
+                + R"("},"finish_reason":"stop"}]})";
+    u.send_all(fd, "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\n"
+                   "Content-Length: "
+                     + std::to_string(body.size()) + "\r\n\r\n" + body);
+  }};
+  raw_upstream moved{[](raw_upstream& u, int fd, const std::string&) {
+    u.send_all(fd, "HTTP/1.1 302 Found\r\nLocation: http://elsewhere/\r\n"
+                   "Content-Length: 0\r\n\r\n");
+  }};
+  std::vector<std::string> env{
+    "LLM__SELECTOR=priority", "LLM__STREAM=false",
+    "LLM__GENERIC__A__BASE_URL=" + huge.base_url(),
+    "LLM__GENERIC__A__MODEL=m", "LLM__GENERIC__A__PRIORITY=0",
+    "LLM__GENERIC__A__MAX_RESPONSE_BYTES=1024",
+    "LLM__GENERIC__B__BASE_URL=" + moved.base_url(),
+    "LLM__GENERIC__B__MODEL=m", "LLM__GENERIC__B__PRIORITY=1",
+    "PGW_TELEMETRY_DB=off"};
+  auto r = pgw_limited({"chat", "--json", "hi"}, env);
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 1);
+  auto e = json::parse(r.out).at("error").as_object();
+  CHECK(e.at("code").as_string() == "result_invalid");
+  auto message = std::string{e.at("message").as_string()};
+  CHECK(message.find("no source gave a usable answer") != std::string::npos);
+  CHECK(message.find("a: response_too_large (200)") != std::string::npos);
+  CHECK(message.find("b: redirect (302") != std::string::npos);
+  CHECK(huge.connections() == 1); // each source once
+  CHECK(moved.connections() == 1);
+}
+
 TEST_CASE("an API key echoed by the upstream is printed and stored nowhere") {
   const std::string key = "sk-e2e-echo-secret-424242";
   raw_upstream echo{[](raw_upstream& u, int fd, const std::string& req) {

@@ -32,6 +32,12 @@ fake_step fake_step::http(int status, outcome kind, std::string code) {
   return s;
 }
 
+fake_step fake_step::unusable(int status, std::string reason) {
+  auto s = http(status, outcome::source_rejected);
+  s.result.reason = std::move(reason);
+  return s;
+}
+
 fake_step fake_step::rate_limited(caf::optional<double> retry_after_s) {
   auto s = http(429, outcome::rate_limited);
   s.result.retry_after_s = retry_after_s;

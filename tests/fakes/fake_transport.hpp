@@ -38,6 +38,9 @@ struct fake_step {
   static fake_step ok(std::string content = "hello", int64_t prompt = 10,
                       int64_t completion = 5);
   static fake_step http(int status, outcome kind, std::string code = "");
+  /// `source_rejected` with a transport's reason (`response_too_large`,
+  /// `redirect`): the upstream's fault.
+  static fake_step unusable(int status, std::string reason);
   static fake_step rate_limited(caf::optional<double> retry_after_s);
   static fake_step transient(std::string reason);
   static fake_step never();

@@ -302,6 +302,22 @@ TEST_CASE("call_plan: refusals wait or fail by the scope's policies") {
       return p.refused(r, false, t0);
     };
   };
+  // Legs on a, b, ... end with `results`, then no source is left.
+  auto no_source_left = [](std::vector<attempt_result> results) {
+    return [results](call_plan& p) {
+      running(p);
+      for (size_t i = 0; i < results.size(); ++i) {
+        auto source = std::string(1, static_cast<char>('a' + i));
+        if (i > 0)
+          p.admitted(ok(source), false, t0);
+        p.leg_done(i + 1, results[i], t0);
+      }
+      return p.refused(refusal(admission_refusal::none), false, t0);
+    };
+  };
+  auto too_large = res(outcome::source_rejected, "response_too_large", 200);
+  auto redirect = res(outcome::source_rejected, "redirect", 302);
+  redirect.error_message = "redirect to http://elsewhere/";
   run({
     {"no source left to try", {}, refused(refusal(admission_refusal::none)),
      {"fail retry_exhausted"}, "no source left to try"},
@@ -364,7 +380,28 @@ TEST_CASE("call_plan: refusals wait or fail by the scope's policies") {
        return p.refused(refusal(admission_refusal::none), false, t0);
      },
      {"fail request_rejected"}, "every source rejected the request"},
+    {"every answer over MAX_RESPONSE_BYTES: the upstream's fault", {},
+     no_source_left({too_large}), {"fail result_invalid"},
+     "no source gave a usable answer: a: response_too_large (200)"},
+    {"every source redirecting: the upstream's fault", {},
+     no_source_left({redirect}), {"fail result_invalid"},
+     "a: redirect (302 \"redirect to http://elsewhere/\")"},
+    {"a rejection about the request outweighs an unusable answer", {},
+     no_source_left(
+       {res(outcome::source_rejected, "context_length_exceeded", 400),
+        too_large}),
+     {"fail request_rejected"}, "every source rejected the request"},
   });
+  SUBCASE("the unusable answer's status is the error's upstream status") {
+    auto p = make({});
+    running(p);
+    p.leg_done(1, too_large, t0);
+    auto ds = p.refused(refusal(admission_refusal::none), false, t0);
+    REQUIRE(ds.size() == 1);
+    CHECK(ds[0].code == error_code::result_invalid);
+    CHECK(ds[0].detail.upstream_status == 200);
+    CHECK(ds[0].detail.sources.at("a").reason == "response_too_large");
+  }
 }
 
 TEST_CASE("call_plan: a leg's outcome and the failed round") {

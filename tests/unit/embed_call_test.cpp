@@ -371,6 +371,23 @@ TEST_CASE_FIXTURE(embed_fixture,
   check_balanced(status(gw));
 }
 
+TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: every source redirecting a sub-batch is "
+                  "result_invalid, not the caller's request_rejected") {
+  fake->script("a", {fake_step::unusable(302, "redirect")});
+  fake->script("b", {fake_step::unusable(302, "redirect")});
+  auto gw = spawn_gateway(embed_scope({"a", "b"}, 2, 1));
+  auto out = embed(gw, numbers(2));
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::result_invalid);
+  CHECK(detail_of(out->error)->message
+        == "no source gave a usable answer: a: redirect (302); "
+           "b: redirect (302)");
+  CHECK(fake->calls().size() == 2);
+  settle();
+  check_balanced(status(gw));
+}
+
 TEST_CASE_FIXTURE(embed_fixture, "embeddings never change the health EWMA") {
   auto sc = embed_scope({"a", "b"}, 1, 1, "health_aware");
   sc.max_attempts = 10;

@@ -44,3 +44,37 @@ TEST_CASE_FIXTURE(actor_fixture, "a 30-day deadline is a deadline, not an "
   REQUIRE(out->response);
   CHECK(out->response->source == "a");
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "every source over MAX_RESPONSE_BYTES or "
+                                 "redirecting is result_invalid, not the "
+                                 "caller's request_rejected") {
+  fake->script("a", {fake_step::unusable(200, reason_response_too_large)});
+  auto redirect = fake_step::unusable(302, "redirect");
+  redirect.result.error_message = "redirect to http://elsewhere/";
+  fake->script("b", {redirect});
+  auto gw = spawn_gateway(test_scope({"a", "b"}, "priority"));
+  auto out = call(gw, hello());
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::result_invalid);
+  auto d = detail_of(out->error);
+  REQUIRE(d);
+  CHECK(d->message
+        == "no source gave a usable answer: a: response_too_large (200); "
+           "b: redirect (302 \"redirect to http://elsewhere/\")");
+  CHECK(d->upstream_status == 302);
+  CHECK(fake->count("a") == 1); // each source once, no budget spent
+  CHECK(fake->count("b") == 1);
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a rejection about the request stays "
+                                 "request_rejected next to an unusable "
+                                 "answer") {
+  fake->script("a", {fake_step::http(400, outcome::source_rejected,
+                                     "context_length_exceeded")});
+  fake->script("b", {fake_step::unusable(200, reason_response_too_large)});
+  auto gw = spawn_gateway(test_scope({"a", "b"}, "priority"));
+  auto out = call(gw, hello());
+  REQUIRE(out->error);
+  CHECK(code_of(out->error) == error_code::request_rejected);
+  CHECK(detail_of(out->error)->upstream_code == "context_length_exceeded");
+}

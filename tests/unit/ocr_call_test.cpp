@@ -157,6 +157,21 @@ TEST_CASE_FIXTURE(ocr_fixture,
   check_settled_zero(gw);
 }
 
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: every source redirecting is result_invalid, not the "
+                  "caller's request_rejected") {
+  fake->script("a", {fake_step::unusable(302, "redirect")});
+  fake->script("b", {fake_step::unusable(200, reason_response_too_large)});
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a", "b"}));
+  auto err = ocr(gw, png)->error;
+  CHECK(code_of(err) == error_code::result_invalid);
+  CHECK(words_of(err)
+        == "no source gave a usable answer: a: redirect (302); "
+           "b: response_too_large (200)");
+  CHECK(fake->calls().size() == 2);
+  check_settled_zero(gw);
+}
+
 TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
   fake->script("a", {raw(R"({"success":true,"content_list":[)"
                          R"({"type":"title","text":"T","bbox":[0,0,9,9]},)"
