@@ -7,6 +7,7 @@
 #include "actors/limiter.hpp"
 #include "config/support/log.hpp"
 #include "actors/ocr_start.hpp"
+#include "config/keys.hpp"
 #include "config/limits.hpp"
 #include "actors/cache.hpp"
 #include "backends/cache_key.hpp"
@@ -36,6 +37,12 @@ double seconds_until(caf::actor_clock::time_point from,
 
 caf::timespan to_timespan(double seconds) {
   return saturating_duration(seconds);
+}
+
+/// Seconds as text to the millisecond, without trailing zeros ("0.25",
+/// "3599.988", "86400"): never "0" for a fraction of a second.
+std::string seconds_text(double s) {
+  return detail::format_number(std::round(s * 1000) / 1000);
 }
 
 std::string new_call_id(self_ptr self) {
@@ -71,11 +78,16 @@ void on_report(self_ptr self, const attempt_report& rep) {
         ++src.consecutive_429;
       auto cap = breaker_settings_of(*st.scope, *src.config).max_cooldown_s;
       // Capped (SPEC §12): a far-future Retry-After must not bench a
-      // source for years.
-      if (rep.retry_after_s && *rep.retry_after_s > cap)
-        log::warn("gateway", "source {} sent a Retry-After of {:.0f} s; "
-                  "capped at BREAKER__MAX_COOLDOWN_S={:.0f}",
-                  rep.source, *rep.retry_after_s, cap);
+      // source for years. Said once per source: a source that keeps
+      // answering 429 would flood the log.
+      if (rep.retry_after_s && *rep.retry_after_s > cap
+          && !src.retry_after_cap_logged) {
+        src.retry_after_cap_logged = true;
+        log::warn("gateway", "source {} sent a Retry-After of {} s; capped "
+                  "at BREAKER__MAX_COOLDOWN_S={} (said once per source)",
+                  rep.source, seconds_text(*rep.retry_after_s),
+                  detail::format_number(cap));
+      }
       auto cool_s = rate_limit_cooldown_s(src.consecutive_429,
                                           rep.retry_after_s, cap);
       auto until = now + to_timespan(cool_s);

@@ -53,6 +53,9 @@ struct source_runtime {
   /// 429s in a row without a success, counting those that arrive while
   /// the source cools down once: the default cooldown doubles with each.
   int32_t consecutive_429 = 0;
+  /// A Retry-After over BREAKER__MAX_COOLDOWN_S was logged: once per source
+  /// in the gateway's lifetime, not on every 429 of a persistent one.
+  bool retry_after_cap_logged = false;
   /// The last failure seen ("unauthorized 401"): why its circuit opened.
   std::string last_failure;
   int64_t attempts = 0;

@@ -5,6 +5,7 @@
 
 #include "config/limits.hpp"
 #include "fixtures/actor_fixture.hpp"
+#include "fixtures/log_capture.hpp"
 
 #include <doctest/doctest.h>
 
@@ -32,6 +33,32 @@ TEST_CASE_FIXTURE(actor_fixture, "a far-future Retry-After is capped at the "
   auto out = call(gw, hello());
   REQUIRE(out->response);
   CHECK(out->response->source == "a");
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a capped Retry-After is logged once per "
+                                 "source, with the cap as configured") {
+  log_capture logs;
+  fake->script("a", {fake_step::rate_limited(3600.5)});
+  fake->script("b", {fake_step::rate_limited(7200)});
+  auto sc = test_scope({"a", "b"}, "priority");
+  sc.breaker.max_cooldown_s = 0.25;
+  sc.stall_window_s = 2;
+  auto gw = spawn_gateway(sc);
+  // A persistent 429: each call waits out the cooldowns and asks again
+  // until its stall window is over.
+  for (int i = 0; i < 2; ++i) {
+    CHECK(code_of(call(gw, hello())->error) == error_code::stalled);
+    advance(1s);
+  }
+  CHECK(fake->count("a") >= 5);
+  CAPTURE(logs.all());
+  CHECK(logs.count("sent a Retry-After") == 2);
+  CHECK(logs.count("source a sent a Retry-After of 3600.5 s; capped at "
+                   "BREAKER__MAX_COOLDOWN_S=0.25")
+        == 1);
+  CHECK(logs.count("source b sent a Retry-After of 7200 s; capped at "
+                   "BREAKER__MAX_COOLDOWN_S=0.25")
+        == 1);
 }
 
 TEST_CASE_FIXTURE(actor_fixture, "a 30-day deadline is a deadline, not an "

@@ -11,6 +11,7 @@
 #include "backends/telemetry.hpp"
 #include "config/support/log.hpp"
 
+#include "fixtures/log_capture.hpp"
 #include "fixtures/telemetry/fixture_db.hpp"
 
 #include <doctest/doctest.h>
@@ -28,6 +29,7 @@
 
 using namespace pgw;
 using namespace std::chrono_literals;
+using pgw::test::log_capture;
 
 namespace {
 
@@ -49,46 +51,6 @@ int64_t attempt_count(const std::string& path) {
   REQUIRE(*stmt->step());
   return stmt->column_int64(0);
 }
-
-/// Captures the project log's warnings while alive.
-class log_capture {
-public:
-  log_capture() : before_(log::current_level()) {
-    log::set_level(log::level::warn);
-    log::set_sink([this](log::level, const std::string& line) {
-      std::lock_guard<std::mutex> guard{mtx_};
-      lines_.push_back(line);
-    });
-  }
-
-  ~log_capture() {
-    log::set_sink({});
-    log::set_level(before_);
-  }
-
-  std::string all() const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    std::string out;
-    for (auto& line : lines_)
-      out += line + "\n";
-    return out;
-  }
-
-  /// Lines containing `part`.
-  size_t count(const std::string& part) const {
-    std::lock_guard<std::mutex> guard{mtx_};
-    size_t n = 0;
-    for (auto& line : lines_)
-      if (line.find(part) != std::string::npos)
-        ++n;
-    return n;
-  }
-
-private:
-  log::level before_;
-  mutable std::mutex mtx_;
-  std::vector<std::string> lines_;
-};
 
 /// Writes `n` rows and flushes; checks the caller saw no failure.
 void write_rows(telemetry_sink& sink, int n) {
