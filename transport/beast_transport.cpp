@@ -81,14 +81,7 @@ struct connection {
   /// carry an empty TLS stream's ~400 bytes.
   std::unique_ptr<ssl::stream<tcp::socket>> tls;
   size_t loop;
-  steady::time_point idle_since; ///< when it went back to the pool
 };
-
-/// A pooled connection idle at least this long is checked (a peek) before
-/// it carries a request; one reused sooner is not (a syscall per call):
-/// an upstream closing it at once after its answer shows within the
-/// stale-connection window anyway (see retry_stale).
-constexpr auto peek_idle_after = std::chrono::milliseconds(1);
 
 using connection_ptr = std::shared_ptr<connection>;
 
@@ -348,7 +341,6 @@ struct beast_transport::impl : transport_counters {
   }
 
   void give_back(const source_config& src, connection_ptr conn) {
-    conn->idle_since = steady::now();
     std::lock_guard<std::mutex> guard{pool_mtx};
     auto& list = idle[pool_key(src)];
     if (list.size() < opts.max_idle_per_source)
@@ -524,9 +516,10 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     reader.emplace(call, false);
     reader->relay_to(sink, tag); // the first token and deltas
     // A pooled connection the upstream closed (or wrote to) while it was
-    // idle is left before the request goes out.
-    if (conn && steady::now() - conn->idle_since >= peek_idle_after
-        && !idle_socket_usable(conn->lowest().native_handle())) {
+    // idle is left before the request goes out: checked however briefly it
+    // was idle, as a stray response may follow the answer within
+    // microseconds and would be read as this call's answer.
+    if (conn && !idle_socket_usable(conn->lowest().native_handle())) {
       conn.reset(); // closes it
       reused = false;
     }

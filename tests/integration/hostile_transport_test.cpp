@@ -7,6 +7,7 @@
 
 #include "config/limits.hpp"
 #include "config/scrub.hpp"
+#include "fixtures/eventually.hpp"
 #include "fixtures/raw_upstream.hpp"
 #include "fixtures/sim_process.hpp"
 #include "messages/registry.hpp"
@@ -18,8 +19,11 @@
 
 #include <doctest/doctest.h>
 
+#include <atomic>
 #include <chrono>
 
+#include <linux/sockios.h>
+#include <sys/ioctl.h>
 #include <sys/resource.h>
 
 using namespace pgw;
@@ -408,13 +412,23 @@ PGW_TRANSPORT_CASE(fixture, "IPv6 literals and upper-case URLs reach the "
 
 namespace {
 
+/// A complete non-streamed chat answer saying `content` (keep-alive).
+std::string answer(const std::string& content) {
+  return response(200, "",
+                  R"({"choices":[{"index":0,"message":{"content":")" + content
+                    + R"("},"finish_reason":"stop"}]})");
+}
+
 /// Answers a connection's first request ("ok", keep-alive) and reads its
 /// next one; false when the peer went first.
 bool answer_ok_then_read(raw_upstream& u, int fd) {
-  auto body = std::string(
-    R"({"choices":[{"index":0,"message":{"content":"ok"},"finish_reason":"stop"}]})");
-  return u.send_all(fd, response(200, "", body))
-         && !raw_upstream::read_request(fd).empty();
+  return u.send_all(fd, answer("ok")) && !raw_upstream::read_request(fd).empty();
+}
+
+/// True once the peer's kernel has acknowledged every byte sent on `fd`.
+bool all_acknowledged(int fd) {
+  int unacked = 0;
+  return ::ioctl(fd, SIOCOUTQ, &unacked) == 0 && unacked == 0;
 }
 
 } // namespace
@@ -464,6 +478,42 @@ PGW_TRANSPORT_CASE(fixture, "a request the upstream held, then dropped "
   // Sent once: no second connection carried it again.
   CHECK(up.connections() == 1);
   CHECK(made.stats().connections_reused == 1);
+}
+
+PGW_TRANSPORT_CASE(fixture, "a stray response after the answer is never "
+                            "taken for the next call's answer") {
+  // Each request gets "answer N" (N counts requests across connections);
+  // the first connection, once its answer was read, also sends an
+  // unsolicited response "stray" — before the next call takes the
+  // connection from the pool.
+  std::atomic<int> requests{0};
+  std::atomic<bool> answered{false};
+  std::atomic<bool> stray_in{false};
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string&) {
+    bool first = u.connections() == 1;
+    do {
+      if (!u.send_all(fd, answer("answer " + std::to_string(++requests))))
+        return;
+      if (first) {
+        first = false;
+        eventually([&] { return answered.load(); });
+        u.send_all(fd, answer("stray"));
+        // In the client's socket before the next call starts.
+        eventually([&] { return all_acknowledged(fd); });
+        stray_in = true;
+      }
+    } while (!raw_upstream::read_request(fd).empty());
+  }};
+  auto src = source(up);
+  auto r = run(src, false);
+  CHECK(r.result.content == "answer 1");
+  answered = true;
+  REQUIRE(eventually([&] { return stray_in.load(); }));
+  r = run(src, false);
+  CAPTURE(r.result.reason);
+  CHECK(r.result.kind == outcome::ok);
+  CHECK(r.result.content == "answer 2");
+  CHECK(up.connections() == 2); // the connection with the stray was left
 }
 
 PGW_TRANSPORT_CASE(fixture, "interim 1xx responses are skipped, or refused "
