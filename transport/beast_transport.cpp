@@ -24,6 +24,7 @@
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -59,7 +60,7 @@ std::string_view view(beast::string_view s) {
 /// One upstream connection, plain or TLS, bound to one loop.
 struct connection {
   connection(asio::io_context& ctx, size_t loop_index)
-    : plain(ctx), loop(loop_index) {
+    : plain(ctx), loop(loop_index), idle_timer(ctx) {
     // nop
   }
 
@@ -81,6 +82,11 @@ struct connection {
   /// carry an empty TLS stream's ~400 bytes.
   std::unique_ptr<ssl::stream<tcp::socket>> tls;
   size_t loop;
+  /// While pooled: ends its idle time (see watch_idle).
+  asio::steady_timer idle_timer;
+  /// Counts its stays in the pool: a watch of an earlier stay that fired
+  /// too late to be cancelled leaves this one alone.
+  uint64_t stays = 0;
 };
 
 using connection_ptr = std::shared_ptr<connection>;
@@ -336,15 +342,61 @@ struct beast_transport::impl : transport_counters {
       return nullptr;
     auto conn = std::move(i->second.back());
     i->second.pop_back();
-    reused.fetch_add(1, std::memory_order_relaxed);
     return conn;
   }
 
-  void give_back(const source_config& src, connection_ptr conn) {
+  /// Pools `conn` (on its loop; else it closes) and watches it there.
+  void give_back(std::shared_ptr<const source_config> src,
+                 connection_ptr conn) {
+    uint64_t stay = 0;
+    {
+      std::lock_guard<std::mutex> guard{pool_mtx};
+      auto& list = idle[pool_key(*src)];
+      if (list.size() >= opts.max_idle_per_source)
+        return;
+      stay = ++conn->stays;
+      list.push_back(conn);
+    }
+    watch_idle(std::move(src), conn, stay);
+  }
+
+  /// Closes pooled `conn` after `opts.idle_timeout`, or at once when the
+  /// upstream closes it or sends anything while it is idle: no socket left
+  /// in CLOSE_WAIT, no stray byte kept for the next call. Runs on `conn`'s
+  /// loop, before any call can take it there (`run` cancels the watch).
+  void watch_idle(std::shared_ptr<const source_config> src,
+                  const connection_ptr& conn, uint64_t stay) {
+    auto end_stay = [src = std::move(src), weak = std::weak_ptr{conn},
+                     owner = link, stay](const error_code& ec) {
+      if (ec == asio::error::operation_aborted)
+        return; // a call took it, or it closed
+      auto c = weak.lock();
+      if (!c)
+        return;
+      std::lock_guard<std::mutex> guard{owner->mtx};
+      if (owner->self != nullptr)
+        owner->self->drop_idle(*src, *c, stay);
+    };
+    conn->idle_timer.expires_after(opts.idle_timeout);
+    conn->idle_timer.async_wait(end_stay);
+    conn->lowest().async_wait(tcp::socket::wait_read, std::move(end_stay));
+  }
+
+  /// Takes `conn` out of the pool if it is still there for stay `stay`
+  /// (its last owner closes it).
+  void drop_idle(const source_config& src, connection& conn, uint64_t stay) {
     std::lock_guard<std::mutex> guard{pool_mtx};
-    auto& list = idle[pool_key(src)];
-    if (list.size() < opts.max_idle_per_source)
-      list.push_back(std::move(conn));
+    auto i = idle.find(pool_key(src));
+    if (i == idle.end())
+      return;
+    auto& list = i->second;
+    auto at = std::find_if(list.begin(), list.end(), [&](auto& c) {
+      return c.get() == &conn;
+    });
+    if (at != list.end() && conn.stays == stay) {
+      list.erase(at);
+      closed_idle.fetch_add(1, std::memory_order_relaxed);
+    }
   }
 
   /// The TLS context for `ca_file`, or null with why.
@@ -515,6 +567,11 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     req.prepare_payload();
     reader.emplace(call, false);
     reader->relay_to(sink, tag); // the first token and deltas
+    if (conn) { // its idle watch ends
+      error_code ignored;
+      conn->idle_timer.cancel();
+      conn->lowest().cancel(ignored);
+    }
     // A pooled connection the upstream closed (or wrote to) while it was
     // idle is left before the request goes out: checked however briefly it
     // was idle, as a stray response may follow the answer within
@@ -522,11 +579,14 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     if (conn && !idle_socket_usable(conn->lowest().native_handle())) {
       conn.reset(); // closes it
       reused = false;
+      self.closed_idle.fetch_add(1, std::memory_order_relaxed);
     }
-    if (conn)
+    if (conn) {
+      self.reused.fetch_add(1, std::memory_order_relaxed);
       send_request();
-    else
+    } else {
       open();
+    }
     arm();
   }
 
@@ -803,7 +863,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     if (reusable && sent && reader->status() >= 200 && parser
         && parser->keep_alive() && buf.size() == 0 && conn
         && conn->lowest().is_open())
-      self.give_back(*call.source, std::move(conn));
+      self.give_back(call.source, std::move(conn));
     conn.reset();
     caf::anon_send(sink, atom::done_v, tag, std::move(res));
   }

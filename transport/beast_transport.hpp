@@ -29,6 +29,9 @@ public:
     size_t threads = 0;
     /// Idle keep-alive connections kept per source.
     size_t max_idle_per_source = 256;
+    /// How long a pooled connection may stay idle before it is closed (one
+    /// the upstream closes, or writes to, is closed at once).
+    std::chrono::milliseconds idle_timeout = default_idle_timeout;
     /// A loop run by someone else (serve's CAF worker) to carry every call
     /// instead of threads of the transport's own; `threads` is then unused.
     /// It must outlive the transport's calls: a call still running when the

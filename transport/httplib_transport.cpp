@@ -181,9 +181,12 @@ struct httplib_transport::impl : transport_counters {
 
 
   // -- connection pool, per source --
+  struct idle_client {
+    std::shared_ptr<pooled_client> cli;
+    steady::time_point since; ///< when it went back to the pool
+  };
   std::mutex pool_mtx;
-  std::unordered_map<std::string, std::vector<std::shared_ptr<pooled_client>>>
-    idle_conns;
+  std::unordered_map<std::string, std::vector<idle_client>> idle_conns;
 
   transport_warnings warn;
 
@@ -240,9 +243,14 @@ struct httplib_transport::impl : transport_counters {
   /// room for a TLS handshake and the client's read buffer) the call is
   /// stopped and fails `malformed_response`. Memory stays bounded by what
   /// the client reads in 20 ms.
+  ///
+  /// The same thread closes idle pooled connections (see sweep_idle).
   void guard_loop() {
     constexpr auto period = std::chrono::milliseconds{20};
     constexpr uint64_t allowance = max_header_bytes + 16 * 1024;
+    auto sweep_period = std::min<steady::duration>(std::chrono::seconds{1},
+                                                   opts.idle_timeout / 2);
+    auto next_sweep = steady::now() + sweep_period;
     std::vector<std::shared_ptr<call_state>> heads;
     std::unique_lock<std::mutex> guard{watch_mtx};
     while (!watch_stop) {
@@ -250,6 +258,10 @@ struct httplib_transport::impl : transport_counters {
       if (watch_stop)
         break;
       guard.unlock();
+      if (auto now = steady::now(); now >= next_sweep) {
+        sweep_idle(now);
+        next_sweep = now + sweep_period;
+      }
       {
         std::lock_guard<std::mutex> live_guard{live_mtx};
         for (auto& kv : live)
@@ -334,20 +346,56 @@ struct httplib_transport::impl : transport_counters {
     return src.scope + "/" + src.name;
   }
 
+  /// True when pooled `c` must not carry another request: idle for
+  /// idle_timeout, or its socket has something pending (EOF, a reset, a
+  /// stray byte the next call would read as its answer).
+  bool idle_spent(const idle_client& c, steady::time_point now) const {
+    return now - c.since >= opts.idle_timeout
+           || (c.cli->is_socket_open() != 0
+               && !idle_socket_usable(c.cli->socket()));
+  }
+
+  /// Closes the pooled connections that are spent (see idle_spent): none
+  /// sits in CLOSE_WAIT after the upstream closed it, none outlives
+  /// idle_timeout by more than a sweep period.
+  void sweep_idle(steady::time_point now) {
+    std::vector<std::shared_ptr<pooled_client>> spent;
+    {
+      std::lock_guard<std::mutex> guard{pool_mtx};
+      for (auto& [key, list] : idle_conns) {
+        auto kept = list.begin();
+        for (auto& c : list) {
+          if (idle_spent(c, now))
+            spent.push_back(std::move(c.cli));
+          else
+            *kept++ = std::move(c);
+        }
+        list.erase(kept, list.end());
+      }
+    }
+    closed_idle.fetch_add(spent.size(), std::memory_order_relaxed);
+    // Their clients close the sockets here, outside the lock.
+  }
+
   /// A connection for `src`: an idle one when `reused` is given and the
   /// pool has one (`*reused` says so), else a new one.
   std::shared_ptr<pooled_client> acquire(const source_config& src,
                                          const upstream_target& target,
                                          bool* reused_out) {
     if (reused_out != nullptr) {
+      std::shared_ptr<pooled_client> spent; // closes after the lock
       std::lock_guard<std::mutex> guard{pool_mtx};
       auto& idle = idle_conns[pool_key(src)];
       if (!idle.empty()) {
-        auto cli = std::move(idle.back());
+        auto c = std::move(idle.back());
         idle.pop_back();
-        reused.fetch_add(1, std::memory_order_relaxed);
-        *reused_out = true;
-        return cli;
+        if (!idle_spent(c, steady::now())) {
+          reused.fetch_add(1, std::memory_order_relaxed);
+          *reused_out = true;
+          return std::move(c.cli);
+        }
+        closed_idle.fetch_add(1, std::memory_order_relaxed);
+        spent = std::move(c.cli);
       }
     }
     std::shared_ptr<pooled_client> cli;
@@ -381,7 +429,7 @@ struct httplib_transport::impl : transport_counters {
     std::lock_guard<std::mutex> guard{pool_mtx};
     auto& idle = idle_conns[pool_key(src)];
     if (idle.size() < opts.max_idle_per_source)
-      idle.push_back(std::move(cli));
+      idle.push_back({std::move(cli), steady::now()});
   }
 
   void run(const std::shared_ptr<call_state>& st);
@@ -423,14 +471,9 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   res.stream = st->call.stream;
   auto target = target_of(src.base_url);
   bool was_reused = false;
-  auto cli = acquire(src, target, &was_reused);
   // A pooled connection the upstream closed (or wrote to) while it was idle
-  // is left before the request goes out.
-  if (was_reused && cli->is_socket_open() != 0
-      && !idle_socket_usable(cli->socket())) {
-    cli = acquire(src, target, nullptr); // the old one closes with its client
-    was_reused = false;
-  }
+  // is left before the request goes out (acquire checks it).
+  auto cli = acquire(src, target, &was_reused);
   // Makes `c` the call's connection; false when the call was cancelled.
   auto attach = [this, &st](const std::shared_ptr<pooled_client>& c) {
     {

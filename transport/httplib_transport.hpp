@@ -18,6 +18,11 @@ public:
   struct options {
     /// Idle keep-alive connections kept per source.
     size_t max_idle_per_source = 256;
+    /// How long a pooled connection may stay idle before it is closed; one
+    /// the upstream closes, or writes to, is closed within a second (the
+    /// pool is checked every second, or every half idle_timeout if
+    /// shorter).
+    std::chrono::milliseconds idle_timeout = default_idle_timeout;
   };
 
   httplib_transport();

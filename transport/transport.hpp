@@ -11,6 +11,7 @@
 
 #include <caf/actor.hpp>
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -45,6 +46,12 @@ struct upstream_call {
   /// feeding events through a `stream_relay` (transport/stream_relay.hpp).
   bool forward_deltas = false;
 };
+
+/// How long a pooled keep-alive connection may stay idle (both transports'
+/// `options::idle_timeout`): longer than most calls' gaps under load, and
+/// an upstream that keeps connections for less (5 s is common) is noticed
+/// when it closes them, not only at the next call.
+constexpr std::chrono::milliseconds default_idle_timeout{30000};
 
 /// Cancels one running call.
 class call_handle {

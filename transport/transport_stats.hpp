@@ -13,6 +13,9 @@ struct transport_stats {
   uint64_t cancelled = 0;
   uint64_t connections_opened = 0; ///< new TCP connections
   uint64_t connections_reused = 0; ///< requests on a pooled connection
+  /// Pooled connections closed while idle: idle too long, or the upstream
+  /// closed (or wrote to) them.
+  uint64_t connections_closed_idle = 0;
   size_t io_threads = 0;
   size_t watched = 0; ///< calls whose timeouts are armed (those running)
   /// httplib: times a new deadline woke the watchdog (one earlier than its
@@ -29,6 +32,7 @@ struct transport_counters {
   std::atomic<uint64_t> cancelled{0};
   std::atomic<uint64_t> opened{0};
   std::atomic<uint64_t> reused{0};
+  std::atomic<uint64_t> closed_idle{0};
 
   transport_stats snapshot() const {
     transport_stats out;
@@ -37,6 +41,7 @@ struct transport_counters {
     out.cancelled = cancelled.load();
     out.connections_opened = opened.load();
     out.connections_reused = reused.load();
+    out.connections_closed_idle = closed_idle.load();
     return out;
   }
 };

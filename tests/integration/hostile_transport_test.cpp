@@ -480,6 +480,66 @@ PGW_TRANSPORT_CASE(fixture, "a request the upstream held, then dropped "
   CHECK(made.stats().connections_reused == 1);
 }
 
+namespace {
+
+/// Waits (up to 10 s) for the peer to close `fd` after our last byte; the
+/// seconds it took, or -1 when it did not.
+double seconds_until_peer_closes(raw_upstream& u, int fd) {
+  auto t0 = std::chrono::steady_clock::now();
+  pollfd p{fd, POLLIN, 0};
+  char byte = 0;
+  if (::poll(&p, 1, 10000) <= 0 || u.stopping()
+      || ::recv(fd, &byte, 1, 0) != 0)
+    return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+    .count();
+}
+
+} // namespace
+
+PGW_TRANSPORT_CASE(fixture, "an idle pooled connection is closed after "
+                            "idle_timeout") {
+  made = make_test_transport(kind, std::chrono::milliseconds{300});
+  tp = made.tp;
+  std::atomic<double> closed_after{-2};
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string&) {
+    if (u.send_all(fd, answer("kept")))
+      closed_after = seconds_until_peer_closes(u, fd);
+  }};
+  auto r = run(source(up), false);
+  CHECK(r.result.content == "kept");
+  REQUIRE(eventually([&] { return closed_after.load() != -2; },
+                     std::chrono::seconds{15}));
+  CHECK(closed_after.load() >= 0.25);
+  CHECK(closed_after.load() < 2);
+  CHECK(made.stats().connections_closed_idle == 1);
+}
+
+PGW_TRANSPORT_CASE(fixture, "a pooled connection the upstream closed is "
+                            "closed at once, not left in CLOSE_WAIT, and "
+                            "never reused") {
+  // The upstream ends each connection after its answer (FIN, no
+  // `Connection: close`); the pool keeps connections 30 s.
+  std::atomic<double> closed_after{-2};
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string&) {
+    if (!u.send_all(fd, answer("once")))
+      return;
+    ::shutdown(fd, SHUT_WR);
+    if (u.connections() == 1)
+      closed_after = seconds_until_peer_closes(u, fd);
+  }};
+  auto src = source(up);
+  CHECK(run(src, false).result.content == "once");
+  REQUIRE(eventually([&] { return closed_after.load() != -2; },
+                     std::chrono::seconds{15}));
+  CHECK(closed_after.load() >= 0);
+  CHECK(closed_after.load() < 2); // the sweep's period is 1 s (httplib)
+  CHECK(made.stats().connections_closed_idle == 1);
+  CHECK(run(src, false).result.content == "once");
+  CHECK(up.connections() == 2);
+  CHECK(made.stats().connections_reused == 0);
+}
+
 PGW_TRANSPORT_CASE(fixture, "a stray response after the answer is never "
                             "taken for the next call's answer") {
   // Each request gets "answer N" (N counts requests across connections);
