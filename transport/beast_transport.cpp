@@ -565,7 +565,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
       req.set(k, v);
     req.body() = std::move(call.body); // kept for a retry in `req`
     req.prepare_payload();
-    reader.emplace(call, false);
+    reader.emplace(call);
     reader->relay_to(sink, tag); // the first token and deltas
     if (conn) { // its idle watch ends
       error_code ignored;
@@ -775,7 +775,7 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     reused = false;
     conn.reset();
     connected = false;
-    reader.emplace(call, false);
+    reader.emplace(call);
     reader->relay_to(sink, tag); // the first token and deltas
     open();
     arm(); // the connect deadline

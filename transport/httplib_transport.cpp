@@ -408,9 +408,10 @@ struct httplib_transport::impl : transport_counters {
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
-    // Decompression only when the source asked for an encoding; then the
-    // answer cap bounds the decompressed bytes (they reach our receiver).
-    cli->set_decompress(source_sets_header(src, "Accept-Encoding"));
+    // The response reader decodes an encoding the source asked for (as
+    // with beast: the answer cap bounds the decoded bytes, and a body that
+    // does not decode is malformed_response, not a cut).
+    cli->set_decompress(false);
     cli->enable_server_certificate_verification(true);
     if (!src.ca_file.empty())
       cli->set_ca_cert_path(src.ca_file); // CA_FILE, else the system store

@@ -172,13 +172,11 @@ void fail_before_status(attempt_result& res, bool while_writing) {
 
 // -- response_reader --------------------------------------------------------------
 
-response_reader::response_reader(const upstream_call& call,
-                                 bool client_decodes)
+response_reader::response_reader(const upstream_call& call)
   : call_(call),
     answer_cap_(static_cast<size_t>(
       std::max<int64_t>(call.source->max_response_bytes, 1))),
     decompress_(source_sets_header(*call.source, "Accept-Encoding")),
-    client_decodes_(client_decodes),
     acc_(answer_cap_) {
   // nop
 }
@@ -232,12 +230,10 @@ bool response_reader::on_header_end() {
       h.bad_head = "unexpected_content_encoding";
       return false;
     }
-    if (!client_decodes_) {
-      inflater_ = std::make_unique<inflater>(*h.encoding);
-      if (!inflater_->supported()) {
-        h.bad_head = "unsupported_content_encoding";
-        return false;
-      }
+    inflater_ = std::make_unique<inflater>(*h.encoding);
+    if (!inflater_->supported()) {
+      h.bad_head = "unsupported_content_encoding";
+      return false;
     }
   }
   sse_mode_ = call_.stream && status_ >= 200 && status_ < 300

@@ -121,12 +121,11 @@ class response_reader {
 public:
   /// A non-streamed body or an error body is bounded by the source's
   /// MAX_RESPONSE_BYTES plus 64 KiB of JSON envelope (over it:
-  /// `source_rejected` / `response_too_large`).
-  /// `client_decodes`: the HTTP client decodes an encoding the source's
-  /// HEADERS asked for (cpp-httplib); else the reader does (gzip, deflate;
-  /// any other is `malformed_response` / `unsupported_content_encoding`).
-  explicit response_reader(const upstream_call& call,
-                           bool client_decodes = true);
+  /// `source_rejected` / `response_too_large`). The reader decodes an
+  /// encoding the source's HEADERS asked for (gzip, deflate; any other is
+  /// `malformed_response` / `unsupported_content_encoding`, a body that
+  /// does not decode `malformed_response` / `body_not_decodable`).
+  explicit response_reader(const upstream_call& call);
 
   ~response_reader();
 
@@ -207,7 +206,6 @@ private:
   const upstream_call& call_;
   size_t answer_cap_;
   bool decompress_;
-  bool client_decodes_;
   std::unique_ptr<inflater> inflater_;
   bool undecodable_ = false;
   int status_ = 0;

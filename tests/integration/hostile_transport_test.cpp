@@ -209,8 +209,8 @@ const char gzip_stream[] =
 } // namespace
 
 PGW_TRANSPORT_CASE(fixture, "an encoding the source's HEADERS asked for is "
-                            "decoded, a body that does not decode fails "
-                            "(transient)") {
+                            "decoded, a body that does not decode is "
+                            "malformed_response") {
   for (bool stream : {false, true}) {
     CAPTURE(stream);
     std::string accept;
@@ -239,8 +239,9 @@ PGW_TRANSPORT_CASE(fixture, "an encoding the source's HEADERS asked for is "
   auto src = source(bad);
   src->headers.emplace_back("Accept-Encoding", "gzip");
   auto r = run(src, false);
-  // beast: malformed_response; cpp-httplib: body_cut.
   CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "malformed_response");
+  CHECK(r.result.error_message == "body_not_decodable");
 }
 
 PGW_TRANSPORT_CASE(fixture, "headers forever, or too many, are "
