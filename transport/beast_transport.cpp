@@ -494,7 +494,8 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
     };
     if (connecting)
       consider(connect_started + seconds(src.connect_timeout_s),
-               timeout_kind::connect);
+               conn && conn->tls ? timeout_kind::handshake
+                                 : timeout_kind::connect);
     if (call.stream) {
       if (!first_token) {
         if (src.ttft_timeout_s)

@@ -9,6 +9,8 @@
 #include "transport/retry_after.hpp"
 #include "transport/stream_relay.hpp"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
@@ -117,9 +119,17 @@ const char* reason_of(timeout_kind k) {
       return "idle_timeout";
     case timeout_kind::connect:
       return "connect_timeout";
+    case timeout_kind::handshake:
+      return "tls_handshake";
     default:
       return "timeout";
   }
+}
+
+std::string handshake_timeout_message(const source_config& src) {
+  return fmt::format("the TLS handshake did not finish within "
+                     "CONNECT_TIMEOUT_S ({:g} s)",
+                     src.connect_timeout_s);
 }
 
 // -- warnings -------------------------------------------------------------------
@@ -375,6 +385,8 @@ bool response_reader::complete(
     } else {
       res.kind = outcome::transient;
       res.reason = reason_of(fired);
+      if (fired == timeout_kind::handshake)
+        res.error_message = handshake_timeout_message(src);
       // Request bytes may have gone out unless the connection never opened.
       res.upstream_reached = res.upstream_reached || connected;
     }

@@ -85,10 +85,17 @@ enum class timeout_kind : int {
   after_finish,
   head,
   connect,
+  /// CONNECT_TIMEOUT_S passed in the TLS handshake, the TCP connect done:
+  /// `tls_handshake`, as a handshake that failed otherwise.
+  handshake,
 };
 
 /// "total_timeout", "ttft_timeout", ...
 const char* reason_of(timeout_kind k);
+
+/// The message of a TLS handshake that did not finish within the source's
+/// CONNECT_TIMEOUT_S.
+std::string handshake_timeout_message(const source_config& src);
 
 /// The warnings a transport logs about its sources: once per source, or at
 /// most every 10 s for local exhaustion (it comes in bursts).

@@ -757,6 +757,27 @@ PGW_TRANSPORT_CASE(fixture, "the simulator's hostile models, through the "
   }
 }
 
+PGW_TRANSPORT_CASE(fixture, "an https source on a TCP server that never "
+                            "answers the handshake is tls_handshake after "
+                            "CONNECT_TIMEOUT_S") {
+  raw_upstream silent{[](raw_upstream& u, int fd, const std::string&) {
+    hang(u, fd); // never: a ClientHello is no request
+  }};
+  auto src = source(silent);
+  src->base_url = "https://127.0.0.1:" + std::to_string(silent.port()) + "/v1";
+  src->connect_timeout_s = 0.5;
+  auto r = run(src, false);
+  CAPTURE(r.result.error_message);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "tls_handshake");
+  CHECK(r.result.error_message
+        == "the TLS handshake did not finish within CONNECT_TIMEOUT_S (0.5 s)");
+  CHECK_FALSE(r.result.upstream_reached);
+  CHECK(r.elapsed_s >= 0.45);
+  CHECK(r.elapsed_s < 5);
+  CHECK(silent.connections() == 1); // the TCP connect succeeded
+}
+
 PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI, and a failed handshake "
                             "is tls_handshake and never reached") {
   // A listener that reads the ClientHello and hangs up.
