@@ -77,6 +77,22 @@ uint64_t bytes_read(int fd) {
   return tcp_bytes_consumed(fd);
 }
 
+/// cpp-httplib keeps what it read of a head the connection ended inside
+/// (the status line, the fields so far): when that already went over the
+/// header bounds, `reader` refuses the head as beast does, counting while
+/// it reads (headers_too_large), instead of the connection's end (reset).
+void refuse_partial_head(const httplib::Response& partial,
+                         response_reader& reader) {
+  response_reader count{reader.call()};
+  for (auto& [name, value] : partial.headers) {
+    if (!count.on_field(name, value)) {
+      reader.on_status(partial.status);
+      reader.refuse_head(count.bad_head());
+      return;
+    }
+  }
+}
+
 } // namespace
 
 // -- per-call state -------------------------------------------------------------
@@ -611,6 +627,8 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
     return; // the attempt is gone; it settles on its own (SPEC §8)
   res.latency_ms = ms_between(st->started, ended);
 
+  if (!sent && reader.status() == 0 && resp.status > 0)
+    refuse_partial_head(resp, reader);
   auto failure = [&](attempt_result& r) {
     classify_httplib_error(err, *cli, target.host, warn, r);
   };

@@ -180,6 +180,10 @@ public:
     return status_;
   }
 
+  const upstream_call& call() const {
+    return call_;
+  }
+
   bool sse_mode() const {
     return sse_mode_;
   }

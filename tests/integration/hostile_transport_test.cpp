@@ -269,6 +269,21 @@ PGW_TRANSPORT_CASE(fixture, "headers forever, or too many, are "
   r = run(source(many), false);
   CHECK(r.result.reason == "malformed_response");
   CHECK(r.result.error_message == "headers_too_large");
+  // Too many lines, then the connection ends inside the head (no blank
+  // line), as fast as the kernel takes it: beast counted them while
+  // reading, cpp-httplib kept them.
+  for (int lines : {150, 9000}) {
+    CAPTURE(lines);
+    raw_upstream cut{[lines](raw_upstream& u, int fd, const std::string&) {
+      std::string head = "HTTP/1.1 200 OK\r\n";
+      for (int i = 0; i < lines; ++i)
+        head += "X-" + std::to_string(i) + ": y\r\n";
+      u.send_all(fd, head);
+    }};
+    r = run(source(cut), false);
+    CHECK(r.result.reason == "malformed_response");
+    CHECK(r.result.error_message == "headers_too_large");
+  }
 }
 
 PGW_TRANSPORT_CASE(fixture, "[DONE] ends the attempt at once, finish_reason "
