@@ -447,12 +447,7 @@ void success_rate_until(check_run& r, const std::string&,
                         const json::value& x) {
   auto until = x.at("until_s").to_number<double>();
   auto want = x.at("min").to_number<double>();
-  int64_t n = 0, ok = 0;
-  for (auto& rec : r.ctx.soak.records)
-    if (rec.start_s < until) {
-      ++n;
-      ok += rec.ok ? 1 : 0;
-    }
+  auto n = r.ctx.until_calls, ok = r.ctx.until_ok;
   auto got = n ? static_cast<double>(ok) / n : 0.0;
   r.add("success_rate_until", n > 0 && got >= want,
         fmt::format("{} of {} calls started in the first {} s succeeded = {} "
@@ -464,12 +459,7 @@ void share_after(check_run& r, const std::string&, const json::value& x) {
   auto src = std::string(x.at("source").as_string());
   auto after = x.at("after_s").to_number<double>();
   auto want = x.at("min").to_number<double>();
-  int64_t n = 0, on = 0;
-  for (auto& rec : r.ctx.soak.records)
-    if (rec.start_s >= after && rec.ok) {
-      ++n;
-      on += rec.source == src ? 1 : 0;
-    }
+  auto n = r.ctx.after_ok, on = r.ctx.after_on;
   auto got = n ? static_cast<double>(on) / n : 0.0;
   r.add("share_after", n > 0 && got >= want,
         fmt::format("{} answered {} of the {} calls started after {} s = {} "
@@ -785,11 +775,8 @@ json::object checks_json(const scenario_file& f, const check_context& ctx,
   json::object calls_by_source;
   for (auto& src : ctx.scope.sources) // every source, also one never answering
     calls_by_source[src.name] = int64_t{0};
-  for (auto& r : ctx.soak.records)
-    if (r.ok) {
-      auto& slot = calls_by_source[r.source];
-      slot = (slot.is_int64() ? slot.as_int64() : int64_t{0}) + 1;
-    }
+  for (auto& [source, n] : ctx.soak.ok_by_source)
+    calls_by_source[source] = n;
   json::object structured;
   if (!f.schema.empty())
     structured = json::object{{"schema_valid", ctx.schema_valid},

@@ -95,6 +95,11 @@ struct check_context {
   // -- embeddings (load.operation) --
   int64_t vectors_checked = 0; ///< vectors compared with the simulator's
   int64_t vectors_wrong = 0;   ///< ... that were not its input's vector
+  // -- when calls started (success_rate_until, share_after) --
+  int64_t until_calls = 0; ///< calls started before until_s
+  int64_t until_ok = 0;    ///< ... that succeeded
+  int64_t after_ok = 0;    ///< ok calls started at or after after_s
+  int64_t after_on = 0;    ///< ... answered by share_after's source
 };
 
 /// Throws std::invalid_argument on an unknown or malformed expectation (or

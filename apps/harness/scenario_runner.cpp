@@ -428,6 +428,46 @@ private:
   int64_t repaired_ = 0;
 };
 
+/// The expectations that look at when calls started (success_rate_until,
+/// share_after), counted as the answers come: nothing kept per call.
+class timeline_tally {
+public:
+  explicit timeline_tally(const json::object& expect) {
+    if (auto* x = expect.if_contains("success_rate_until"))
+      until_s_ = x->at("until_s").to_number<double>();
+    if (auto* x = expect.if_contains("share_after")) {
+      after_s_ = x->at("after_s").to_number<double>();
+      after_source_ = std::string(x->at("source").as_string());
+    }
+  }
+
+  void operator()(double start_s, const caf::expected<chat_response>& res) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    if (until_s_ && start_s < *until_s_) {
+      ++until_calls_;
+      until_ok_ += res ? 1 : 0;
+    }
+    if (after_s_ && start_s >= *after_s_ && res) {
+      ++after_ok_;
+      after_on_ += res->source == after_source_ ? 1 : 0;
+    }
+  }
+
+  void fill(check_context& ctx) {
+    std::lock_guard<std::mutex> guard{mtx_};
+    ctx.until_calls = until_calls_;
+    ctx.until_ok = until_ok_;
+    ctx.after_ok = after_ok_;
+    ctx.after_on = after_on_;
+  }
+
+private:
+  std::optional<double> until_s_, after_s_;
+  std::string after_source_;
+  std::mutex mtx_;
+  int64_t until_calls_ = 0, until_ok_ = 0, after_ok_ = 0, after_on_ = 0;
+};
+
 } // namespace
 
 // -- the command --------------------------------------------------------------------
@@ -521,10 +561,13 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
     };
   auto checker = std::make_shared<answer_checker>(f, *scope);
   auto structured = std::make_shared<structured_tally>(f.schema);
-  answer_hook hook = [checker, structured](int64_t n,
-                                           const caf::expected<chat_response>& r) {
+  auto timeline = std::make_shared<timeline_tally>(f.expect);
+  answer_hook hook = [checker, structured,
+                      timeline](int64_t n, double start_s,
+                                const caf::expected<chat_response>& r) {
     (*checker)(n, r);
     (*structured)(r);
+    (*timeline)(start_s, r);
   };
   // Outage windows and the log start with the load.
   upstream->reset();
@@ -539,6 +582,7 @@ int scenario_main(const std::string& name, const scenario_overrides& ov) {
                     checker->truncated(), checker->examples()};
   structured->fill(ctx);
   vectors->fill(ctx);
+  timeline->fill(ctx);
   auto checks = evaluate(ctx);
   bool soak_ok = rc == exit_ok;
   bool all = soak_ok && print_checks(f, ctx, checks);

@@ -21,6 +21,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstdio>
 #include <fstream>
@@ -40,27 +41,31 @@ using clock_type = std::chrono::steady_clock;
 /// the rows still queued (the sink's own shutdown grace is 2 s).
 constexpr auto telemetry_flush_timeout = std::chrono::seconds(5);
 
-/// What the callers saw.
+/// What the callers saw: counters only, nothing per call.
 struct tally {
   std::mutex mtx;
-  std::condition_variable answered; ///< signalled on every answer
-  std::vector<double> latency_ms;
+  /// Signalled on every answer and when a caller stops.
+  std::condition_variable answered;
+  latency_histogram latency_ms;
   std::map<std::string, int64_t> errors; ///< by error code
+  std::map<std::string, int64_t> ok_by_source;
   int64_t ok = 0;
   int64_t answers = 0;
+  int64_t made = 0;     ///< calls started, once the load is over
+  int callers_left = 0; ///< callers still making calls
   int64_t hedges = 0;
   int64_t hedges_won = 0;
   double cost_usd = 0;
   int64_t priced = 0;
 };
 
-double percentile(std::vector<double>& v, double q) {
-  if (v.empty())
-    return 0;
-  std::sort(v.begin(), v.end());
-  auto i = std::min(v.size() - 1, static_cast<size_t>(q * v.size()));
-  return v[i];
-}
+/// latency_histogram's buckets: the first starts at 1 µs, each is 0.1 %
+/// wider than the one before, the last ends past 10^9 ms.
+constexpr double histogram_min_ms = 1e-3;
+constexpr double histogram_growth = 1.001;
+const double histogram_log_growth = std::log(histogram_growth);
+const size_t histogram_buckets = static_cast<size_t>(
+  std::ceil(std::log(1e9 / histogram_min_ms) / histogram_log_growth)) + 1;
 
 /// Reads the gateway status until every permit is settled and released and
 /// nothing is in flight (attempts settle just after their call answers), or
@@ -138,26 +143,16 @@ caf::expected<chat_response> soak_one_call(client& cl,
   return cl.chat(std::move(req));
 }
 
-/// Records one answer (call `n`, started at `start`, `ms` long) in its
-/// record and the tally.
-void record_answer(tally& t, soak_call& rec,
-                   const caf::expected<chat_response>& res,
-                   clock_type::time_point t0, clock_type::time_point start,
+/// Records one answer (`ms` long) in the tally.
+void record_answer(tally& t, const caf::expected<chat_response>& res,
                    double ms) {
-  rec.start_s = std::chrono::duration<double>(start - t0).count();
-  rec.ms = ms;
-  rec.ok = static_cast<bool>(res);
   std::lock_guard<std::mutex> guard{t.mtx};
   ++t.answers;
   t.answered.notify_all();
-  t.latency_ms.push_back(ms);
+  t.latency_ms.add(ms);
   if (res) {
     ++t.ok;
-    rec.source = res->source;
-    rec.attempts = res->stats.attempts;
-    rec.hedges = res->stats.hedges;
-    rec.hedge_won = res->stats.hedge_won;
-    rec.cost_usd = res->stats.cost_usd;
+    ++t.ok_by_source[res->source];
     t.hedges += res->stats.hedges;
     t.hedges_won += res->stats.hedge_won ? 1 : 0;
     if (res->stats.cost_usd) {
@@ -166,12 +161,11 @@ void record_answer(tally& t, soak_call& rec,
     }
   } else {
     auto code = code_of(res.error());
-    rec.error = code ? to_string(*code) : "internal";
-    ++t.errors[rec.error];
+    ++t.errors[code ? to_string(*code) : "internal"];
   }
 }
 
-/// Shows progress until every call answered: one updating line on a
+/// Shows progress until every caller stopped: one updating line on a
 /// terminal, a plain line per interval else.
 void show_progress(tally& t, const soak_params& params,
                    clock_type::time_point t0, bool tty) {
@@ -180,13 +174,15 @@ void show_progress(tally& t, const soak_params& params,
     params.progress_s ? *params.progress_s : tty ? 0.2 : 1.0);
   for (;;) {
     int64_t done, ok;
+    bool stopped;
     {
-      // Wakes at the interval, or at once when the last call answers.
+      // Wakes at the interval, or at once when the last caller stops.
       std::unique_lock<std::mutex> guard{t.mtx};
       t.answered.wait_for(guard, interval,
-                          [&] { return t.answers >= calls; });
+                          [&] { return t.callers_left == 0; });
       done = t.answers;
       ok = t.ok;
+      stopped = t.callers_left == 0;
     }
     auto secs = std::chrono::duration<double>(clock_type::now() - t0).count();
     auto line = fmt::format("calls {}/{}  ok {:.2f}%  {:.0f} calls/s", done,
@@ -197,41 +193,50 @@ void show_progress(tally& t, const soak_params& params,
     else
       std::printf("%s\n", line.c_str());
     std::fflush(stdout);
-    if (done >= calls)
+    if (stopped)
       return;
   }
 }
 
 /// Runs the load: `params.concurrency` callers make `params.calls` calls
-/// through `cl`, recorded in `records` and `t`. Returns the wall time (s).
+/// through `cl` (none starting after `params.seconds`), counted in `t`.
+/// Returns the wall time (s).
 double drive_load(client& cl, const soak_params& params,
-                  const answer_hook& hook, tally& t,
-                  std::vector<soak_call>& records) {
+                  const answer_hook& hook, tally& t) {
   const auto calls = params.calls;
   std::atomic<int64_t> next{0};
   auto t0 = clock_type::now();
+  auto stop_at = clock_type::time_point::max();
+  if (params.seconds)
+    stop_at = t0 + std::chrono::duration_cast<clock_type::duration>(
+                     std::chrono::duration<double>(*params.seconds));
+  t.callers_left = params.concurrency;
   std::vector<std::thread> callers;
   for (int c = 0; c < params.concurrency; ++c) {
     callers.emplace_back([&, c] {
       for (;;) {
-        auto n = next.fetch_add(1);
-        if (n >= calls)
-          return;
         auto start = clock_type::now();
+        auto n = start < stop_at ? next.fetch_add(1) : calls;
+        if (n >= calls)
+          break;
         auto res = soak_one_call(cl, params, n, c);
         auto end = clock_type::now();
         auto ms = std::chrono::duration<double, std::milli>(end - start)
                     .count();
         if (hook)
-          hook(n, res);
-        record_answer(t, records[static_cast<size_t>(n)], res, t0, start, ms);
+          hook(n, std::chrono::duration<double>(start - t0).count(), res);
+        record_answer(t, res, ms);
       }
+      std::lock_guard<std::mutex> guard{t.mtx};
+      --t.callers_left;
+      t.answered.notify_all();
     });
   }
   bool tty = ::isatty(STDOUT_FILENO) != 0;
   show_progress(t, params, t0, tty);
   for (auto& th : callers)
     th.join();
+  t.made = std::min(next.load(), calls);
   auto wall_s = std::chrono::duration<double>(clock_type::now() - t0).count();
   if (tty)
     std::printf("\n");
@@ -247,7 +252,8 @@ struct soak_figures {
   double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
 };
 
-soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
+soak_figures figures_of(const gateway_status& st, tally& t) {
+  const auto calls = t.made;
   soak_figures f;
   bool in_flight_zero = st.calls_active == 0;
   bool permits_balanced = true;
@@ -275,11 +281,11 @@ soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
   f.invariants["one_answer_per_call"]
     = t.answers == calls && st.calls_started == calls
       && st.calls_ok + st.calls_failed == calls;
-  f.p50 = percentile(t.latency_ms, 0.5);
-  f.p95 = percentile(t.latency_ms, 0.95);
-  f.p98 = percentile(t.latency_ms, 0.98);
-  f.p99 = percentile(t.latency_ms, 0.99);
-  f.p999 = percentile(t.latency_ms, 0.999);
+  f.p50 = t.latency_ms.percentile(0.5);
+  f.p95 = t.latency_ms.percentile(0.95);
+  f.p98 = t.latency_ms.percentile(0.98);
+  f.p99 = t.latency_ms.percentile(0.99);
+  f.p999 = t.latency_ms.percentile(0.999);
   return f;
 }
 
@@ -287,13 +293,18 @@ soak_figures figures_of(const gateway_status& st, tally& t, int64_t calls) {
 bool print_report(const soak_params& params, const tally& t,
                   const gateway_status& st, const soak_figures& f,
                   double wall_s) {
-  const auto calls = params.calls;
+  const auto calls = t.made;
   auto rate = calls ? static_cast<double>(t.ok) / calls : 0.0;
   std::printf("\npgw soak report%s: scope %s, %lld calls, concurrency %d, "
               "%.1f s, %.0f calls/s\n",
               params.title.empty() ? "" : (" (" + params.title + ")").c_str(),
               params.scope.c_str(), static_cast<long long>(calls),
               params.concurrency, wall_s, calls / wall_s);
+  if (calls < params.calls)
+    std::printf("  stopped   after --seconds %g: %lld of the %lld calls "
+                "asked were made\n",
+                params.seconds.value_or(0), static_cast<long long>(calls),
+                static_cast<long long>(params.calls));
   std::printf("  success   %lld / %lld = %.3f %%\n",
               static_cast<long long>(t.ok), static_cast<long long>(calls),
               100.0 * rate);
@@ -357,7 +368,7 @@ bool print_report(const soak_params& params, const tally& t,
 json::object report_json(const soak_params& params, const tally& t,
                          const gateway_status& st, const soak_figures& f,
                          double wall_s) {
-  const auto calls = params.calls;
+  const auto calls = t.made;
   json::object by_source;
   for (auto& s : st.sources) {
     json::object o;
@@ -383,6 +394,7 @@ json::object report_json(const soak_params& params, const tally& t,
     errors[code] = n;
   json::object doc{
     {"calls", calls},
+    {"calls_asked", params.calls},
     {"ok", t.ok},
     {"success_rate", calls ? static_cast<double>(t.ok) / calls : 0.0},
     {"attempts", f.attempts},
@@ -464,8 +476,7 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     return exit_usage;
   client cl{sys, *gw};
   tally t;
-  std::vector<soak_call> records(static_cast<size_t>(params.calls));
-  auto wall_s = drive_load(cl, params, hook, t, records);
+  auto wall_s = drive_load(cl, params, hook, t);
   auto st = quiet_status(cl);
   caf::anon_send_exit(*gw, caf::exit_reason::user_shutdown);
   if (!st) {
@@ -480,13 +491,13 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     sink->flush(telemetry_flush_timeout);
     st->telemetry = sink->status();
   }
-  auto f = figures_of(*st, t, params.calls);
+  auto f = figures_of(*st, t);
   bool all_ok = print_report(params, t, *st, f, wall_s);
   if (out) {
-    out->calls = params.calls;
+    out->calls = t.made;
     out->ok = t.ok;
     out->wall_s = wall_s;
-    out->records = std::move(records);
+    out->ok_by_source = t.ok_by_source;
     out->status = *st;
     out->invariants = f.invariants;
     out->attempts = f.attempts;
@@ -503,6 +514,34 @@ int run_soak(const settings& cfg, const soak_params& params, soak_result* out,
     out->report = report_json(params, t, *st, f, wall_s);
   }
   return all_ok ? exit_ok : exit_other;
+}
+
+void latency_histogram::add(double ms) {
+  if (buckets_.empty())
+    buckets_.assign(histogram_buckets, 0);
+  size_t i = 0;
+  if (ms > histogram_min_ms)
+    i = std::min(histogram_buckets - 1,
+                 static_cast<size_t>(std::log(ms / histogram_min_ms)
+                                     / histogram_log_growth));
+  ++buckets_[i];
+  ++count_;
+}
+
+double latency_histogram::percentile(double q) const {
+  if (count_ == 0)
+    return 0;
+  auto rank = std::min(count_ - 1,
+                       static_cast<int64_t>(q * static_cast<double>(count_)));
+  int64_t seen = 0;
+  size_t i = 0;
+  for (; i + 1 < buckets_.size(); ++i) {
+    seen += buckets_[i];
+    if (seen > rank)
+      break;
+  }
+  return histogram_min_ms
+         * std::exp((static_cast<double>(i) + 0.5) * histogram_log_growth);
 }
 
 int write_json_report(const std::string& path, const boost::json::value& doc) {

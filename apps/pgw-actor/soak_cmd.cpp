@@ -23,6 +23,10 @@ constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurre
 
   --calls N          logical calls to make (default 1000)
   --concurrency C    callers in parallel (default 16)
+  --seconds S        start no call after S seconds: the calls in flight
+                     finish and the report covers the calls made (default:
+                     every call; nothing is kept per call, so any --calls
+                     runs in the same memory)
   --scope S          scope to use (default LLM)
   --env-file F       read configuration from F (default ./.env when present)
   --stream           ask sources for streamed answers (default: the scope's)
@@ -91,6 +95,13 @@ int soak_main(const std::vector<std::string>& args) {
       if (!x || !(*x >= 0.01 && *x <= 3600))
         return bad("--progress must be seconds in [0.01, 3600]");
       params.progress_s = *x;
+    } else if (a == "--seconds") {
+      auto v = value();
+      auto x = v ? parse_number(*v) : std::nullopt;
+      if (!x || !(*x > 0 && *x <= 30 * 86400))
+        return bad("--seconds must be seconds in (0, 2592000] (30 days)");
+      params.seconds = *x;
+      plain_only = true;
     } else if (a == "--scope" || a == "--env-file" || a == "--json-report"
                || a == "--publish" || a == "--scenario" || a == "--set"
                || a == "--redis") {
@@ -131,7 +142,10 @@ int soak_main(const std::vector<std::string>& args) {
     if (plain_only) {
       std::fprintf(stderr, "pgw-actor soak: --scope, --env-file, --stream "
                            "and --no-stream come from the scenario file "
-                           "(use --set KEY=VALUE to change its env)\n");
+                           "(use --set KEY=VALUE to change its env), and "
+                           "--seconds is for a plain soak only (a "
+                           "scenario's expectations are written for its "
+                           "calls)\n");
       return exit_usage;
     }
     if (calls_set)

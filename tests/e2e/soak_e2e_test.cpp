@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <doctest/doctest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <cstdlib>
@@ -129,4 +130,47 @@ TEST_CASE("soak: the report's telemetry counts are final, every queued row "
   CHECK(healthy.at("dropped").as_int64() == 0);
   std::string cmd = "rm -rf '" + dir + "'";
   CHECK(std::system(cmd.c_str()) == 0);
+}
+
+TEST_CASE("soak: --calls 1000000000 with --seconds 1 starts, stops after a "
+          "second and keeps nothing per call") {
+  // The soak allocated a record per call before the first one started: a
+  // billion calls died with bad_alloc.
+  sim_process sim;
+  auto report = "/tmp/pgw-soak-huge-" + std::to_string(::getpid()) + ".json";
+  auto r = run_program({PGW_ACTOR_BIN, "soak", "--calls", "1000000000",
+                        "--concurrency", "4", "--seconds", "1",
+                        "--json-report", report},
+                       {"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+                        "LLM__GENERIC__A__MODEL=ok", "LLM__STREAM=false",
+                        "PGW_TELEMETRY_DB=off"});
+  INFO(r.out);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  CHECK(r.out.find("stopped   after --seconds 1:") != std::string::npos);
+  auto doc = take_report(report);
+  auto calls = doc.at("calls").as_int64();
+  CHECK(calls > 0);
+  CHECK(calls < 1000000000);
+  CHECK(doc.at("calls_asked").as_int64() == 1000000000);
+  CHECK(doc.at("ok").as_int64() == calls);
+  for (auto& [name, holds] : doc.at("invariants").as_object()) {
+    CAPTURE(std::string(name));
+    CHECK(holds.as_bool());
+  }
+  // The soak process stayed small (a gateway and four callers).
+  rusage ru{};
+  REQUIRE(::getrusage(RUSAGE_CHILDREN, &ru) == 0);
+  CHECK(ru.ru_maxrss < 512 * 1024); // KiB
+}
+
+TEST_CASE("soak: --seconds is checked and is for a plain soak only") {
+  auto r = run_program({PGW_ACTOR_BIN, "soak", "--seconds", "0"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--seconds must be seconds") != std::string::npos);
+  r = run_program({PGW_ACTOR_BIN, "soak", "--scenario", "half-dead",
+                   "--seconds", "1"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.err.find("--seconds is for a plain soak only")
+        != std::string::npos);
 }
