@@ -20,14 +20,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <mutex>
 #include <thread>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace pgw::cli {
@@ -249,6 +253,9 @@ struct soak_figures {
   std::map<std::string, std::string> notes; ///< shown after an invariant
   int64_t attempts = 0;     ///< upstream attempts of every source
   int64_t rate_limited = 0; ///< of which 429s
+  /// Leases that ran out unreleased, every source; unset when a limiter
+  /// could not be read.
+  std::optional<uint64_t> leases_expired;
   double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
 };
 
@@ -273,6 +280,11 @@ soak_figures figures_of(const gateway_status& st, tally& t) {
         f.rate_limited += n;
     }
   }
+  bool readable = true;
+  for (auto& s : st.sources)
+    readable = readable && s.limiter.unavailable.empty();
+  if (readable)
+    f.leases_expired = expired;
   f.invariants["in_flight_zero"] = in_flight_zero;
   f.invariants["permits_settled_and_released"] = permits_balanced;
   if (expired > 0)
@@ -399,6 +411,8 @@ json::object report_json(const soak_params& params, const tally& t,
     {"success_rate", calls ? static_cast<double>(t.ok) / calls : 0.0},
     {"attempts", f.attempts},
     {"rate_limited", f.rate_limited},
+    {"leases_expired", f.leases_expired ? json::value(*f.leases_expired)
+                                        : json::value(nullptr)},
     {"hedges", t.hedges},
     {"hedges_won", t.hedges_won},
     {"cost_usd", t.priced > 0 ? json::value(t.cost_usd) : json::value(nullptr)},
@@ -542,6 +556,35 @@ double latency_histogram::percentile(double q) const {
   }
   return histogram_min_ms
          * std::exp((static_cast<double>(i) + 0.5) * histogram_log_growth);
+}
+
+std::string report_path_problem(const std::string& path) {
+  if (path.empty())
+    return "the path is empty";
+  struct stat sb {};
+  if (::stat(path.c_str(), &sb) == 0) {
+    if (S_ISDIR(sb.st_mode))
+      return "it is a directory";
+    // Opened without truncating (a regular file keeps its contents until
+    // the report replaces them); anything else (a pipe, /dev/stdout) is
+    // asked, not opened, so a reader sees no early end of file.
+    if (!S_ISREG(sb.st_mode))
+      return ::access(path.c_str(), W_OK) == 0 ? "" : std::strerror(errno);
+    int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd < 0)
+      return std::strerror(errno);
+    ::close(fd);
+    return {};
+  }
+  if (errno != ENOENT)
+    return std::strerror(errno);
+  // Not there yet: create it to see that we can, and take it away again.
+  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0)
+    return std::strerror(errno);
+  ::close(fd);
+  ::unlink(path.c_str());
+  return {};
 }
 
 int write_json_report(const std::string& path, const boost::json::value& doc) {

@@ -102,6 +102,12 @@ bool permits_ended(const limiter_status& st);
 int run_soak(const settings& cfg, const soak_params& params,
              soak_result* out = nullptr, const answer_hook& hook = {});
 
+/// Why `--json-report` could not write `path` (it is a directory, its
+/// directory is missing or not writable, ...), empty when it can: asked
+/// before the run so a long soak does not end without its report. A file
+/// that was not there is not left behind.
+std::string report_path_problem(const std::string& path);
+
 /// Writes `doc` as JSON to `path` (`--json-report`): exit_ok, or exit_other
 /// after saying on stderr that the file cannot be written.
 int write_json_report(const std::string& path, const boost::json::value& doc);

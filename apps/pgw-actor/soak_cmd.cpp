@@ -31,7 +31,8 @@ constexpr const char* soak_usage = R"(usage: pgw-actor soak --calls N --concurre
   --env-file F       read configuration from F (default ./.env when present)
   --stream           ask sources for streamed answers (default: the scope's)
   --no-stream        ask for single JSON answers
-  --json-report P    also write the report as JSON to P
+  --json-report P    also write the report as JSON to P (checked before the
+                     run: exit 2 when P cannot be written)
   --progress S       seconds between progress lines (default 0.2 on a
                      terminal, else 1)
   --publish H:P      serve this node's live status on H:P (P 0 = any free
@@ -136,6 +137,15 @@ int soak_main(const std::vector<std::string>& args) {
       plain_only = true;
     } else {
       return bad("unknown option " + a + "\n" + soak_usage);
+    }
+  }
+  if (json_path) {
+    auto problem = report_path_problem(*json_path);
+    if (!problem.empty()) {
+      std::fprintf(stderr, "pgw-actor soak: --json-report %s cannot be "
+                           "written: %s\n",
+                   json_path->c_str(), problem.c_str());
+      return exit_usage;
     }
   }
   if (scenario) {

@@ -174,3 +174,41 @@ TEST_CASE("soak: --seconds is checked and is for a plain soak only") {
   CHECK(r.err.find("--seconds is for a plain soak only")
         != std::string::npos);
 }
+
+TEST_CASE("soak: a --json-report path that cannot be written is exit 2 "
+          "before the run, and the report counts expired leases") {
+  sim_process sim;
+  std::vector<std::string> env{"LLM__GENERIC__A__BASE_URL=" + sim.base_url(),
+                               "LLM__GENERIC__A__MODEL=ok",
+                               "LLM__STREAM=false", "PGW_TELEMETRY_DB=off"};
+  auto dir = "/tmp/pgw-soak-report-" + std::to_string(::getpid());
+  REQUIRE(::mkdir(dir.c_str(), 0700) == 0);
+  for (auto& bad : {dir + "/missing/r.json", dir}) {
+    CAPTURE(bad);
+    auto r = run_program({PGW_ACTOR_BIN, "soak", "--calls", "200",
+                          "--concurrency", "4", "--json-report", bad},
+                         env);
+    INFO(r.out);
+    CHECK(r.exit_code == 2);
+    CHECK(r.err.find("--json-report " + bad + " cannot be written")
+          != std::string::npos);
+    CHECK(r.out.find("pgw soak report") == std::string::npos); // no run
+  }
+  // The same before a scenario.
+  auto r = run_program({PGW_ACTOR_BIN, "soak", "--scenario", "half-dead",
+                        "--json-report", dir + "/missing/r.json"});
+  CHECK(r.exit_code == 2);
+  CHECK(r.out.find("scenario half-dead") == std::string::npos);
+  // A writable path gets the report, which says how many leases expired.
+  auto report = dir + "/r.json";
+  r = run_program({PGW_ACTOR_BIN, "soak", "--calls", "20", "--concurrency",
+                   "2", "--json-report", report},
+                  env);
+  INFO(r.err);
+  CHECK(r.exit_code == 0);
+  auto doc = take_report(report);
+  REQUIRE(doc.contains("leases_expired"));
+  CHECK(doc.at("leases_expired").to_number<int64_t>() == 0);
+  std::string cmd = "rm -rf '" + dir + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
+}
