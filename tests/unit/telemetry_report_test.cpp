@@ -14,6 +14,7 @@
 #include <doctest/doctest.h>
 
 #include <fstream>
+#include <optional>
 #include <sys/stat.h>
 #include <string>
 #include <vector>
@@ -643,4 +644,55 @@ TEST_CASE("report: cache hits, hit rate and cost saved per scope") {
   CHECK(cache.at("hit_rate").to_number<double>() == doctest::Approx(0.5));
   CHECK(cache.at("cost_saved_usd").to_number<double>()
         == doctest::Approx(0.75));
+}
+
+TEST_CASE("report: nothing priced is an unknown cost, not a free one") {
+  test::scratch_dir dir;
+  auto path = dir.file("t.sqlite");
+  {
+    auto sink = make_sqlite_sink(path);
+    // A call of scope `sc`: an unpriced transient attempt, then the ok one
+    // that won, priced `won_cost` when given.
+    auto call = [&](const std::string& sc, const std::string& src,
+                    std::optional<double> won_cost) {
+      sink->write(test::fixture_attempt(sc, 1, sc, src, "transient", 1, 10, 5));
+      auto won = test::fixture_attempt(sc, 2, sc, src, "ok", 2, 10, 5);
+      if (won_cost)
+        won.cost_usd = *won_cost;
+      sink->write(won);
+      sink->write(test::fixture_call(sc, sc, "ok", src, 1, 20, 5));
+    };
+    // Scope U: no attempt has a price. Scope P: the winner is priced, its
+    // losing leg is not (the losers' cost alone is unknown).
+    call("U", "a", std::nullopt);
+    call("P", "b", 0.5);
+    REQUIRE(sink->flush(10s));
+  }
+  auto r = report::build(path);
+  REQUIRE(r);
+  auto& u = scope(*r, "U");
+  CHECK(u.total.unpriced_attempts == 2);
+  CHECK_FALSE(report::known_cost(u.total));
+  CHECK_FALSE(report::known_losers_cost(u.total));
+  auto& p = scope(*r, "P");
+  REQUIRE(report::known_cost(p.total));
+  CHECK(*report::known_cost(p.total) == doctest::Approx(0.5).scale(0));
+  CHECK_FALSE(report::known_losers_cost(p.total));
+  auto doc = json::parse(report::render_json(*r)).as_object();
+  for (auto& s : doc.at("scopes").as_array()) {
+    auto& total = s.at("total").as_object();
+    CAPTURE(json::serialize(total));
+    CHECK(total.at("losers_cost_usd").is_null());
+    if (s.at("scope").as_string() == "U") {
+      CHECK(total.at("cost_usd").is_null());
+      CHECK(s.at("sources").at(0).at("cost_usd").is_null());
+    } else {
+      CHECK(total.at("cost_usd").to_number<double>()
+            == doctest::Approx(0.5).scale(0));
+    }
+  }
+  auto text = report::render_text(*r);
+  CHECK(contains(text, "unpriced"));
+  CHECK_FALSE(contains(text, "n/a"));
+  CHECK(contains(text, "0.500000"));
 }

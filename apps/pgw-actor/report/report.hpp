@@ -21,6 +21,8 @@
 ///   waiting share is over the calls it served.
 /// - Tokens and cost are summed over attempt rows (what was paid, winners
 ///   and losers); `losers_cost_usd` is the part of it paid for losers.
+///   Attempts without a price are left out (`unpriced_attempts`); when
+///   none had one the cost is unknown: null in JSON, "unpriced" in text.
 /// - Percentiles are nearest-rank: the p-th percentile of n sorted samples
 ///   is the sample at rank ceil(p/100 * n).
 /// - `--since` keeps calls and attempts that started at or after it and
@@ -71,6 +73,8 @@ struct group_stats {
   double cost_usd = 0;
   double losers_cost_usd = 0;
   uint64_t unpriced_attempts = 0; ///< attempts without a cost (not in cost)
+  uint64_t losers = 0;            ///< attempts that did not win
+  uint64_t unpriced_losers = 0;   ///< ... without a cost
   /// The latency samples behind `latency_ms`, ascending (the CDF's data).
   std::vector<double> latencies;
   /// Per source, ascending: attempts that ended ok, and those that failed
@@ -78,6 +82,14 @@ struct group_stats {
   std::vector<double> ok_latencies;
   std::vector<double> failed_latencies;
 };
+
+/// `g.cost_usd`, or nothing when attempts were made and none had a price:
+/// unknown, not free (JSON null, text "unpriced").
+std::optional<double> known_cost(const group_stats& g);
+
+/// `g.losers_cost_usd`, or nothing when there were losers and none had a
+/// price.
+std::optional<double> known_losers_cost(const group_stats& g);
 
 struct scope_report {
   group_stats total;

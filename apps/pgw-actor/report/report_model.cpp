@@ -132,12 +132,16 @@ void add_attempt(group_stats& g, const attempt_info& a) {
   }
   g.input_tokens += a.input_tokens;
   g.output_tokens += a.output_tokens;
+  if (!a.won)
+    ++g.losers;
   if (a.cost_usd) {
     g.cost_usd += *a.cost_usd;
     if (!a.won)
       g.losers_cost_usd += *a.cost_usd;
   } else {
     ++g.unpriced_attempts;
+    if (!a.won)
+      ++g.unpriced_losers;
   }
 }
 

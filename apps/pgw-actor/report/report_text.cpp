@@ -64,10 +64,13 @@ std::string table(const std::vector<std::vector<std::string>>& rows,
   return out;
 }
 
+std::string usd_or_unpriced(const std::optional<double>& x) {
+  // No attempt had a price: a cost of 0.000000 would claim it was free.
+  return x ? usd(*x) : "unpriced";
+}
+
 std::vector<std::string> metrics_row(const std::string& label,
                                      const group_stats& g) {
-  // No attempt had a price: a cost of 0.000000 would claim it was free.
-  bool priced = g.attempts == 0 || g.unpriced_attempts < g.attempts;
   return {label,
           std::to_string(g.calls),
           percent(g.success_rate),
@@ -77,11 +80,23 @@ std::vector<std::string> metrics_row(const std::string& label,
           triple(g.generation_ms),
           percent(g.waiting_share),
           fmt::format("{}/{}", g.input_tokens, g.output_tokens),
-          priced ? usd(g.cost_usd) : "n/a",
-          priced ? usd(g.losers_cost_usd) : "n/a"};
+          usd_or_unpriced(known_cost(g)),
+          usd_or_unpriced(known_losers_cost(g))};
 }
 
 } // namespace
+
+std::optional<double> known_cost(const group_stats& g) {
+  if (g.attempts > 0 && g.unpriced_attempts == g.attempts)
+    return std::nullopt;
+  return g.cost_usd;
+}
+
+std::optional<double> known_losers_cost(const group_stats& g) {
+  if (g.losers > 0 && g.unpriced_losers == g.losers)
+    return std::nullopt;
+  return g.losers_cost_usd;
+}
 
 std::string render_text(const report& r) {
   std::string out = fmt::format("telemetry report: {} (schema version {})\n",
@@ -194,8 +209,8 @@ json::object group_json(const group_stats& g, bool is_total) {
   o["waiting_share"] = optional_number(g.waiting_share);
   o["input_tokens"] = g.input_tokens;
   o["output_tokens"] = g.output_tokens;
-  o["cost_usd"] = g.cost_usd;
-  o["losers_cost_usd"] = g.losers_cost_usd;
+  o["cost_usd"] = optional_number(known_cost(g));
+  o["losers_cost_usd"] = optional_number(known_losers_cost(g));
   o["unpriced_attempts"] = g.unpriced_attempts;
   return o;
 }
