@@ -230,6 +230,14 @@ std::map<std::string, int64_t> actions_of(const std::vector<log_row>& log) {
 
 } // namespace
 
+int64_t scaled_count(const scenario_file& f, double written, bool minimum) {
+  auto x = written * static_cast<double>(f.calls)
+           / static_cast<double>(std::max<int64_t>(f.file_calls, 1));
+  // 1e-9: 150 * 200 / 2000 is 15 exactly, not 15.000000000000002.
+  return static_cast<int64_t>(minimum ? std::ceil(x - 1e-9)
+                                      : std::floor(x + 1e-9));
+}
+
 std::vector<log_row> parse_sim_log(const std::string& log_json) {
   std::vector<log_row> out;
   auto doc = json::parse(log_json).as_object();
@@ -369,20 +377,30 @@ void share(check_run& r, const std::string& key, const json::value& x) {
   }
 }
 
+/// ", scaled to N calls" when `--calls` changed the file's load.
+std::string scaled_note(const scenario_file& f) {
+  return f.calls != f.file_calls
+           ? fmt::format(", scaled to {} calls", f.calls)
+           : std::string{};
+}
+
 void rate_limited_min(check_run& r, const std::string&, const json::value& x) {
-  auto want = x.to_number<int64_t>();
+  auto& file = r.ctx.file;
+  auto want = scaled_count(file, x.to_number<double>(), true);
   auto got = r.ctx.soak.rate_limited;
   r.add("rate_limited_min", got >= want,
-        fmt::format("{} upstream 429s seen (want >= {})", got, want));
+        fmt::format("{} upstream 429s seen (want >= {}{})", got, want,
+                    scaled_note(file)));
 }
 
 void hedges(check_run& r, const std::string& key, const json::value& x) {
-  auto want = x.to_number<int64_t>();
-  auto got = r.ctx.soak.hedges;
+  auto& file = r.ctx.file;
   bool min = key == "hedges_min";
+  auto want = scaled_count(file, x.to_number<double>(), min);
+  auto got = r.ctx.soak.hedges;
   r.add(key, min ? got >= want : got <= want,
-        fmt::format("{} hedge legs fired (want {} {})", got, min ? ">=" : "<=",
-                    want));
+        fmt::format("{} hedge legs fired (want {} {}{})", got,
+                    min ? ">=" : "<=", want, scaled_note(file)));
 }
 
 /// One `breakers.SOURCE.KEY` expectation of the breaker `b` of `src`.
@@ -607,19 +625,12 @@ void sim_actions_min(check_run& r, const std::string&, const json::value& x) {
   auto actions = actions_of(r.ctx.log);
   for (auto& kv : x.as_object()) {
     std::string a(kv.key());
-    // Written for the file's own load: scaled to the calls made (--calls).
-    auto scale = static_cast<double>(file.calls)
-                 / static_cast<double>(std::max<int64_t>(file.file_calls, 1));
-    auto want = static_cast<int64_t>(
-      std::ceil(kv.value().to_number<double>() * scale));
+    auto want = scaled_count(file, kv.value().to_number<double>(), true);
     auto got = actions.count(a) ? actions[a] : 0;
     r.add("sim_actions_min." + a, got >= want,
           fmt::format("the simulator answered {} requests with {} (want >= "
                       "{}{})",
-                      got, a, want,
-                      scale != 1.0
-                        ? fmt::format(", scaled to {} calls", file.calls)
-                        : std::string{}));
+                      got, a, want, scaled_note(file)));
   }
 }
 

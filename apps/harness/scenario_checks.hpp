@@ -102,6 +102,13 @@ struct check_context {
   int64_t after_on = 0;    ///< ... answered by share_after's source
 };
 
+/// A count expectation (`rate_limited_min`, `hedges_min`, `hedges_max`,
+/// `sim_actions_min`) as written for the file's own `load.calls`, scaled to
+/// the calls of this run (`--calls`): written * calls / file_calls, a
+/// minimum rounded up and a maximum down, so the proportion holds either
+/// way.
+int64_t scaled_count(const scenario_file& f, double written, bool minimum);
+
 /// Throws std::invalid_argument on an unknown or malformed expectation (or
 /// one a fleet cannot check).
 void check_expectation_keys(const boost::json::object& expect, bool fleet);
