@@ -30,17 +30,39 @@ std::shared_ptr<io_pool> pair_pool(limiter_self self) {
   return st.pair && st.pair->pipelined() ? nullptr : st.offload;
 }
 
+/// Counts what a settle (`settled`) or release (`released`) that went
+/// through did to this process's permits.
+void count_released(limiter_state& st, bool released) {
+  ++(released ? st.own_released : st.own_expired);
+}
+
+void count_own(limiter_state& st, bool is_release, bool done) {
+  if (is_release)
+    count_released(st, done);
+  else if (done)
+    ++st.own_settled;
+}
+
+void count_own(limiter_state& st, bool, const std::pair<bool, bool>& done) {
+  if (done.first)
+    ++st.own_settled;
+  count_released(st, done.second);
+}
+
 /// Runs `work(now)` (a backend's blocking call, on the offload pool) or
 /// `work(now, reply)` (a step of the pair, see `pair_pool`), a settle or
 /// release that must happen; when it fails (backend down) it is
 /// tried again after `retry_delay` (as a local task, so the change stays
 /// pending meanwhile) until it goes through or, once the actor is
 /// exiting, until the drain limit passed.
+/// `is_release`: a release alone (a settle alone otherwise; settle and
+/// release together say which of the two took effect).
 template <class Work>
-void change(limiter_self self, std::string what, Work work, bool first) {
+void change(limiter_self self, std::string what, Work work, bool first,
+            bool is_release = false) {
   if (first)
     ++self->state.pending;
-  auto done = [self, what, work](auto res) {
+  auto done = [self, what, work, is_release](auto res) {
         auto& st = self->state;
         auto err = failure_of(res);
         if (err && st.exit_reason && self->clock().now() >= st.drain_until) {
@@ -49,13 +71,17 @@ void change(limiter_self self, std::string what, Work work, bool first) {
           err = caf::error{};
         }
         if (!err) {
+          if (res)
+            count_own(st, is_release, *res);
           --st.pending;
           quit_if_drained(self);
           return;
         }
         warn_rarely(self, what + " failed, retrying: " + describe(err));
         auto task = std::make_shared<local_task>();
-        task->run = [self, what, work] { change(self, what, work, false); };
+        task->run = [self, what, work, is_release] {
+          change(self, what, work, false, is_release);
+        };
         self->delayed_send(self, retry_delay, atom::internal_v,
                            std::move(task));
       };
@@ -111,8 +137,19 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
     [self](atom::acquire, int64_t est) -> caf::result<acquire_result> {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      return answer<acquire_result>(
-        self, [backend, est, now] { return backend->try_acquire(est, now); });
+      auto rp = self->make_response_promise<acquire_result>();
+      run(self, self->state.offload,
+          [backend, est, now] { return backend->try_acquire(est, now); },
+          [self, rp](caf::expected<acquire_result> res) mutable {
+            if (!res) {
+              rp.deliver(unavailable(res.error()));
+              return;
+            }
+            if (res->granted)
+              ++self->state.own_acquired;
+            rp.deliver(std::move(*res));
+          });
+      return rp;
     },
     [self](atom::settle, const std::string& id, int64_t actual) {
       auto backend = self->state.backend;
@@ -128,7 +165,7 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
       change(
         self, "release of permit " + id,
         [backend, id](double now) { return backend->release(id, now); },
-        true);
+        true, true);
     },
     [self](atom::settle, const std::string& id, int64_t actual, atom::release) {
       settle_release(self, id, actual);
@@ -160,8 +197,10 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
                           "admission");
       auto rp = self->make_response_promise<breaker_entry, acquire_result>();
       auto now = now_s(self);
-      auto deliver = [rp](caf::expected<governance_pair::admission>
-                            res) mutable {
+      auto deliver = [self, rp](caf::expected<governance_pair::admission>
+                                  res) mutable {
+        if (res && res->second.granted)
+          ++self->state.own_acquired;
         if (res)
           rp.deliver(std::move(res->first), std::move(res->second));
         else
@@ -178,8 +217,23 @@ governed_limiter(limiter_actor::stateful_pointer<limiter_state> self,
     [self](atom::status) -> caf::result<limiter_status> {
       auto backend = self->state.backend;
       auto now = now_s(self);
-      return answer<limiter_status>(
-        self, [backend, now] { return backend->status(now); });
+      auto rp = self->make_response_promise<limiter_status>();
+      run(self, self->state.offload,
+          [backend, now] { return backend->status(now); },
+          [self, rp](caf::expected<limiter_status> res) mutable {
+            if (!res) {
+              rp.deliver(unavailable(res.error()));
+              return;
+            }
+            auto& st = self->state;
+            res->own_acquired = st.own_acquired;
+            res->own_settled = st.own_settled;
+            res->own_released = st.own_released;
+            res->own_expired = st.own_expired;
+            res->own_pending = st.pending;
+            rp.deliver(std::move(*res));
+          });
+      return rp;
     },
     [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };

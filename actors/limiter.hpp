@@ -31,6 +31,11 @@ struct limiter_state {
   /// Settles and releases not done yet (in the backend or waiting to be
   /// tried again).
   int64_t pending = 0;
+  /// This process's permits (limiter_status' own_* figures).
+  uint64_t own_acquired = 0;
+  uint64_t own_settled = 0;
+  uint64_t own_released = 0;
+  uint64_t own_expired = 0;
   /// Set once an exit came while changes were pending: the actor stays
   /// until they are done or `drain_until` passed, then quits with it.
   std::optional<caf::error> exit_reason;

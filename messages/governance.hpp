@@ -63,6 +63,17 @@ struct limiter_status {
   uint64_t refused_tpm = 0;
   uint64_t refused_concurrency = 0;
   uint64_t leases_expired = 0; ///< in-flight leases that ran out unreleased
+  /// This process's own permits, counted by its limiter actor whatever the
+  /// backend. The figures above are the backend's: with Redis they are
+  /// shared by every node of the namespace (and runs before this one), so
+  /// only these say whether this node's permits ended.
+  uint64_t own_acquired = 0; ///< permits granted to this process
+  uint64_t own_settled = 0;  ///< its settles that took effect
+  uint64_t own_released = 0; ///< its releases that freed a live lease
+  /// Its releases that found no live lease (it ran out first, or was
+  /// forgotten): the permit ended by expiry.
+  uint64_t own_expired = 0;
+  int64_t own_pending = 0; ///< its settles and releases not through yet
   /// Why the backend could not be read (Redis down): then only `source` and
   /// the limits are filled. Empty when the figures above are current.
   std::string unavailable;
@@ -74,7 +85,8 @@ typename Inspector::result_type inspect(Inspector& f, limiter_status& x) {
            x.tpm_limit, x.concurrency_limit, x.rpm_used, x.tpm_used,
            x.in_flight, x.acquired, x.settled, x.released, x.refused_rpm,
            x.refused_tpm, x.refused_concurrency, x.leases_expired,
-           x.unavailable);
+           x.own_acquired, x.own_settled, x.own_released, x.own_expired,
+           x.own_pending, x.unavailable);
 }
 
 // -- breaker ----------------------------------------------------------------------

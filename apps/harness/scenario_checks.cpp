@@ -753,7 +753,7 @@ bool print_checks(const scenario_file& f, const check_context& ctx,
   }
   bool invariants = true;
   for (auto& [name, holds] : soak.invariants)
-    if (!holds) {
+    if (holds != true) {
       invariants = false;
       ++failed;
       names += (names.empty() ? "invariant " : ", invariant ") + name;

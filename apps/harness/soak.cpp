@@ -84,12 +84,10 @@ caf::expected<gateway_status> quiet_status(client& cl) {
     if (!st)
       return st;
     bool quiet = st->calls_active == 0;
+    // This node's permits: the backend's figures may be other nodes'.
     for (auto& s : st->sources)
-      quiet = quiet && s.limiter.unavailable.empty()
-              && s.breaker.unavailable.empty() && s.in_flight == 0
-              && s.limiter.in_flight == 0
-              && s.limiter.acquired == s.limiter.settled
-              && s.limiter.acquired == s.limiter.released;
+      quiet = quiet && s.breaker.unavailable.empty() && s.in_flight == 0
+              && permits_ended(s.limiter);
     if (quiet || clock_type::now() > until)
       return st;
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
@@ -249,12 +247,12 @@ double drive_load(client& cl, const soak_params& params,
 
 /// The gateway status after the load, read as figures and invariants.
 struct soak_figures {
-  std::map<std::string, bool> invariants;
+  std::map<std::string, std::optional<bool>> invariants; ///< unset: unknown
   std::map<std::string, std::string> notes; ///< shown after an invariant
   int64_t attempts = 0;     ///< upstream attempts of every source
   int64_t rate_limited = 0; ///< of which 429s
-  /// Leases that ran out unreleased, every source; unset when a limiter
-  /// could not be read.
+  /// This node's permits whose lease ran out before their release, every
+  /// source; unset when a limiter could not be read.
   std::optional<uint64_t> leases_expired;
   double p50 = 0, p95 = 0, p98 = 0, p99 = 0, p999 = 0; ///< latency, ms
 };
@@ -262,34 +260,28 @@ struct soak_figures {
 soak_figures figures_of(const gateway_status& st, tally& t) {
   const auto calls = t.made;
   soak_figures f;
-  bool in_flight_zero = st.calls_active == 0;
-  bool permits_balanced = true;
-  uint64_t expired = 0;
   for (auto& s : st.sources) {
-    in_flight_zero = in_flight_zero && s.in_flight == 0
-                     && s.limiter.in_flight == 0;
-    // Figures a backend could not give cannot show the balance.
     if (!s.limiter.unavailable.empty())
       std::fprintf(stderr, "pgw-actor soak: limiter of %s unreadable: %s\n",
                    s.name.c_str(), s.limiter.unavailable.c_str());
-    permits_balanced = permits_balanced && permits_ended(s.limiter);
-    expired += s.limiter.leases_expired;
     for (auto& [name, n] : s.outcomes) {
       f.attempts += n;
       if (name == "rate_limited")
         f.rate_limited += n;
     }
   }
-  bool readable = true;
-  for (auto& s : st.sources)
-    readable = readable && s.limiter.unavailable.empty();
-  if (readable)
-    f.leases_expired = expired;
-  f.invariants["in_flight_zero"] = in_flight_zero;
-  f.invariants["permits_settled_and_released"] = permits_balanced;
-  if (expired > 0)
+  auto p = node_permit_invariants(st);
+  f.invariants["in_flight_zero"] = p.in_flight_zero;
+  f.invariants["permits_settled_and_released"] = p.permits_ended;
+  f.leases_expired = p.leases_expired;
+  if (!p.unknown_why.empty()) {
+    f.notes["permits_settled_and_released"] = p.unknown_why;
+    if (!p.in_flight_zero)
+      f.notes["in_flight_zero"] = p.unknown_why;
+  } else if (p.leases_expired && *p.leases_expired > 0) {
     f.notes["permits_settled_and_released"]
-      = fmt::format("{} ended by lease expiry", expired);
+      = fmt::format("{} ended by lease expiry", *p.leases_expired);
+  }
   f.invariants["one_answer_per_call"]
     = t.answers == calls && st.calls_started == calls
       && st.calls_ok + st.calls_failed == calls;
@@ -367,11 +359,16 @@ bool print_report(const soak_params& params, const tally& t,
   bool all_ok = true;
   std::printf("  invariants:\n");
   for (auto& [name, holds] : f.invariants) {
-    all_ok = all_ok && holds;
+    all_ok = all_ok && holds == true;
     auto note = f.notes.find(name);
-    std::printf("    %-30s %s%s\n", name.c_str(), holds ? "ok" : "BROKEN",
-                note == f.notes.end() ? ""
-                                      : (" (" + note->second + ")").c_str());
+    if (!holds)
+      std::printf("    %-30s unknown: %s\n", name.c_str(),
+                  note == f.notes.end() ? "" : note->second.c_str());
+    else
+      std::printf("    %-30s %s%s\n", name.c_str(), *holds ? "ok" : "BROKEN",
+                  note == f.notes.end()
+                    ? ""
+                    : (" (" + note->second + ")").c_str());
   }
   return all_ok;
 }
@@ -390,7 +387,7 @@ json::object report_json(const soak_params& params, const tally& t,
   }
   json::object invariants;
   for (auto& [name, holds] : f.invariants)
-    invariants[name] = holds;
+    invariants[name] = holds ? json::value(*holds) : json::value(nullptr);
   json::object breakers;
   for (auto& s : st.sources)
     breakers[s.name] = json::object{
@@ -475,9 +472,41 @@ std::optional<gateway_actor> soak_gateway(caf::actor_system& sys,
 bool permits_ended(const limiter_status& st) {
   if (!st.unavailable.empty())
     return false;
-  auto expired = st.leases_expired;
-  return st.released + expired == st.acquired && st.settled <= st.acquired
-         && st.acquired - st.settled <= expired;
+  auto expired = st.own_expired;
+  return st.own_pending == 0 && st.own_released + expired == st.own_acquired
+         && st.own_settled <= st.own_acquired
+         && st.own_acquired - st.own_settled <= expired;
+}
+
+permit_invariants node_permit_invariants(const gateway_status& st) {
+  // This node's own figures only: a Redis limiter's counters and leases
+  // are the whole namespace's (other nodes, earlier runs).
+  permit_invariants out;
+  bool in_flight_zero = st.calls_active == 0;
+  bool ended = true;
+  uint64_t expired = 0;
+  for (auto& s : st.sources) {
+    auto& l = s.limiter;
+    in_flight_zero = in_flight_zero && s.in_flight == 0;
+    if (!l.unavailable.empty()) {
+      if (out.unknown_why.empty())
+        out.unknown_why = fmt::format("limiter of {} unreadable: {}", s.name,
+                                      l.unavailable);
+      continue;
+    }
+    in_flight_zero = in_flight_zero
+                     && l.own_acquired == l.own_released + l.own_expired;
+    ended = ended && permits_ended(l);
+    expired += l.own_expired;
+  }
+  if (out.unknown_why.empty()) {
+    out.in_flight_zero = in_flight_zero;
+    out.permits_ended = ended;
+    out.leases_expired = expired;
+  } else if (!in_flight_zero) {
+    out.in_flight_zero = false; // what could be read is already broken
+  }
+  return out;
 }
 
 int run_soak(const settings& cfg, const soak_params& params, soak_result* out,

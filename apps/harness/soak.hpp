@@ -73,7 +73,9 @@ struct soak_result {
   double wall_s = 0;
   std::map<std::string, int64_t> ok_by_source; ///< ok calls per answering source
   gateway_status status;          ///< after the run, once quiet
-  std::map<std::string, bool> invariants;
+  /// By name: holds, broken, or unset when it cannot be known (a limiter
+  /// unreadable at the end: Redis down); only all holding passes.
+  std::map<std::string, std::optional<bool>> invariants;
   int64_t attempts = 0;     ///< upstream attempts, from the gateway status
   int64_t rate_limited = 0; ///< 429s seen
   int64_t hedges = 0;       ///< hedge legs fired
@@ -89,11 +91,25 @@ struct soak_result {
 using answer_hook = std::function<void(int64_t, double,
                                        const caf::expected<chat_response>&)>;
 
-/// Whether every permit `st` counts has ended: released, or its lease ran
-/// out (`leases_expired`: a holder that died or overran it, e.g. a node
-/// killed earlier on the same Redis namespace), and every permit not
-/// settled is one whose lease ran out. False when `st` is unavailable.
+/// Whether every permit this node was granted (`st.own_*`, never the
+/// backend's counters, which a Redis namespace shares with other nodes and
+/// earlier runs) has ended: released, or its lease ran out before the
+/// release (`own_expired`), every permit not settled is one whose lease ran
+/// out, and no settle or release is still pending. False when `st` is
+/// unavailable.
 bool permits_ended(const limiter_status& st);
+
+/// A node's permit invariants from its status after the load, each holding
+/// (true), broken (false) or unknown (unset: a limiter could not be read,
+/// e.g. Redis down at the end; `unknown_why` says which and why).
+struct permit_invariants {
+  std::optional<bool> in_flight_zero; ///< no call, attempt or own permit live
+  std::optional<bool> permits_ended;  ///< `permits_ended` for every source
+  std::optional<uint64_t> leases_expired; ///< own permits ended by expiry
+  std::string unknown_why;
+};
+
+permit_invariants node_permit_invariants(const gateway_status& st);
 
 /// Runs the soak against a fresh gateway for `cfg`: progress lines, then the
 /// report on stdout. Returns exit_ok when every invariant holds, exit_other

@@ -5,6 +5,7 @@
 #include "actors/client.hpp"
 #include "backends/limiter.hpp"
 #include "fixtures/actor_fixture.hpp"
+#include "fixtures/shared_limiter.hpp"
 
 #include <doctest/doctest.h>
 
@@ -17,36 +18,6 @@ using namespace pgw::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-/// A memory limiter whose counters outlive the gateway that uses it.
-class shared_limiter : public limiter_backend {
-public:
-  explicit shared_limiter(std::shared_ptr<limiter_backend> inner)
-    : inner_(std::move(inner)) {
-    // nop
-  }
-
-  caf::expected<acquire_result> try_acquire(int64_t est,
-                                            double now_s) override {
-    return inner_->try_acquire(est, now_s);
-  }
-
-  caf::expected<bool> settle(const std::string& id, int64_t actual,
-                             double now_s) override {
-    return inner_->settle(id, actual, now_s);
-  }
-
-  caf::expected<bool> release(const std::string& id, double now_s) override {
-    return inner_->release(id, now_s);
-  }
-
-  caf::expected<limiter_status> status(double now_s) override {
-    return inner_->status(now_s);
-  }
-
-private:
-  std::shared_ptr<limiter_backend> inner_;
-};
 
 template <class T>
 bool ready(std::future<T>& f) {
