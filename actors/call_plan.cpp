@@ -736,7 +736,7 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
   h.last_reason[l->source] = r.kind == outcome::ok ? "ok" : r.reason;
   h.last_error[l->source] = source_error{h.last_reason[l->source],
                                          r.http_status, r.error_message, {}};
-  if (r.kind != outcome::ok && is_costly_failure(r.reason)
+  if (r.kind != outcome::ok && (r.timed_out || is_costly_failure(r.reason))
       && !contains(h.demoted, l->source))
     h.demoted.push_back(l->source);
   // Progress: any upstream answer other than a rate limit, or a success.

@@ -68,7 +68,9 @@ void demote_failed(std::vector<size_t>& order,
 /// True for a failure that cost at least the source's own bound: the attempt
 /// (`total_timeout`), first-token (`ttft_timeout`), idle-stall
 /// (`idle_timeout`) or connect (`connect_timeout`) timeout. One such failure
-/// demotes its source for the rest of the call.
+/// demotes its source for the rest of the call. A result whose `timed_out`
+/// is set (a TLS handshake that ran out of CONNECT_TIMEOUT_S) is costly too,
+/// whatever its reason.
 bool is_costly_failure(const std::string& reason);
 
 /// Exponential backoff with full jitter: uniform in [0, min(max_s, base_s ×

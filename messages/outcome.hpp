@@ -49,6 +49,10 @@ struct attempt_result {
   /// True once request bytes may have reached the upstream; false when the
   /// connection failed before anything was sent (settles 0, SPEC §8).
   bool upstream_reached = false;
+  /// One of the attempt's timers ended it (connect, TLS handshake, TTFT,
+  /// idle, total): the failure cost its full wait, so the source is demoted
+  /// at once (SPEC §12, failover conduct), whatever `reason` says.
+  bool timed_out = false;
   bool stream = false;
   // -- the answer (kind == ok, or result_invalid with a body) --
   std::string content;
@@ -72,7 +76,7 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
   return f(caf::meta::type_name("pgw.attempt_result"), x.kind, x.reason,
            x.http_status, x.error_code, x.error_message, x.retry_after_s,
-           x.upstream_reached, x.stream, x.content, x.reasoning_content,
+           x.upstream_reached, x.timed_out, x.stream, x.content, x.reasoning_content,
            x.finish_reason, x.model, x.usage_reported, x.usage_rejected,
            x.prompt_tokens,
            x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms,

@@ -637,8 +637,10 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   // cpp-httplib gives the handshake CONNECT_TIMEOUT_S of its own: a
   // handshake failure that came no sooner ran out of it.
   if (err == httplib::Error::SSLConnection && res.reason == "tls_handshake"
-      && ended - send_started >= seconds(src.connect_timeout_s))
+      && ended - send_started >= seconds(src.connect_timeout_s)) {
     res.error_message = handshake_timeout_message(src);
+    res.timed_out = true;
+  }
   if (reusable)
     give_back(src, std::move(cli));
   caf::anon_send(st->sink, atom::done_v, st->tag, std::move(res));

@@ -385,6 +385,7 @@ bool response_reader::complete(
     } else {
       res.kind = outcome::transient;
       res.reason = reason_of(fired);
+      res.timed_out = true;
       if (fired == timeout_kind::handshake)
         res.error_message = handshake_timeout_message(src);
       // Request bytes may have gone out unless the connection never opened.

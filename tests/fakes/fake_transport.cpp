@@ -174,6 +174,13 @@ std::vector<fake_call> fake_transport::calls() const {
   return calls_;
 }
 
+std::vector<std::string> fake_transport::sources_called() const {
+  std::vector<std::string> out;
+  for (auto& c : calls())
+    out.push_back(c.source);
+  return out;
+}
+
 size_t fake_transport::count(const std::string& source) const {
   std::lock_guard<std::mutex> guard{mtx_};
   size_t n = 0;

@@ -77,6 +77,8 @@ public:
 
   /// Every call so far, in start order.
   std::vector<fake_call> calls() const;
+  /// The source of each call so far, in order.
+  std::vector<std::string> sources_called() const;
 
   /// Calls made on `source`.
   size_t count(const std::string& source) const;

@@ -785,6 +785,7 @@ PGW_TRANSPORT_CASE(fixture, "an https source on a TCP server that never "
   CAPTURE(r.result.error_message);
   CHECK(r.result.kind == outcome::transient);
   CHECK(r.result.reason == "tls_handshake");
+  CHECK(r.result.timed_out); // demotes the source at once, as connect does
   CHECK(r.result.error_message
         == "the TLS handshake did not finish within CONNECT_TIMEOUT_S (0.5 s)");
   CHECK_FALSE(r.result.upstream_reached);

@@ -191,9 +191,7 @@ TEST_CASE_FIXTURE(actor_fixture, "sources that failed twice in the call move to 
   auto gw = spawn_gateway(sc);
   auto out = call(gw, hello());
   REQUIRE(out->response);
-  std::vector<std::string> order;
-  for (auto& c : fake->calls())
-    order.push_back(c.source);
+  auto order = fake->sources_called();
   // a, a (twice failed → tail), b (fails once, still ahead), b ok.
   CHECK(order == std::vector<std::string>{"a", "a", "b", "b"});
 }

@@ -159,10 +159,31 @@ TEST_CASE_FIXTURE(actor_fixture, "a time-costly failure demotes its source after
     REQUIRE(out->response);
     CHECK(out->response->source == "b");
     // a once, then b twice (its fast failure keeps it ahead of demoted a).
-    std::vector<std::string> order;
-    for (auto& c : fake->calls())
-      order.push_back(c.source);
+    auto order = fake->sources_called();
     CHECK(order == std::vector<std::string>{"a", "b", "b"});
+  }
+}
+
+TEST_CASE_FIXTURE(actor_fixture, "a TLS handshake that ran out of CONNECT_TIMEOUT_S demotes at once, a fast one does not") {
+  auto sc = test_scope({"a", "b"}, "priority");
+  sc.max_attempts = 3;
+  for (bool timed_out : {true, false}) {
+    CAPTURE(timed_out);
+    fake = std::make_shared<fake_transport>();
+    auto handshake = fake_step::transient("tls_handshake");
+    handshake.result.timed_out = timed_out;
+    fake->script("a", {handshake.after(timed_out ? 30s : 10ms), fake_step::ok()});
+    fake->script("b", {fake_step::http(503, outcome::transient),
+                       fake_step::ok()});
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    auto order = fake->sources_called();
+    // Timed out: a is demoted after one failure, b answers on its second
+    // try. Fast: one failure keeps a first, and a's retry answers.
+    CHECK(order
+          == (timed_out ? std::vector<std::string>{"a", "b", "b"}
+                        : std::vector<std::string>{"a", "a"}));
   }
 }
 
