@@ -536,6 +536,9 @@ void call_plan::on_refused(const admit_result& r, time_point now) {
       // caller's fault, so not `request_rejected`.
       fail_with_upstream(error_code::result_invalid,
                          with_sources(no_usable_answer), *h.last_unusable);
+    } else if (h.local_exhausted) {
+      // This process, not the caller nor the upstreams: try again later.
+      fail_msg(error_code::retry_exhausted, with_sources(local_words));
     } else {
       fail_msg(error_code::retry_exhausted, "no source left to try");
     }
@@ -779,8 +782,11 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
       return;
     case outcome::source_rejected:
       h.excluded.push_back(l->source);
-      (upstream_at_fault(r) ? h.last_unusable : h.last_rejection)
-        = std::make_unique<attempt_result>(r);
+      if (local_failure(r))
+        h.local_exhausted = true;
+      else
+        (upstream_at_fault(r) ? h.last_unusable : h.last_rejection)
+          = std::make_unique<attempt_result>(r);
       break;
     case outcome::rate_limited:
       break;

@@ -295,6 +295,9 @@ private:
     /// MAX_RESPONSE_BYTES, a redirect): with no request rejection, the
     /// call ends `result_invalid`, not `request_rejected`.
     std::unique_ptr<attempt_result> last_unusable;
+    /// A source this process could not open a socket to (`local_failure`):
+    /// with no rejection or unusable answer, the call ends retry_exhausted.
+    bool local_exhausted = false;
     /// Structured output: the last validation errors.
     std::string last_issues;
   };

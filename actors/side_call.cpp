@@ -149,6 +149,9 @@ refusal_step after_refusal(const scope_config& scope, const admit_result& r,
       step.message
         = std::string{no_usable_answer} + ": " + describe(last.error);
       step.upstream = &*line.last_unusable;
+    } else if (line.local_exhausted) {
+      step.code = error_code::retry_exhausted;
+      step.message = std::string{local_words} + ": " + describe(last.error);
     } else {
       step.code = error_code::retry_exhausted;
       step.message = "no source left to try";

@@ -57,9 +57,16 @@ struct side_retry {
   /// over MAX_RESPONSE_BYTES, a redirect).
   caf::optional<attempt_result> last_unusable;
 
-  /// Keeps `res`, a rejection, as `last_rejection` or `last_unusable`.
+  /// This process could not open a socket to some source (`local_failure`).
+  bool local_exhausted = false;
+
+  /// Keeps `res`, a rejection, as `last_rejection` or `last_unusable`, or
+  /// notes a local failure.
   void rejected(const attempt_result& res) {
-    (upstream_at_fault(res) ? last_unusable : last_rejection) = res;
+    if (local_failure(res))
+      local_exhausted = true;
+    else
+      (upstream_at_fault(res) ? last_unusable : last_rejection) = res;
   }
 };
 
@@ -140,6 +147,12 @@ std::string refusal_words(admission_refusal refusal);
 /// were left out only for the upstream's fault (`upstream_at_fault`).
 inline constexpr const char* no_usable_answer
   = "no source gave a usable answer";
+
+/// Why a call with no source left fails `retry_exhausted` when this process
+/// could not open sockets (`local_failure`), with nothing else to blame.
+inline constexpr const char* local_words
+  = "this process cannot open sockets (file descriptors or memory "
+    "exhausted)";
 
 /// After a refusal that is not "none": how long to wait before admitting
 /// again (the earliest skipped source that may be waited for: cooling

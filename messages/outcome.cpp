@@ -31,4 +31,8 @@ bool upstream_at_fault(const attempt_result& r) {
          && (r.reason == reason_response_too_large || r.reason == "redirect");
 }
 
+bool local_failure(const attempt_result& r) {
+  return r.kind == outcome::source_rejected && r.reason == reason_local_exhausted;
+}
+
 } // namespace pgw

@@ -33,6 +33,9 @@ const char* to_string(outcome x);
 /// Reasons decided on outside the transport (SPEC §12): the answer went
 /// over MAX_RESPONSE_BYTES (`source_rejected`, settles the estimate).
 constexpr const char* reason_response_too_large = "response_too_large";
+/// This process could not open a socket (file descriptors or memory
+/// exhausted): `source_rejected`, no breaker, settles 0.
+constexpr const char* reason_local_exhausted = "local_resource_exhausted";
 
 /// The result of one upstream call, as produced by a transport.
 struct attempt_result {
@@ -89,5 +92,11 @@ typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
 /// followed). A call that no source is left for after such answers fails
 /// `result_invalid`, not `request_rejected`: the caller's request was fine.
 bool upstream_at_fault(const attempt_result& r);
+
+/// True for a `source_rejected` result that is this process's own fault
+/// (`local_resource_exhausted`): neither the caller's nor the upstream's. A
+/// call that no source is left for after it fails `retry_exhausted` (the
+/// unavailable family: try again later), not `request_rejected`.
+bool local_failure(const attempt_result& r);
 
 } // namespace pgw

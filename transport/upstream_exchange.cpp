@@ -167,7 +167,7 @@ void fail_local_exhaustion(attempt_result& res, transport_warnings& warn) {
   // Our process, not the upstream: no breaker, no health sample
   // (source_rejected feeds neither), nothing was sent (settles 0).
   res.kind = outcome::source_rejected;
-  res.reason = "local_resource_exhausted";
+  res.reason = reason_local_exhausted;
   res.error_message = "this process cannot open a socket (file descriptors "
                       "or memory exhausted)";
   res.upstream_reached = false;

@@ -386,6 +386,9 @@ TEST_CASE("call_plan: refusals wait or fail by the scope's policies") {
     {"every source redirecting: the upstream's fault", {},
      no_source_left({redirect}), {"fail result_invalid"},
      "a: redirect (302 \"redirect to http://elsewhere/\")"},
+    {"no socket left in this process: unavailable, not the caller's fault",
+     {}, no_source_left({res(outcome::source_rejected, "local_resource_exhausted")}),
+     {"fail retry_exhausted"}, "this process cannot open sockets"},
     {"a rejection about the request outweighs an unusable answer", {},
      no_source_left(
        {res(outcome::source_rejected, "context_length_exceeded", 400),

@@ -172,6 +172,20 @@ TEST_CASE_FIXTURE(ocr_fixture,
   check_settled_zero(gw);
 }
 
+TEST_CASE_FIXTURE(ocr_fixture,
+                  "ocr: no socket left in this process is retry_exhausted, "
+                  "not the caller's request_rejected") {
+  auto local = fake_step::unusable(0, reason_local_exhausted);
+  local.result.error_message = "this process cannot open a socket";
+  fake->script("a", {local});
+  auto gw = spawn_gateway(ocr_scope(source_kind::ocr_monkey, {"a"}));
+  auto err = ocr(gw, png)->error;
+  CHECK(code_of(err) == error_code::retry_exhausted);
+  CHECK(words_of(err).rfind("this process cannot open sockets", 0) == 0);
+  CHECK(fake->calls().size() == 1);
+  check_settled_zero(gw);
+}
+
 TEST_CASE_FIXTURE(ocr_fixture, "ocr_monkey layout: /parse content_list") {
   fake->script("a", {raw(R"({"success":true,"content_list":[)"
                          R"({"type":"title","text":"T","bbox":[0,0,9,9]},)"
