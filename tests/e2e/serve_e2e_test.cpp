@@ -1248,7 +1248,9 @@ namespace {
 /// drain time and the 2 s grace after it (with a margin for a busy
 /// machine): `f` runs with PGW_SERVE_DRAIN_S=0.5 and the default write
 /// timeout (60 s), which no client here may stretch the exit to.
-void closes_and_exits_in_time(serve_fixture& f) {
+/// `must_close`: the connection is sure to be open after the drain, so the
+/// log must say it was closed.
+void closes_and_exits_in_time(serve_fixture& f, bool must_close = true) {
   auto t0 = std::chrono::steady_clock::now();
   f.serve.signal(SIGTERM);
   auto rc = f.serve.wait_for(std::chrono::seconds(20));
@@ -1257,7 +1259,8 @@ void closes_and_exits_in_time(serve_fixture& f) {
   REQUIRE(rc.has_value());
   CHECK(*rc == 0);
   CHECK(waited < std::chrono::milliseconds(500 + 2000 + 3000));
-  CHECK(has(f.stderr_text(), "closing the client connections still open"));
+  if (must_close)
+    CHECK(has(f.stderr_text(), "closing the client connections still open"));
 }
 
 /// A live stream of 6 MB of SSE, sent as fast as the simulator can: more
@@ -1299,7 +1302,10 @@ TEST_CASE("serve: after the drain a stream an httplib thread writes to a "
               "Transfer-Encoding: chunked\r\n\r\n" + size + "\r\n"
               + unread_flood + "\r\n0\r\n\r\n");
   REQUIRE_FALSE(f.upstream_ended("flood").empty()); // all of it in serve
-  closes_and_exits_in_time(f);
+  // cpp-httplib ends a content provider between two writes once the server
+  // stops, so a slow build may finish the answer inside the drain; the
+  // thread blocked in a write (a fast build) is the case closed here.
+  closes_and_exits_in_time(f, false);
 }
 
 TEST_CASE("serve: no keys file on a non-loopback address warns, a bad keys "
