@@ -10,8 +10,16 @@
 
 #include <fmt/format.h>
 
+#include <netdb.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <string>
@@ -29,6 +37,101 @@ caf::timespan as_timespan(double seconds) {
     std::chrono::duration<double>(seconds));
 }
 
+/// Why a TCP connection to `host:port` fails, in plain words, found by
+/// connecting once more: CAF says only "ip_connect failed", not why.
+std::string why_connect_fails(const std::string& host, uint16_t port,
+                              double limit) {
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  addrinfo* found = nullptr;
+  auto service = std::to_string(port);
+  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0
+      || found == nullptr)
+    return "the host name does not resolve";
+  int err = 0;
+  for (auto* a = found; a != nullptr; a = a->ai_next) {
+    int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK,
+                      a->ai_protocol);
+    if (fd < 0) {
+      err = errno;
+      continue;
+    }
+    err = ::connect(fd, a->ai_addr, a->ai_addrlen) == 0 ? 0 : errno;
+    if (err == EINPROGRESS) {
+      pollfd p{fd, POLLOUT, 0};
+      auto ms = static_cast<int>(std::min(limit, 10.0) * 1000);
+      if (::poll(&p, 1, ms) <= 0) {
+        err = ETIMEDOUT;
+      } else {
+        socklen_t len = sizeof err;
+        ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
+      }
+    }
+    ::close(fd);
+    if (err == 0)
+      break;
+  }
+  ::freeaddrinfo(found);
+  switch (err) {
+    case 0:
+      return "the connection failed, but a new one succeeds (the node may "
+             "have just started: try again)";
+    case ECONNREFUSED:
+      return "connection refused (nothing listens there)";
+    case EHOSTUNREACH:
+    case ENETUNREACH:
+      return "the host is unreachable (no route to it)";
+    case ETIMEDOUT:
+      return "the host does not answer (the connection timed out)";
+    default:
+      return std::string{"the connection failed: "} + std::strerror(err);
+  }
+}
+
+/// Plain words for an error CAF's middleman gave while connecting to a
+/// node's status port.
+std::string unreachable_words(const caf::error& err, const std::string& host,
+                              uint16_t port, double limit) {
+  constexpr const char* not_publish_port
+    = "(the port is not a pgw node's --publish port)";
+  if (err.category() != caf::atom("system"))
+    return words_of(err);
+  switch (static_cast<caf::sec>(err.code())) {
+    case caf::sec::cannot_connect_to_node: {
+      auto& ctx = err.context();
+      if (ctx.size() > 0 && ctx.match_element<std::string>(0)
+          && ctx.get_as<std::string>(0) == "no such host")
+        return "the host name does not resolve";
+      return why_connect_fails(host, port, limit);
+    }
+    case caf::sec::request_timeout:
+      return fmt::format("timed out after {} s waiting for the node's "
+                         "handshake (the port accepts connections but does "
+                         "not answer as a pgw node's --publish port)",
+                         limit);
+    case caf::sec::disconnect_during_handshake:
+      return fmt::format("the peer closed the connection during the "
+                         "handshake {}",
+                         not_publish_port);
+    case caf::sec::malformed_basp_message:
+      return fmt::format("the peer answered in another protocol {}",
+                         not_publish_port);
+    case caf::sec::no_actor_published_at_port:
+      return "a CAF node listens there but publishes nothing on that port";
+    case caf::sec::incompatible_versions:
+      return "the node there speaks another version of CAF's protocol (a "
+             "pgw built with another CAF version)";
+    case caf::sec::incompatible_application_ids:
+      return "the node there is another CAF application, not pgw";
+    case caf::sec::unexpected_actor_messaging_interface:
+      return "the actor published there is not a pgw node's status (another "
+             "program, or a pgw of another version)";
+    default:
+      return "CAF error " + to_string(static_cast<caf::sec>(err.code()));
+  }
+}
+
 /// The status actor published at `host:port`, or why not (`why`, in plain
 /// words). As `middleman::remote_actor`, but waiting at most `limit` for
 /// the connection and CAF's handshake: a peer that accepts the connection
@@ -37,6 +140,9 @@ std::optional<node_status_actor>
 reach(caf::actor_system& sys, const std::string& host, uint16_t port,
       double limit, std::string& why) {
   std::optional<node_status_actor> out;
+  auto fail = [&](caf::sec code) {
+    why = unreachable_words(caf::make_error(code), host, port, limit);
+  };
   caf::scoped_actor self{sys};
   self
     ->request(sys.middleman().actor_handle(), as_timespan(limit),
@@ -45,73 +151,82 @@ reach(caf::actor_system& sys, const std::string& host, uint16_t port,
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) {
         if (!ptr)
-          why = sys.render(
-            caf::make_error(caf::sec::no_actor_published_at_port, port));
+          fail(caf::sec::no_actor_published_at_port);
         else if (!sys.assignable<node_status_actor>(ifs))
-          why = "the actor published there is not a node's status";
+          fail(caf::sec::unexpected_actor_messaging_interface);
         else
           out = caf::actor_cast<node_status_actor>(std::move(ptr));
       },
       [&](caf::error& err) {
-        why = err == caf::sec::request_timeout
-                ? fmt::format("timed out after {} s waiting for the node's "
-                              "handshake (the port accepts connections but "
-                              "does not answer as a pgw node's --publish "
-                              "port)",
-                              limit)
-                : sys.render(err);
+        why = unreachable_words(err, host, port, limit);
       });
   return out;
+}
+
+/// Plain words for a failed status request to a reached node.
+std::string status_failure_words(const caf::error& err, double limit) {
+  if (err == caf::sec::request_timeout)
+    return fmt::format("the node did not send its status within {} s",
+                       limit);
+  if (err == caf::sec::request_receiver_down)
+    return "the node's status actor stopped before it answered (the node "
+           "is shutting down)";
+  return words_of(err);
 }
 
 } // namespace
 
 int status_main(const std::vector<std::string>& args) {
   std::string target;
-  bool json_out = false;
+  bool json_out = wants_json(args);
   std::optional<double> timeout_s = 10;
-  for (size_t i = 0; i < args.size(); ++i) {
+  std::string bad_arg;
+  for (size_t i = 0; i < args.size() && bad_arg.empty(); ++i) {
     if (args[i] == "--connect" && i + 1 < args.size())
       target = args[++i];
     else if (args[i] == "--timeout" && i + 1 < args.size())
       timeout_s = parse_number(args[++i]);
-    else if (args[i] == "--json")
-      json_out = true;
-    else
-      target.clear(), i = args.size();
+    else if (args[i] != "--json")
+      bad_arg = args[i];
   }
-  // With --json every error is the error object chat prints, on stdout.
-  auto failed = [json_out](const std::string& msg, int rc) {
-    if (json_out)
-      std::puts(error_json(make_error(rc == exit_usage
-                                        ? error_code::invalid_request
-                                        : error_code::internal,
-                                      msg))
-                  .c_str());
-    else
-      std::fprintf(stderr, "pgw-actor status: %s\n", msg.c_str());
+  // Every error is the one chat prints: "pgw-actor: CODE: MESSAGE" on
+  // stderr, or with --json the error object on stdout.
+  auto usage_error = [&](const std::string& msg) {
+    auto rc = usage_failure(msg, json_out);
+    if (!json_out)
+      std::fprintf(stderr, "%s\n", status_usage);
     return rc;
   };
-  if (target.empty()) {
-    if (wants_json(args))
-      return usage_failure(status_usage, true);
-    std::fprintf(stderr, "%s\n", status_usage);
-    return exit_usage;
-  }
+  if (!bad_arg.empty())
+    return usage_error(bad_arg == "--connect" || bad_arg == "--timeout"
+                         ? bad_arg + " needs a value"
+                         : "unknown option " + bad_arg);
+  if (target.empty())
+    return usage_error("--connect HOST:PORT is required");
   if (!timeout_s || !(*timeout_s > 0 && *timeout_s <= 3600))
-    return failed("--timeout takes a number of seconds above 0 and at most "
-                  "3600",
-                  exit_usage);
+    return usage_failure("--timeout takes a number of seconds above 0 and "
+                         "at most 3600",
+                         json_out);
   auto hp = parse_host_port(target);
   if (!hp)
-    return failed(json_out ? words_of(hp.error()) : describe(hp.error()),
-                  exit_usage);
+    return report_call_error(hp.error(), json_out);
+  if (hp->second == 0)
+    return usage_failure("port 0 in '" + target
+                           + "': a node's --publish port is 1 to 65535",
+                         json_out);
+  // "[::1]:7700": the address without the brackets.
+  auto& host = hp->first;
+  if (host.size() > 2 && host.front() == '[' && host.back() == ']')
+    host = host.substr(1, host.size() - 2);
+  auto failed = [json_out](const std::string& msg) {
+    return report_call_error(make_error(error_code::internal, msg), json_out);
+  };
   system_config cfg{true};
   caf::actor_system sys{cfg};
   std::string why;
-  auto node = reach(sys, hp->first, hp->second, *timeout_s, why);
+  auto node = reach(sys, host, hp->second, *timeout_s, why);
   if (!node)
-    return failed("cannot reach " + target + ": " + why, exit_other);
+    return failed("cannot reach " + target + ": " + why);
   caf::scoped_actor self{sys};
   int rc = exit_ok;
   self->request(*node, as_timespan(*timeout_s), atom::status_v)
@@ -121,7 +236,10 @@ int status_main(const std::vector<std::string>& args) {
                              : render_status(st);
         std::fputs(text.c_str(), stdout);
       },
-      [&](caf::error& err) { rc = failed(sys.render(err), exit_other); });
+      [&](caf::error& err) {
+        rc = failed("no status from " + target + ": "
+                    + status_failure_words(err, *timeout_s));
+      });
   return rc;
 }
 

@@ -13,6 +13,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <thread>
 
 using namespace pgw::test;
 namespace json = boost::json;
@@ -126,7 +127,7 @@ TEST_CASE("status --connect gives up on a port that accepts and never "
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(15));
   CHECK(plain->first == 1);
   CHECK(plain->second
-        == "pgw-actor status: cannot reach " + where
+        == "pgw-actor: internal: cannot reach " + where
              + ": timed out after 10 s waiting for the node's handshake (the "
                "port accepts connections but does not answer as a pgw "
                "node's --publish port)\n");
@@ -146,4 +147,97 @@ TEST_CASE("status --connect gives up on a port that accepts and never "
   CHECK(bad->first == 2);
   CHECK(bad->second.find("--timeout takes a number of seconds above 0")
         != std::string::npos);
+}
+
+namespace {
+
+/// A loopback port nothing listens on: bound, read and closed again.
+int refused_port() {
+  silent_listener gone;
+  auto port = gone.port;
+  ::close(gone.sock);
+  gone.sock = -1;
+  return port;
+}
+
+/// A loopback port that accepts each connection and closes it at once.
+struct closing_listener : silent_listener {
+  std::thread loop;
+
+  closing_listener() {
+    loop = std::thread{[fd = sock] {
+      for (int c; (c = ::accept(fd, nullptr, nullptr)) >= 0;)
+        ::close(c);
+    }};
+  }
+
+  ~closing_listener() {
+    ::shutdown(sock, SHUT_RDWR); // ends the accept loop
+    loop.join();
+  }
+};
+
+/// `status ARGS` plain and with --json: the plain stderr line must be
+/// "pgw-actor: internal: MESSAGE" and the error object's message MESSAGE.
+void check_status_error(const std::vector<std::string>& args,
+                        const std::string& message) {
+  std::vector<std::string> argv{PGW_ACTOR_BIN, "status"};
+  argv.insert(argv.end(), args.begin(), args.end());
+  auto plain = run_program(argv);
+  CHECK(plain.exit_code == 1);
+  CHECK(plain.out.empty());
+  CHECK(plain.err == "pgw-actor: internal: " + message + "\n");
+  argv.push_back("--json");
+  auto js = run_program(argv);
+  CHECK(js.exit_code == 1);
+  INFO(js.out);
+  auto err = json::parse(js.out).at("error");
+  CHECK(err.at("code").as_string() == "internal");
+  CHECK(std::string(err.at("message").as_string()) == message);
+}
+
+} // namespace
+
+TEST_CASE("status --connect says in plain words why a node cannot be "
+          "reached") {
+  SUBCASE("a port nothing listens on") {
+    auto where = "127.0.0.1:" + std::to_string(refused_port());
+    check_status_error({"--connect", where},
+                       "cannot reach " + where
+                         + ": connection refused (nothing listens there)");
+  }
+  SUBCASE("a host name that does not resolve") {
+    check_status_error({"--connect", "no-such-host.invalid:7700"},
+                       "cannot reach no-such-host.invalid:7700: the host "
+                       "name does not resolve");
+  }
+  SUBCASE("a port that closes every connection at once") {
+    closing_listener closing;
+    auto where = "127.0.0.1:" + std::to_string(closing.port);
+    check_status_error({"--connect", where, "--timeout", "5"},
+                       "cannot reach " + where
+                         + ": the peer closed the connection during the "
+                           "handshake (the port is not a pgw node's "
+                           "--publish port)");
+  }
+}
+
+TEST_CASE("status: bad arguments are invalid_request in chat's form") {
+  auto bogus = run_program({PGW_ACTOR_BIN, "status", "--bogus"});
+  CHECK(bogus.exit_code == 2);
+  CHECK(bogus.err.rfind("pgw-actor: invalid_request: unknown option --bogus\n",
+                        0)
+        == 0);
+  auto zero = run_program(
+    {PGW_ACTOR_BIN, "status", "--connect", "127.0.0.1:0", "--json"});
+  CHECK(zero.exit_code == 2);
+  auto err = json::parse(zero.out).at("error");
+  CHECK(err.at("code").as_string() == "invalid_request");
+  CHECK(std::string(err.at("message").as_string())
+        == "port 0 in '127.0.0.1:0': a node's --publish port is 1 to 65535");
+  auto range = run_program({PGW_ACTOR_BIN, "status", "--connect",
+                            "127.0.0.1:70000"});
+  CHECK(range.exit_code == 2);
+  CHECK(range.err == "pgw-actor: invalid_request: bad port in "
+                     "'127.0.0.1:70000'\n");
 }
