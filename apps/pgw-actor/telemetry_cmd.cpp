@@ -7,8 +7,10 @@
 
 #include "apps/pgw-actor/report/report.hpp"
 
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 
 namespace pgw::cli {
@@ -25,11 +27,13 @@ constexpr const char* usage_text =
   "  --json        print the report as one JSON object\n"
   "  --svg PATH    also write a latency CDF per source as an SVG file\n";
 
-int usage(const char* problem = nullptr) {
-  if (problem != nullptr)
-    std::fprintf(stderr, "pgw-actor telemetry: %s\n", problem);
-  std::fputs(usage_text, stderr);
-  return exit_usage;
+/// A usage error in chat's form ("pgw-actor: invalid_request: PROBLEM",
+/// then the usage text), or with `json_out` the error object on stdout.
+int usage_error(const std::string& problem, bool json_out) {
+  auto rc = usage_failure(problem, json_out);
+  if (!json_out)
+    std::fputs(usage_text, stderr);
+  return rc;
 }
 
 double now_ms() {
@@ -41,6 +45,11 @@ double now_ms() {
 } // namespace
 
 int telemetry_main(const std::vector<std::string>& args) {
+  // --json anywhere: an error found before it is the error object too.
+  bool json_out = wants_json(args);
+  auto usage = [json_out](const std::string& problem) {
+    return usage_error(problem, json_out);
+  };
   if (args.empty())
     return usage("missing subcommand (report)");
   if (args[0] == "--help" || args[0] == "-h") {
@@ -48,11 +57,10 @@ int telemetry_main(const std::vector<std::string>& args) {
     return exit_ok;
   }
   if (args[0] != "report")
-    return usage(("unknown subcommand '" + args[0] + "'").c_str());
+    return usage("unknown subcommand '" + args[0] + "'");
   std::string db_path = "./pgw-telemetry.sqlite";
   std::optional<double> since_ms;
   std::optional<std::string> svg_path;
-  bool json_out = false;
   for (size_t i = 1; i < args.size(); ++i) {
     auto& arg = args[i];
     auto value = [&]() -> const std::string* {
@@ -62,7 +70,7 @@ int telemetry_main(const std::vector<std::string>& args) {
       std::fputs(usage_text, stdout);
       return exit_ok;
     } else if (arg == "--json") {
-      json_out = true;
+      continue; // read above
     } else if (arg == "--db") {
       auto v = value();
       if (v == nullptr || v->empty())
@@ -74,35 +82,31 @@ int telemetry_main(const std::vector<std::string>& args) {
         return usage("--since needs a time or a duration");
       since_ms = report::parse_since(*v, now_ms());
       if (!since_ms)
-        return usage(("--since " + *v
-                      + ": not an ISO-8601 time or a duration like 15m")
-                       .c_str());
+        return usage("--since " + *v
+                     + ": not an ISO-8601 time or a duration like 15m");
     } else if (arg == "--svg") {
       auto v = value();
       if (v == nullptr || v->empty())
         return usage("--svg needs a path");
       svg_path = *v;
     } else {
-      return usage(("unknown option '" + arg + "'").c_str());
+      return usage("unknown option '" + arg + "'");
     }
   }
   auto rep = report::build(db_path, since_ms);
-  if (!rep) {
-    if (json_out) // the error object chat, embed and ocr print
-      std::puts(error_json(rep.error()).c_str());
-    else
-      std::fprintf(stderr, "pgw-actor telemetry: %s\n",
-                   words_of(rep.error()).c_str());
-    return exit_usage;
-  }
+  if (!rep) // as chat, embed and ocr print an error (invalid_config, exit 2)
+    return report_call_error(rep.error(), json_out);
   if (svg_path) {
+    errno = 0;
     std::ofstream out{*svg_path, std::ios::binary | std::ios::trunc};
     out << report::render_latency_cdf_svg(*rep);
     out.close();
     if (!out) {
-      std::fprintf(stderr, "pgw-actor telemetry: cannot write %s\n",
-                   svg_path->c_str());
-      return exit_other;
+      auto why = errno != 0 ? std::string{": "} + std::strerror(errno) : "";
+      return report_call_error(make_error(error_code::internal,
+                                          "cannot write the latency CDF to "
+                                            + *svg_path + why),
+                               json_out);
     }
   }
   auto text = json_out ? report::render_json(*rep) : report::render_text(*rep);

@@ -2,6 +2,7 @@
 // database: exit codes, the text and JSON reports, --since, --svg, and the
 // errors for a missing or unreadable database.
 
+#include "backends/sqlite/db.hpp"
 #include "backends/telemetry.hpp"
 
 #include "fixtures/process.hpp"
@@ -141,7 +142,65 @@ TEST_CASE("telemetry CLI: a file that is not a telemetry database is exit "
   }
   auto res = report({"--db", garbage});
   CHECK(res.exit_code == 2);
-  CHECK(contains(res.err, garbage));
+  CHECK(res.err == "pgw-actor: invalid_config: " + garbage
+                     + " is not a SQLite database, so not a pgw telemetry "
+                       "database\n");
+  auto empty = dir.file("empty.sqlite");
+  std::ofstream{empty}.close();
+  auto none = report({"--db", empty, "--json"});
+  CHECK(none.exit_code == 2);
+  auto err = json::parse(none.out).at("error");
+  CHECK(err.at("code").as_string() == "invalid_config");
+  CHECK(std::string(err.at("message").as_string())
+        == "telemetry database " + empty
+             + " is an empty file, not a pgw telemetry database");
+}
+
+TEST_CASE("telemetry CLI: a database of a newer schema that this report "
+          "cannot read says so") {
+  fixture f;
+  {
+    auto db = pgw::sqlite::connection::open(f.db,
+                                            pgw::sqlite::open_mode::read_write);
+    REQUIRE(db);
+    // A later pgw's schema: version 99, a column this report reads renamed.
+    REQUIRE_FALSE(db->exec("INSERT INTO schema_version VALUES (99, 0, "
+                           "'future'); ALTER TABLE call RENAME COLUMN "
+                           "pgw_cost_saved_usd TO pgw_future"));
+  }
+  auto res = report({"--db", f.db});
+  CHECK(res.exit_code == 2);
+  CHECK(res.err.rfind("pgw-actor: invalid_config: cannot read telemetry "
+                      "database " + f.db
+                        + ": it has schema version 99, newer than this "
+                          "pgw-actor reads (up to ",
+                      0)
+        == 0);
+  CHECK(res.out.empty());
+}
+
+TEST_CASE("telemetry CLI: errors have chat's form, as the error object "
+          "with --json") {
+  fixture f;
+  auto bad_since = report({"--json", "--db", f.db, "--since", "yesterday"});
+  CHECK(bad_since.exit_code == 2);
+  CHECK(bad_since.err.empty());
+  auto err = json::parse(bad_since.out).at("error");
+  CHECK(err.at("code").as_string() == "invalid_request");
+  CHECK(std::string(err.at("message").as_string())
+        == "--since yesterday: not an ISO-8601 time or a duration like 15m");
+  auto plain = report({"--db", f.db, "--bogus"});
+  CHECK(plain.exit_code == 2);
+  CHECK(plain.err.rfind("pgw-actor: invalid_request: unknown option "
+                        "'--bogus'\nusage: pgw-actor telemetry report",
+                        0)
+        == 0);
+  auto svg = report({"--db", f.db, "--svg", "/dev/null/cdf.svg", "--json"});
+  CHECK(svg.exit_code == 1);
+  auto svg_err = json::parse(svg.out).at("error");
+  CHECK(std::string(svg_err.at("message").as_string())
+          .rfind("cannot write the latency CDF to /dev/null/cdf.svg", 0)
+        == 0);
 }
 
 TEST_CASE("telemetry CLI: usage errors are exit 2") {

@@ -17,6 +17,7 @@
 #include <cmath>
 #include <ctime>
 #include <filesystem>
+#include <fstream>
 #include <limits>
 #include <unordered_map>
 
@@ -181,10 +182,37 @@ caf::expected<report> build(const std::string& db_path,
                                 "file (a FIFO, device or socket), not a "
                                 "SQLite file",
                                 db_path));
+  // SQLite's own word for another file is "file is not a database", from
+  // the first statement; its header says it before.
+  {
+    char head[16] = {};
+    std::ifstream in{db_path, std::ios::binary};
+    in.read(head, sizeof head);
+    if (in.gcount() == 0 && in.eof())
+      return db_error(fmt::format("telemetry database {} is an empty file, "
+                                  "not a pgw telemetry database",
+                                  db_path));
+    if (in.gcount() > 0
+        && std::string(head, static_cast<size_t>(in.gcount()))
+             != std::string("SQLite format 3\0", 16))
+      return db_error(fmt::format("{} is not a SQLite database, so not a "
+                                  "pgw telemetry database",
+                                  db_path));
+  }
   auto db = sqlite::connection::open(db_path, sqlite::open_mode::read_only);
   if (!db)
     return db_error(words_of(db.error()));
+  // Set once the version is read: a database of a later pgw may lack what
+  // this report reads.
+  int64_t newer_version = 0;
   auto unreadable = [&](const caf::error& err) {
+    if (newer_version > 0)
+      return db_error(fmt::format(
+        "cannot read telemetry database {}: it has schema version {}, newer "
+        "than this pgw-actor reads (up to {}); use the pgw-actor that wrote "
+        "it ({})",
+        db_path, newer_version, sqlite::current_schema_version(),
+        words_of(err)));
     return db_error(fmt::format("cannot read telemetry database {}: {}",
                                 db_path, words_of(err)));
   };
@@ -204,6 +232,8 @@ caf::expected<report> build(const std::string& db_path,
   if (!version)
     return unreadable(version.error());
   result.schema_version = *version;
+  if (*version > sqlite::current_schema_version())
+    newer_version = *version;
 
   // Every call row (the winner lookup needs calls outside --since too).
   std::vector<call_info> calls;
