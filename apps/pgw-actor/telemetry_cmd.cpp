@@ -7,6 +7,7 @@
 
 #include "apps/pgw-actor/report/report.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
@@ -84,6 +85,9 @@ int telemetry_main(const std::vector<std::string>& args) {
       if (!since_ms)
         return usage("--since " + *v
                      + ": not an ISO-8601 time or a duration like 15m");
+      // No row is older than 1970; a longer way back (99999999999d) is all
+      // of them, said as 1970 rather than as a year gmtime cannot print.
+      since_ms = std::max(*since_ms, 0.0);
     } else if (arg == "--svg") {
       auto v = value();
       if (v == nullptr || v->empty())

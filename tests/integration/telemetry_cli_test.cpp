@@ -110,6 +110,18 @@ TEST_CASE("telemetry CLI: --svg writes a curve per source and outcome") {
   CHECK(bad.out.empty());
 }
 
+TEST_CASE("telemetry CLI: --since further back than 1970 is every row, "
+          "since 1970") {
+  fixture f;
+  auto all = report({"--db", f.db, "--json"});
+  auto far = report({"--db", f.db, "--since", "99999999999999999999w",
+                     "--json"});
+  CHECK(far.exit_code == 0);
+  auto doc = json::parse(far.out).as_object();
+  CHECK(doc.at("since").as_string() == "1970-01-01T00:00:00Z");
+  CHECK(doc.at("scopes") == json::parse(all.out).at("scopes"));
+}
+
 TEST_CASE("telemetry CLI: a missing database is exit 2 naming the path") {
   pgw::test::scratch_dir dir;
   auto missing = dir.file("nope.sqlite");
