@@ -37,20 +37,48 @@ caf::timespan as_timespan(double seconds) {
     std::chrono::duration<double>(seconds));
 }
 
-/// Why a TCP connection to `host:port` fails, in plain words, found by
-/// connecting once more: CAF says only "ip_connect failed", not why.
-std::string why_connect_fails(const std::string& host, uint16_t port,
-                              double limit) {
+constexpr const char* unresolved_words = "the host name does not resolve";
+
+/// `host`'s TCP addresses (free them with freeaddrinfo), or nullptr.
+addrinfo* resolve(const std::string& host, uint16_t port) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
   hints.ai_socktype = SOCK_STREAM;
   addrinfo* found = nullptr;
   auto service = std::to_string(port);
-  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0
-      || found == nullptr)
-    return "the host name does not resolve";
-  int err = 0;
+  if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0)
+    return nullptr;
+  return found;
+}
+
+/// Why CAF found no address for `host`: CAF's network layer here connects
+/// over IPv4 only, so a host with only IPv6 addresses ("::1") is "no such
+/// host" to it although it resolves.
+std::string why_no_address(const std::string& host, uint16_t port) {
+  auto* found = resolve(host, port);
+  if (found == nullptr)
+    return unresolved_words;
+  bool ipv6_only = true;
+  for (auto* a = found; a != nullptr; a = a->ai_next)
+    ipv6_only = ipv6_only && a->ai_family == AF_INET6;
+  ::freeaddrinfo(found);
+  return ipv6_only ? "the host has only IPv6 addresses and the status "
+                     "connection uses IPv4: give an IPv4 address such as "
+                     "127.0.0.1"
+                   : unresolved_words;
+}
+
+/// Why a TCP connection to `host:port` fails, in plain words, found by
+/// connecting once more: CAF says only "ip_connect failed", not why.
+std::string why_connect_fails(const std::string& host, uint16_t port,
+                              double limit) {
+  auto* found = resolve(host, port);
+  if (found == nullptr)
+    return unresolved_words;
+  int err = EAFNOSUPPORT; // no IPv4 address (CAF found one, though)
   for (auto* a = found; a != nullptr; a = a->ai_next) {
+    if (a->ai_family != AF_INET) // CAF tried IPv4 only
+      continue;
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK,
                       a->ai_protocol);
     if (fd < 0) {
@@ -102,7 +130,7 @@ std::string unreachable_words(const caf::error& err, const std::string& host,
       auto& ctx = err.context();
       if (ctx.size() > 0 && ctx.match_element<std::string>(0)
           && ctx.get_as<std::string>(0) == "no such host")
-        return "the host name does not resolve";
+        return why_no_address(host, port);
       return why_connect_fails(host, port, limit);
     }
     case caf::sec::request_timeout:

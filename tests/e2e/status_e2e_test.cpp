@@ -211,6 +211,12 @@ TEST_CASE("status --connect says in plain words why a node cannot be "
                        "cannot reach no-such-host.invalid:7700: the host "
                        "name does not resolve");
   }
+  SUBCASE("an IPv6 address: CAF's middleman connects over IPv4 only") {
+    check_status_error({"--connect", "[::1]:7700"},
+                       "cannot reach [::1]:7700: the host has only IPv6 "
+                       "addresses and the status connection uses IPv4: give "
+                       "an IPv4 address such as 127.0.0.1");
+  }
   SUBCASE("a port that closes every connection at once") {
     closing_listener closing;
     auto where = "127.0.0.1:" + std::to_string(closing.port);
