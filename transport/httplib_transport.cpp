@@ -2,6 +2,7 @@
 
 #include "config/limits.hpp"
 #include "config/support/io_pool.hpp"
+#include "config/support/sigpipe_guard.hpp"
 #include "transport/classify.hpp"
 #include "transport/httplib_errors.hpp"
 #include "transport/socket_bytes.hpp"
@@ -67,6 +68,19 @@ struct slotted : Client, fd_slot {
 };
 
 using pooled_client = httplib::ClientImpl;
+
+/// A new client for `host`:`port`. Over TLS, OpenSSL writes with write(2),
+/// not MSG_NOSIGNAL: destroying a client sends the close_notify of
+/// SSL_shutdown on whichever thread drops it last (the pool sweep, a call,
+/// a cancel, the transport's destructor on the caller's thread), so that
+/// write runs under a sigpipe_guard wherever it happens.
+template <class Client>
+std::shared_ptr<pooled_client> make_client(const std::string& host, int port) {
+  return {new slotted<Client>(host, port), [](pooled_client* cli) {
+            sigpipe_guard no_sigpipe;
+            delete cli;
+          }};
+}
 
 fd_slot& slot_of(pooled_client& cli) {
   return dynamic_cast<fd_slot&>(cli);
@@ -416,11 +430,9 @@ struct httplib_transport::impl : transport_counters {
     }
     std::shared_ptr<pooled_client> cli;
     if (target.tls)
-      cli = std::make_shared<slotted<httplib::SSLClient>>(target.host,
-                                                          target.port);
+      cli = make_client<httplib::SSLClient>(target.host, target.port);
     else
-      cli = std::make_shared<slotted<httplib::ClientImpl>>(target.host,
-                                                           target.port);
+      cli = make_client<httplib::ClientImpl>(target.host, target.port);
     cli->set_keep_alive(true);
     cli->set_tcp_nodelay(true);
     cli->set_follow_location(false);
@@ -471,7 +483,10 @@ void call_state::stop(timeout_kind why) {
   // Client::stop() may wait for a connect in progress (it shares a mutex with
   // it), so it never runs on the caller's thread.
   if (cli)
-    self->pool.submit([cli] { cli->stop(); });
+    self->pool.submit([cli] {
+      sigpipe_guard no_sigpipe; // stop() sends a TLS close_notify
+      cli->stop();
+    });
 }
 
 void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
@@ -594,6 +609,10 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   auto stale_window = was_reused ? stale_failure_window(cli->socket())
                                  : std::chrono::milliseconds{0};
   auto send_started = steady::now();
+  // Over TLS the request, its body and the close_notify after a failure are
+  // written with write(2): a peer that reset the connection must not end
+  // the process with SIGPIPE.
+  sigpipe_guard no_sigpipe;
   bool sent = cli->send(req, resp, err);
   // A reused keep-alive connection the upstream closed while it was idle
   // fails before any response byte: retried once on a fresh connection,

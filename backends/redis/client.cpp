@@ -4,6 +4,7 @@
 #include "config/scrub.hpp"
 #include "config/url.hpp"
 #include "config/support/log.hpp"
+#include "config/support/sigpipe_guard.hpp"
 #include "messages/errors.hpp"
 
 #include <hiredis/hiredis.h>
@@ -14,14 +15,11 @@
 #include <algorithm>
 #include <cctype>
 #include <charconv>
-#include <cerrno>
 #include <cmath>
 #include <condition_variable>
-#include <csignal>
 #include <ctime>
 #include <mutex>
 #include <string_view>
-#include <pthread.h>
 #include <sys/time.h>
 #include <utility>
 
@@ -107,53 +105,6 @@ timeval to_timeval(std::chrono::milliseconds ms) {
   tv.tv_usec = static_cast<suseconds_t>((ms.count() % 1000) * 1000);
   return tv;
 }
-
-/// Blocks SIGPIPE in the calling thread while hiredis writes to a socket
-/// the server may have closed (hiredis uses write(), not MSG_NOSIGNAL), and
-/// discards a SIGPIPE raised meanwhile. Leaves the process' disposition
-/// alone: a library must not change it.
-class sigpipe_guard {
-public:
-  sigpipe_guard() {
-    sigemptyset(&pipe_);
-    sigaddset(&pipe_, SIGPIPE);
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    was_pending_ = sigismember(&pending, SIGPIPE) == 1;
-    if (was_pending_)
-      return; // already blocked: ours would merge into it
-    sigset_t old;
-    pthread_sigmask(SIG_BLOCK, &pipe_, &old);
-    was_blocked_ = sigismember(&old, SIGPIPE) == 1;
-  }
-
-  ~sigpipe_guard() {
-    if (was_pending_)
-      return;
-    auto saved_errno = errno;
-    sigset_t pending;
-    sigemptyset(&pending);
-    sigpending(&pending);
-    if (sigismember(&pending, SIGPIPE) == 1) {
-      timespec zero{0, 0};
-      while (sigtimedwait(&pipe_, nullptr, &zero) == -1 && errno == EINTR) {
-        // retry
-      }
-    }
-    if (!was_blocked_)
-      pthread_sigmask(SIG_UNBLOCK, &pipe_, nullptr);
-    errno = saved_errno;
-  }
-
-  sigpipe_guard(const sigpipe_guard&) = delete;
-  sigpipe_guard& operator=(const sigpipe_guard&) = delete;
-
-private:
-  sigset_t pipe_;
-  bool was_pending_ = false;
-  bool was_blocked_ = false;
-};
 
 struct context_deleter {
   void operator()(redisContext* ctx) const {

@@ -10,6 +10,7 @@
 #include "fixtures/eventually.hpp"
 #include "fixtures/raw_upstream.hpp"
 #include "fixtures/sim_process.hpp"
+#include "fixtures/tls_upstream.hpp"
 #include "messages/registry.hpp"
 #include "fixtures/transport_kinds.hpp"
 
@@ -108,12 +109,14 @@ struct fixture {
     return src;
   }
 
-  outcome_of_call run(std::shared_ptr<source_config> src, bool stream) {
+  /// A call with the message `content` ("hi" by default).
+  outcome_of_call run(std::shared_ptr<source_config> src, bool stream,
+                      const std::string& content = "hi") {
     caf::scoped_actor self{sys};
     upstream_call call;
     call.body = R"({"model":")" + src->model
-                + R"(","messages":[{"role":"user","content":"hi"}],"stream":)"
-                + (stream ? "true" : "false") + "}";
+                + R"(","messages":[{"role":"user","content":")" + content
+                + R"("}],"stream":)" + (stream ? "true" : "false") + "}";
     call.stream = stream;
     call.source = src;
     auto t0 = std::chrono::steady_clock::now();
@@ -836,4 +839,95 @@ PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI, and a failed handshake "
   CHECK(r.result.kind == outcome::transient);
   CHECK(r.result.reason == "tls_handshake");
   CHECK_FALSE(r.result.upstream_reached);
+}
+
+// -- SIGPIPE over TLS ----------------------------------------------------------
+// cpp-httplib's OpenSSL writes TLS records with write(2), not MSG_NOSIGNAL:
+// once a read took a connection's reset, the next write to it (the TLS
+// close_notify sent when the client closes) raises SIGPIPE, which ends this
+// test process unless the transport guards it (the process' disposition
+// stays the default: pgw must not change it). Before the guard, the
+// read-then-reset and the pooled cases ended the process every run.
+
+namespace {
+
+std::shared_ptr<source_config> tls_source(const tls_upstream& up,
+                                          const std::string& name) {
+  auto src = std::make_shared<source_config>();
+  src->scope = "LLM";
+  src->provider = "generic";
+  src->name = name;
+  src->base_url = up.base_url();
+  src->ca_file = up.ca_file();
+  src->model = "m";
+  src->timeout_s = 20;
+  src->connect_timeout_s = 5;
+  return src;
+}
+
+} // namespace
+
+PGW_TRANSPORT_CASE(fixture, "a TLS upstream that resets the connection while "
+                            "a large request is written fails the call as "
+                            "write_error, and no SIGPIPE ends the process") {
+  // The upstream reads nothing: with a 16 KiB receive buffer the request
+  // waits unread, and the connection is reset while the client still has
+  // megabytes to write (its send buffer is at most 4 MiB, net.ipv4.tcp_wmem).
+  // The write the reset meets fails with ECONNRESET (no SIGPIPE yet, and
+  // OpenSSL keeps its close_notify behind the record it could not send).
+  auto hold = [](tls_upstream& u, SSL*, int fd) {
+    u.wait_for([fd] { return tls_upstream::unread(fd) >= 4096; });
+  };
+  tls_upstream up{hold, 16 * 1024};
+  auto src = tls_source(up, "tls-reset-write");
+  auto r = run(src, false, std::string(8 * 1024 * 1024, 'a'));
+  CAPTURE(r.result.error_message);
+  CHECK(up.handshakes() == 1);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "write_error");
+  CHECK(made.stats().finished == 1);
+}
+
+PGW_TRANSPORT_CASE(fixture, "a TLS upstream that reads the request and "
+                            "resets the connection fails the call as reset, "
+                            "and no SIGPIPE ends the process") {
+  // The client waits for the answer when the reset comes: its read takes
+  // the reset, and the TLS close_notify it sends next meets a socket that
+  // cannot send any more.
+  tls_upstream up{[](tls_upstream&, SSL* ssl, int) {
+    tls_upstream::read_request(ssl);
+  }};
+  auto src = tls_source(up, "tls-reset-read");
+  auto r = run(src, false, std::string(1024 * 1024, 'a'));
+  CAPTURE(r.result.error_message);
+  CHECK(up.handshakes() == 1);
+  CHECK(r.result.kind == outcome::transient);
+  CHECK(r.result.reason == "reset");
+  CHECK(r.result.upstream_reached);
+}
+
+PGW_TRANSPORT_CASE(fixture, "a pooled TLS connection the upstream resets is "
+                            "closed by the pool sweep, and no SIGPIPE ends the "
+                            "process") {
+  std::atomic<bool> reset_now{false};
+  tls_upstream up{[&reset_now](tls_upstream& u, SSL* ssl, int) {
+    if (tls_upstream::read_request(ssl).empty())
+      return;
+    std::string body = R"({"choices":[{"index":0,"message":{"role":)"
+                       R"("assistant","content":"ok"},"finish_reason":)"
+                       R"("stop"}]})";
+    tls_upstream::write_all(ssl, response(200, "", body));
+    u.wait_for([&reset_now] { return reset_now.load(); });
+  }};
+  auto src = tls_source(up, "tls-reset-idle");
+  auto r = run(src, false);
+  CAPTURE(r.result.error_message);
+  REQUIRE(r.result.kind == outcome::ok);
+  REQUIRE(made.stats().connections_opened == 1);
+  reset_now = true;
+  REQUIRE(eventually([&] { return up.resets() == 1; }));
+  // The sweep finds the reset (reading it) and closes the client, whose TLS
+  // close_notify then goes to a socket that cannot send any more.
+  CHECK(eventually(
+    [&] { return made.stats().connections_closed_idle == 1; }));
 }
