@@ -25,7 +25,9 @@ namespace pgw {
 ///   shared by all nodes) and `:lim:open` (ZSET permit → when it may be
 ///   forgotten, for the permits not settled yet: the score is the expiry,
 ///   so a permit of a node that died goes at the next pruning; no key per
-///   permit). TTLs: the window keys between window_s + 1 s and window_s +
+///   permit). `:lim:lease` and `:lim:open` also hold the member "k"
+///   scored +inf, so they never empty (Redis would delete them, and the
+///   next acquire make them again without a TTL). TTLs: the window keys between window_s + 1 s and window_s +
 ///   2 s after the newest acquisition; the counters, sequence, leases and
 ///   unsettled permits `redis_retention_s(max(lease_s, window_s))` after
 ///   the last call.

@@ -12,7 +12,8 @@
 --                       field "newest" -> the newest acquisition time (us),
 --                       field "expires" -> when `win` and `tok` expire
 --                       (Redis TIME, us), as last set
--- KEYS[3] lease  ZSET   permit number -> lease expiry (us), live leases only
+-- KEYS[3] lease  ZSET   permit number -> lease expiry (us), live leases only,
+--                       and the marker (below)
 -- KEYS[4] seq    STRING the last permit number (INCR)
 -- KEYS[5] stats  HASH   counters of limiter_status ("both": permits settled
 --                       and released by one settle_release, counted in
@@ -22,7 +23,14 @@
 --                       backends/memory/limiter.hpp: forgotten once its
 --                       lease ended and its entry left the window); its
 --                       score is its expiry, so a permit of a node that
---                       died goes with the next pruning
+--                       died goes with the next pruning; and the marker
+--
+-- `lease` and `open` also hold the member 'k' scored +inf (`marker`), which
+-- no release, settle or pruning removes: an empty set is a key Redis
+-- deletes, and the next acquire's ZADD would create it again without a
+-- TTL, so these two never empty. An acquire adds the marker with its
+-- permit (same ZADD); when the marker was missing, the key is new and its
+-- TTL is set then (keep). Their sizes are counted below +inf (ZCOUNT).
 --
 -- Lean on purpose (issue 17): the hot path reads the sizes of `win` and
 -- `lease` and the token sum, which can only overstate the usage (entries
@@ -64,6 +72,9 @@ if op ~= 'acquire' and op ~= 'settle' and op ~= 'release' and op ~= 'status'
    and op ~= 'settle_release' then
   return redis.error_reply('limiter.lua: unknown operation ' .. tostring(op))
 end
+
+-- See the header: the member of `lease` and `open` that keeps them.
+local marker = 'k'
 
 -- Whole numbers below this are exact in a double (2^53).
 local exact = 9007199254740992
@@ -277,7 +288,9 @@ end
 if op == 'acquire' then
   local not_after = ARGV[10]
   if not_after and not_after ~= '' and raw > tonumber(not_after) then
+    -- (Rare: its own TTL, as `stats` may be new.)
     redis.call('HINCRBY', stats, 'late_acquires', 1)
+    redis.call('PEXPIRE', stats, s(retention))
     return {0, 'late', 0}
   end
   local est = tokens(ARGV[5])
@@ -351,10 +364,10 @@ if op == 'acquire' then
     end
   end
   if cap then
-    local live = redis.call('ZCARD', lease)
+    local live = redis.call('ZCOUNT', lease, '-inf', '(+inf')
     if live >= cap and not pruned then
       prune()
-      live = redis.call('ZCARD', lease)
+      live = redis.call('ZCOUNT', lease, '-inf', '(+inf')
     end
     if live >= cap then
       local retry = concurrency_retry
@@ -393,12 +406,16 @@ if op == 'acquire' then
     redis.call('PEXPIRE', win, s(window_ms + 1000))
     redis.call('PEXPIRE', tok, s(window_ms + 1000))
   end
-  redis.call('ZADD', lease, s(now + lease_len), n)
-  redis.call('ZADD', open, s(now + math.max(lease_len, window)), n)
+  -- Each ZADD answers 2 when it added the marker too: the key is new.
+  local added = redis.call('ZADD', lease, s(now + lease_len), n,
+                           '+inf', marker)
+                + redis.call('ZADD', open, s(now + math.max(lease_len, window)),
+                             n, '+inf', marker)
   redis.call('HINCRBY', stats, 'acquired', 1)
   -- The long-lived keys' retention (a day or more) is set when the sequence
-  -- starts, and refreshed every 32nd number and by status.
-  if fresh or number % 32 == 1 then
+  -- starts or `lease` or `open` is new, and refreshed every 32nd number and
+  -- by status.
+  if fresh or added > 2 or number % 32 == 1 then
     keep()
   end
   return {1, n}
@@ -412,7 +429,7 @@ if op == 'status' then
                        'leases_expired', 'both')
   local out = {redis.call('ZCARD', win),
                tonumber(redis.call('HGET', tok, 'sum') or '0'),
-               redis.call('ZCARD', lease)}
+               redis.call('ZCOUNT', lease, '-inf', '(+inf')}
   local both = tonumber(c[8] or '0')
   for i = 1, 7 do
     local x = tonumber(c[i] or '0')
