@@ -407,10 +407,14 @@ void on_exit(self_ptr self, caf::error reason) {
       self->send_exit(call.second, reason);
     for (auto& call : st.side_calls)
       self->send_exit(call.second, reason);
+    // Their callers would not hear of them again: this actor goes now.
     for (auto& entry : st.pending)
       entry.second.deliver(make_error(error_code::cancelled,
                                       "the gateway shut down"));
     st.pending.clear();
+    for (auto& entry : st.side_pending)
+      entry.second(make_error(error_code::cancelled, "the gateway shut down"));
+    st.side_pending.clear();
     self->quit(reason);
     return;
   }

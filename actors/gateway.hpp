@@ -125,6 +125,11 @@ struct gateway_state {
   std::unordered_map<caf::actor_addr,
                      caf::typed_response_promise<chat_response>>
     pending;
+  /// The callers of the live embedding and OCR calls, by call id: each
+  /// answers its caller with an error (the gateway's stop, when the grace
+  /// ends with the call still running).
+  std::unordered_map<std::string, std::function<void(caf::error)>>
+    side_pending;
   /// Set once told to exit (a reason other than normal): new calls are
   /// refused, the live ones are cancelled, and the gateway quits with it
   /// once they have answered (their permits settled while the limiters,

@@ -88,11 +88,14 @@ caf::result<Response> run_side_call(gateway_self self, const std::string& id,
   auto ended = [self, id, addr] {
     auto& st = self->state;
     st.side_calls.erase(id);
+    st.side_pending.erase(id);
     st.call_of.erase(addr);
     st.timers.drop(addr);
   };
   ++st.calls_started;
   auto rp = self->make_response_promise<Response>();
+  st.side_pending.emplace(
+    id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
   self->request(call, caf::infinite, atom::start_v)
     .then(
       [self, ended, rp](Response& resp) mutable {

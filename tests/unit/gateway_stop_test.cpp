@@ -1,17 +1,21 @@
 // A gateway told to exit, and the client's callbacks, on the test
-// coordinator: every call in flight answers once, its permits settle, and a
-// caller's callback that throws breaks only its own call.
+// coordinator: every call in flight answers once, its permits settle (a
+// call that does not end is stopped when the grace ends), and a caller's
+// callback that throws breaks only its own call.
 
 #include "actors/client.hpp"
 #include "backends/limiter.hpp"
+#include "backends/governance.hpp"
 #include "fixtures/actor_fixture.hpp"
 #include "fixtures/shared_limiter.hpp"
+#include "fixtures/side_call_fixture.hpp"
 
 #include <doctest/doctest.h>
 
 #include <future>
 #include <memory>
 #include <stdexcept>
+#include <vector>
 
 using namespace pgw;
 using namespace pgw::test;
@@ -23,6 +27,61 @@ template <class T>
 bool ready(std::future<T>& f) {
   return f.wait_for(0s) == std::future_status::ready;
 }
+
+/// `acquired` permits were taken from `counts`, each settled and released.
+void check_given_back(limiter_backend& counts, uint64_t acquired) {
+  auto st = counts.status(0);
+  REQUIRE(st);
+  CHECK(st->acquired == acquired);
+  CHECK(st->settled == acquired);
+  CHECK(st->released == acquired);
+  CHECK(st->in_flight == 0);
+}
+
+/// A governance pair over a memory limiter (its breaker always lets in)
+/// whose admissions after the first `answered` never answer, as a stalled
+/// Redis: they stay in `held` (and take no permit). Attempt ends go through
+/// at once.
+class stalling_pair : public governance_pair {
+public:
+  stalling_pair(std::shared_ptr<limiter_backend> lim, int answered)
+    : lim_(std::move(lim)), answered_(answered) {
+    // nop
+  }
+
+  std::vector<admission_fn> held;
+
+  bool pipelined() const override {
+    return true;
+  }
+
+  caf::expected<admission> enter_and_acquire(int64_t est,
+                                             double now_s) override {
+    breaker_entry entry;
+    entry.allowed = true;
+    auto r = lim_->try_acquire(est, now_s);
+    if (!r)
+      return r.error();
+    return admission{entry, *r};
+  }
+
+  caf::expected<std::pair<bool, bool>>
+  finish(uint64_t, breaker_feed, const std::string& permit_id, int64_t actual,
+         double now_s) override {
+    return lim_->settle_and_release(permit_id, actual, now_s);
+  }
+
+  void enter_and_acquire_async(int64_t est, double now_s,
+                               admission_fn done) override {
+    if (answered_-- > 0)
+      return done(enter_and_acquire(est, now_s));
+    held.push_back(std::move(done));
+  }
+
+private:
+  std::shared_ptr<limiter_backend> lim_;
+  int answered_;
+};
 
 } // namespace
 
@@ -74,12 +133,7 @@ TEST_CASE_FIXTURE(actor_fixture, "gateway stop: buffered calls in flight each an
     CHECK(code_of(l.error()) == error_code::cancelled);
   }
   settle();
-  auto st = counts->status(0);
-  REQUIRE(st);
-  CHECK(st->acquired == 3);
-  CHECK(st->settled == 3);
-  CHECK(st->released == 3);
-  CHECK(st->in_flight == 0);
+  check_given_back(*counts, 3);
   CHECK(sys.registry().running() == baseline);
 }
 
@@ -162,4 +216,50 @@ TEST_CASE_FIXTURE(actor_fixture, "client: a cancel right after chat_async reache
   REQUIRE_FALSE(res);
   CHECK(code_of(res.error()) == error_code::cancelled);
   check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(side_call_fixture, "gateway stop: a call that does not end on cancel is stopped when the grace ends, and its caller answered cancelled once") {
+  // Two sub-batches of one input each: the first admitted and sent, the
+  // second's admission stalled. On cancel the embedding call settles the
+  // first and waits for the second's admission: it cannot end.
+  auto baseline = sys.registry().running();
+  fake->script("a", {fake_step::never()});
+  auto sc = test_scope({"a"});
+  sc.batch_concurrency = 2;
+  auto& src = sc.sources[0];
+  src.kind = source_kind::embedding;
+  src.max_batch_inputs = 1;
+  std::shared_ptr<limiter_backend> counts
+    = make_memory_limiter(limits_of(src));
+  auto pair = std::make_shared<stalling_pair>(counts, 1);
+  gateway_options opts;
+  opts.make_limiter = [counts](const scope_config&, const source_config&) {
+    return std::make_unique<shared_limiter>(counts);
+  };
+  opts.make_governance_pair = [pair](const scope_config&,
+                                     const source_config&) { return pair; };
+  auto gw = spawn_gateway(sc, 42, opts);
+  embed_request req;
+  req.inputs = {"1", "2"};
+  auto out = start_side<embed_response>(gw, atom::embed_v, req);
+  advance(100ms);
+  REQUIRE(fake->calls().size() == 1);
+  REQUIRE(pair->held.size() == 1);
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  advance(4900ms);
+  CHECK(fake->calls()[0].cancelled);
+  CHECK(out->answers == 0);
+  CHECK(sys.registry().running() > baseline); // the gateway waits
+  advance(200ms); // past stop_grace (5 s)
+  CHECK(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::cancelled);
+  CHECK(describe(out->error).find("the gateway shut down")
+        != std::string::npos);
+  CHECK(sys.registry().running() == baseline); // the gateway and its actors
+  check_given_back(*counts, 1);
+  // (When the grace never ends, this lets the actor system shut down.)
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  settle();
+  CHECK(out->answers == 1);
+  pair->held.clear(); // each holds the limiter actor
 }
