@@ -360,6 +360,15 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
 /// (each closes its connections and settles; far less in practice).
 constexpr auto stop_grace = std::chrono::seconds(5);
 
+/// The answer for the caller of call `id`, whose `who` (its supervisor, or
+/// the embedding or OCR call) ended without answering (it should not).
+caf::error unanswered(const std::string& id, const char* who) {
+  error_detail detail;
+  detail.message = std::string{who} + " ended without an answer";
+  detail.call_id = id;
+  return make_error(error_code::internal, std::move(detail));
+}
+
 /// A monitored call (supervisor, embedding or OCR call) or requester went.
 void on_down(self_ptr self, caf::down_msg& msg) {
   auto& st = self->state;
@@ -378,17 +387,20 @@ void on_down(self_ptr self, caf::down_msg& msg) {
   auto id = i->second;
   st.timers.drop(msg.source);
   st.calls.erase(id);
-  st.side_calls.erase(id); // one that ended without answering
+  if (auto s = st.side_calls.find(id); s != st.side_calls.end()) {
+    // An embedding or OCR call that vanished without answering (killed):
+    // its caller still gets exactly one answer.
+    ++st.calls_failed;
+    s->second.fail(unanswered(id, "call"));
+    st.side_calls.erase(s);
+  }
   st.call_of.erase(i);
   forget_requester(self, msg.source);
   if (auto p = st.pending.find(msg.source); p != st.pending.end()) {
     // The supervisor vanished without answering (it should not): the
     // caller still gets exactly one answer.
     ++st.calls_failed;
-    error_detail detail;
-    detail.message = "call supervisor ended without an answer";
-    detail.call_id = id;
-    p->second.deliver(make_error(error_code::internal, std::move(detail)));
+    p->second.deliver(unanswered(id, "call supervisor"));
     st.pending.erase(p);
   }
 }
@@ -406,15 +418,16 @@ void on_exit(self_ptr self, caf::error reason) {
     for (auto& call : st.calls)
       self->send_exit(call.second, reason);
     for (auto& call : st.side_calls)
-      self->send_exit(call.second, reason);
+      self->send_exit(call.second.actor, reason);
     // Their callers would not hear of them again: this actor goes now.
     for (auto& entry : st.pending)
       entry.second.deliver(make_error(error_code::cancelled,
                                       "the gateway shut down"));
     st.pending.clear();
-    for (auto& entry : st.side_pending)
-      entry.second(make_error(error_code::cancelled, "the gateway shut down"));
-    st.side_pending.clear();
+    for (auto& call : st.side_calls)
+      call.second.fail(make_error(error_code::cancelled,
+                                  "the gateway shut down"));
+    st.side_calls.clear();
     self->quit(reason);
     return;
   }
@@ -422,7 +435,7 @@ void on_exit(self_ptr self, caf::error reason) {
   for (auto& call : st.calls)
     self->send(call.second, atom::cancel_v);
   for (auto& call : st.side_calls)
-    caf::anon_send(call.second, atom::cancel_v);
+    caf::anon_send(call.second.actor, atom::cancel_v);
   caf::delayed_anon_send(caf::actor_cast<caf::actor>(self), stop_grace,
                          caf::exit_msg{self->address(), std::move(reason)});
 }
@@ -510,7 +523,7 @@ gateway_actor::behavior_type gateway(self_ptr self, scope_ptr scope,
       if (auto i = st.calls.find(call_id); i != st.calls.end())
         self->send(i->second, atom::cancel_v);
       if (auto e = st.side_calls.find(call_id); e != st.side_calls.end())
-        caf::anon_send(e->second, atom::cancel_v);
+        caf::anon_send(e->second.actor, atom::cancel_v);
     },
     [self](atom::status) -> caf::result<gateway_status> {
       auto rp = self->make_response_promise<gateway_status>();

@@ -112,8 +112,15 @@ struct gateway_state {
   std::unordered_map<std::string, size_t> index;
   /// Live calls by id (for cancellation).
   std::unordered_map<std::string, call_supervisor_actor> calls;
-  /// Live embedding and OCR calls by id (for cancellation).
-  std::unordered_map<std::string, caf::actor> side_calls;
+  /// A live embedding or OCR call: the actor (for cancellation) and how to
+  /// answer its caller with an error when the call cannot (it ended
+  /// without answering, or the gateway's stop grace ended first).
+  struct live_side_call {
+    caf::actor actor;
+    std::function<void(caf::error)> fail;
+  };
+  /// Live embedding and OCR calls by id.
+  std::unordered_map<std::string, live_side_call> side_calls;
   /// Call id of each live call actor (supervisors, embedding and OCR
   /// calls): who may arm timers.
   std::unordered_map<caf::actor_addr, std::string> call_of;
@@ -125,11 +132,6 @@ struct gateway_state {
   std::unordered_map<caf::actor_addr,
                      caf::typed_response_promise<chat_response>>
     pending;
-  /// The callers of the live embedding and OCR calls, by call id: each
-  /// answers its caller with an error (the gateway's stop, when the grace
-  /// ends with the call still running).
-  std::unordered_map<std::string, std::function<void(caf::error)>>
-    side_pending;
   /// Set once told to exit (a reason other than normal): new calls are
   /// refused, the live ones are cancelled, and the gateway quits with it
   /// once they have answered (their permits settled while the limiters,

@@ -79,7 +79,11 @@ template <class Response, class Handle>
 caf::result<Response> run_side_call(gateway_self self, const std::string& id,
                                     Handle call) {
   auto& st = self->state;
-  st.side_calls.emplace(id, caf::actor_cast<caf::actor>(call));
+  auto rp = self->make_response_promise<Response>();
+  st.side_calls.emplace(
+    id, gateway_state::live_side_call{
+          caf::actor_cast<caf::actor>(call),
+          [rp](caf::error err) mutable { rp.deliver(std::move(err)); }});
   // Its end is heard (a gateway that stops waits for its calls to end).
   self->monitor(call);
   // A live call may arm timers at the gateway; they go when it answers.
@@ -88,14 +92,10 @@ caf::result<Response> run_side_call(gateway_self self, const std::string& id,
   auto ended = [self, id, addr] {
     auto& st = self->state;
     st.side_calls.erase(id);
-    st.side_pending.erase(id);
     st.call_of.erase(addr);
     st.timers.drop(addr);
   };
   ++st.calls_started;
-  auto rp = self->make_response_promise<Response>();
-  st.side_pending.emplace(
-    id, [rp](caf::error err) mutable { rp.deliver(std::move(err)); });
   self->request(call, caf::infinite, atom::start_v)
     .then(
       [self, ended, rp](Response& resp) mutable {

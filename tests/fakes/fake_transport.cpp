@@ -139,6 +139,7 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
     rec.kind = call.kind;
     rec.tag = tag;
     rec.forward_deltas = call.forward_deltas;
+    rec.sink = sink.address();
     rec.started = sink->home_system().clock().now();
     index = calls_.size();
     calls_.push_back(std::move(rec));

@@ -6,6 +6,7 @@
 
 #include "transport/transport.hpp"
 
+#include <caf/actor_addr.hpp>
 #include <caf/actor_clock.hpp>
 #include <caf/optional.hpp>
 
@@ -65,6 +66,8 @@ struct fake_call {
   caf::actor_clock::time_point started;
   bool cancelled = false;
   bool forward_deltas = false;
+  /// Who the results go to (the attempt, or an embedding or OCR call).
+  caf::actor_addr sink;
 };
 
 class fake_transport : public transport {

@@ -263,3 +263,35 @@ TEST_CASE_FIXTURE(side_call_fixture, "gateway stop: a call that does not end on 
   CHECK(out->answers == 1);
   pair->held.clear(); // each holds the limiter actor
 }
+
+TEST_CASE_FIXTURE(side_call_fixture, "gateway: an embedding call that ends without answering (killed) still answers its caller once, internal") {
+  // A call actor cannot trap exit_reason::kill: it quits without answering
+  // its start request, and only the gateway's down handler is left to
+  // answer the caller.
+  fake->script("a", {fake_step::never()});
+  auto sc = test_scope({"a"});
+  sc.sources[0].kind = source_kind::embedding;
+  auto gw = spawn_gateway(sc, 42);
+  embed_request req;
+  req.inputs = {"1"};
+  auto out = start_side<embed_response>(gw, atom::embed_v, req);
+  advance(100ms);
+  REQUIRE(fake->calls().size() == 1);
+  auto call = caf::actor_cast<caf::actor>(fake->calls()[0].sink);
+  REQUIRE(call);
+  caf::anon_send_exit(call, caf::exit_reason::kill);
+  settle();
+  CHECK(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::internal);
+  CHECK(describe(out->error).find("call ended without an answer")
+        != std::string::npos);
+  // The gateway no longer counts it live.
+  auto st = status(gw);
+  CHECK(st.calls_active == 0);
+  CHECK(st.calls_failed == 1);
+  // The gateway still holds the handler of the request the call never
+  // answered (and through it itself): it ends when told to.
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  settle();
+  CHECK(out->answers == 1);
+}
