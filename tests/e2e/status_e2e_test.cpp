@@ -4,6 +4,10 @@
 #include "fixtures/process.hpp"
 
 #include <boost/json.hpp>
+#include <caf/actor_system.hpp>
+#include <caf/actor_system_config.hpp>
+#include <caf/io/middleman.hpp>
+#include <caf/typed_event_based_actor.hpp>
 #include <doctest/doctest.h>
 
 #include <arpa/inet.h>
@@ -225,6 +229,83 @@ TEST_CASE("status --connect says in plain words why a node cannot be "
                          + ": the peer closed the connection during the "
                            "handshake (the port is not a pgw node's "
                            "--publish port)");
+  }
+}
+
+namespace {
+
+/// An actor of another interface than a pgw node's status.
+using not_status_actor = caf::typed_actor<caf::replies_to<int32_t>::with<int32_t>>;
+
+not_status_actor::behavior_type doubler() {
+  return {[](int32_t x) { return x * 2; }};
+}
+
+/// A CAF node in this process on a loopback port chosen at run time, as
+/// another program would be: `app_id` its application identifier.
+struct caf_peer {
+  struct config : caf::actor_system_config {
+    explicit config(const std::string& app_id) {
+      load<caf::io::middleman>();
+      set("middleman.app-identifiers", std::vector<std::string>{app_id});
+    }
+  };
+  config cfg;
+  caf::actor_system sys;
+
+  caf::actor published;
+
+  explicit caf_peer(const std::string& app_id = "generic-caf-app")
+    : cfg(app_id), sys(cfg) {
+  }
+
+  /// The actor system waits for its actors when destroyed: stop the
+  /// published one first.
+  ~caf_peer() {
+    if (published)
+      caf::anon_send_exit(published, caf::exit_reason::user_shutdown);
+  }
+
+  /// Publishes an actor of another interface on a port chosen at run time.
+  caf::expected<uint16_t> publish_doubler() {
+    auto doubling = sys.spawn(doubler);
+    published = caf::actor_cast<caf::actor>(doubling);
+    return sys.middleman().publish(doubling, 0, "127.0.0.1", true);
+  }
+
+  std::string where(caf::expected<uint16_t> port) {
+    REQUIRE(port);
+    return "127.0.0.1:" + std::to_string(*port);
+  }
+};
+
+} // namespace
+
+TEST_CASE("status --connect names what another CAF program's port is") {
+  SUBCASE("a CAF node that publishes nothing on that port") {
+    caf_peer peer;
+    auto where = peer.where(peer.sys.middleman().open(0, "127.0.0.1", true));
+    check_status_error({"--connect", where},
+                       "cannot reach " + where
+                         + ": a CAF node listens there but publishes nothing "
+                           "on that port");
+  }
+  SUBCASE("an actor of another interface") {
+    caf_peer peer;
+    auto where = peer.where(peer.publish_doubler());
+    check_status_error({"--connect", where},
+                       "cannot reach " + where
+                         + ": the actor published there is not a pgw node's "
+                           "status (another program, or a pgw of another "
+                           "version)");
+  }
+  SUBCASE("another CAF application") {
+    caf_peer peer{"not-pgw"};
+    auto where = peer.where(peer.publish_doubler());
+    check_status_error({"--connect", where},
+                       "cannot reach " + where
+                         + ": the node there is another CAF application, "
+                           "not pgw");
   }
 }
 
