@@ -54,6 +54,8 @@ void maybe_deliver(self_ptr self) {
   deliver_side_call(self, [&st](embed_response& out) {
     auto& stats = out.stats;
     stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";
+    if (st.all_usage_reported)
+      stats.reported_prompt_tokens = 0; // all of prompt_tokens
     stats.cost_usd = st.cost_usd;
     for (auto& s : st.sources_used)
       stats.source += (stats.source.empty() ? "" : ",") + s;
@@ -214,6 +216,8 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   // (usage_source `unavailable` tells it from a reported count), not 0.
   out.stats.prompt_tokens += settled;
   st.all_usage_reported = st.all_usage_reported && res.usage_reported;
+  if (res.usage_reported)
+    out.stats.reported_prompt_tokens += settled;
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;
   if (out.model.empty())

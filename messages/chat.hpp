@@ -142,6 +142,10 @@ struct call_stats {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   std::string usage_source; ///< "reported" or "unavailable"
+  /// When usage_source is "unavailable": the part of prompt_tokens the
+  /// sources did report (an embedding call some of whose sub-batches
+  /// reported usage and others not; the rest is estimated), else 0.
+  int64_t reported_prompt_tokens = 0;
   caf::optional<double> cost_usd;
   /// Structured output: the answer passed only after the deterministic
   /// repair (code fences, surrounding text, a trailing comma).
@@ -160,8 +164,9 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
   return f(caf::meta::type_name("pgw.call_stats"), x.attempts,
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
-           x.completion_tokens, x.usage_source, x.cost_usd, x.repaired,
-           x.reasks, x.cost_saved_usd, x.malformed_events);
+           x.completion_tokens, x.usage_source, x.reported_prompt_tokens,
+           x.cost_usd, x.repaired, x.reasks, x.cost_saved_usd,
+           x.malformed_events);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

@@ -129,7 +129,8 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
     return send_call_error(res, result.error(), gone);
   }
   // The metrics count the tokens against the first source that answered,
-  // when reported (an embedding's unreported usage is an estimate).
+  // only those reported (an embedding's unreported usage is an estimate):
+  // all of them, or the sub-batches' that reported theirs.
   auto& stats = result->stats;
   auto first = stats.source.substr(0, stats.source.find(','));
   chat_response counted;
@@ -137,6 +138,8 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
   if (usage_known(counted)) {
     counted.usage.prompt_tokens = stats.prompt_tokens;
     counted.usage.completion_tokens = stats.completion_tokens;
+  } else {
+    counted.usage.prompt_tokens = stats.reported_prompt_tokens;
   }
   ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
   res.set_header("x-pgw-source", first);

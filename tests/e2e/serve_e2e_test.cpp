@@ -64,6 +64,7 @@ const char* scenario_json = R"({"models": {
   "tools_bad":     {"tool_calls": "bad_args"},
   "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
   "emb":           {"dim": 8},
+  "halfusage":     {"dim": 8, "script": [{}, {"usage": false}]},
   "e1536":         {"dim": 1536},
   "e8192":         {"dim": 8192},
   "monkey":        {},
@@ -1670,6 +1671,38 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
   auto data = json::parse(big->body).at("data").as_array();
   REQUIRE(data.size() == 300);
   CHECK(data[299].at("index").as_int64() == 299);
+}
+
+TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
+          "part counts the reported tokens in /metrics, never the estimates") {
+  // Two sub-batches of two 7-byte inputs, one after the other: the first
+  // answer reports 14 / 4 = 3 prompt tokens, the second none (estimated at
+  // at two tokens per input, 4).
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=halfusage",
+                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
+                   "EMBED__BATCH_CONCURRENCY=1"}};
+  auto cli = f.http();
+  auto res = cli.Post("/v1/embeddings", f.auth(),
+                      R"({"model":"EMBED","input":["aaaaaaa","bbbbbbb",)"
+                      R"("ccccccc","ddddddd"]})",
+                      "application/json");
+  REQUIRE(res);
+  CAPTURE(res->body);
+  REQUIRE(res->status == 200);
+  auto answer = json::parse(res->body).as_object();
+  CHECK(answer.at("data").as_array().size() == 4);
+  CHECK(answer.at("usage").at("prompt_tokens").as_int64() == 7);
+  CHECK(answer.at("call_stats").at("usage_source").as_string()
+        == "unavailable");
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  CHECK(m->body.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
+                     R"(kind="prompt"} 3)" "\n")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
+                     R"(outcome="ok"} 1)" "\n")
+        != std::string::npos);
 }
 
 TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "
