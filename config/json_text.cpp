@@ -3,44 +3,78 @@
 #include <boost/json.hpp>
 #include <fmt/format.h>
 
+#include <charconv>
 #include <cmath>
+#include <cstring>
+#include <string_view>
 
 namespace pgw {
 
 namespace json = boost::json;
 
-std::string plain_number(double x) {
-  if (!std::isfinite(x))
-    return "null";
+size_t plain_number_chars(double x, char* buf) {
+  if (!std::isfinite(x)) {
+    std::memcpy(buf, "null", 4);
+    return 4;
+  }
   // fmt's shortest round-trip text; rewrite an exponent as plain digits.
-  auto text = fmt::format("{}", x);
-  auto e = text.find_first_of("eE");
-  if (e == std::string::npos)
-    return text;
-  auto exponent = std::stoi(text.substr(e + 1));
-  auto mantissa = text.substr(0, e);
-  std::string sign;
+  char text[64];
+  auto n = static_cast<size_t>(
+    fmt::format_to_n(text, sizeof text, "{}", x).out - text);
+  std::string_view t(text, n);
+  auto e = t.find_first_of("eE");
+  if (e == std::string_view::npos) {
+    std::memcpy(buf, text, n);
+    return n;
+  }
+  auto exp_text = t.substr(e + 1);
+  if (!exp_text.empty() && exp_text[0] == '+')
+    exp_text.remove_prefix(1);
+  int exponent = 0;
+  std::from_chars(exp_text.data(), exp_text.data() + exp_text.size(),
+                  exponent);
+  size_t len = 0;
+  auto put = [&](char c) { buf[len++] = c; };
+  auto mantissa = t.substr(0, e);
   if (!mantissa.empty() && mantissa[0] == '-') {
-    sign = "-";
-    mantissa.erase(0, 1);
+    put('-');
+    mantissa.remove_prefix(1);
   }
+  char digits[64];
+  size_t nd = 0;
+  for (char c : mantissa)
+    if (c != '.')
+      digits[nd++] = c;
   auto dot = mantissa.find('.');
-  auto int_digits = static_cast<int>(dot == std::string::npos ? mantissa.size()
-                                                              : dot);
-  if (dot != std::string::npos)
-    mantissa.erase(dot, 1);
+  auto int_digits = static_cast<int>(dot == std::string_view::npos
+                                       ? mantissa.size()
+                                       : dot);
   auto point = int_digits + exponent; // digits before the decimal point
-  std::string out;
   if (point <= 0) {
-    out = "0." + std::string(static_cast<size_t>(-point), '0') + mantissa;
-  } else if (point >= static_cast<int>(mantissa.size())) {
-    out = mantissa
-          + std::string(static_cast<size_t>(point) - mantissa.size(), '0');
+    put('0');
+    put('.');
+    for (int i = 0; i < -point; ++i)
+      put('0');
+    for (size_t i = 0; i < nd; ++i)
+      put(digits[i]);
+  } else if (point >= static_cast<int>(nd)) {
+    for (size_t i = 0; i < nd; ++i)
+      put(digits[i]);
+    for (auto i = static_cast<int>(nd); i < point; ++i)
+      put('0');
   } else {
-    out = mantissa.substr(0, static_cast<size_t>(point)) + "."
-          + mantissa.substr(static_cast<size_t>(point));
+    for (size_t i = 0; i < nd; ++i) {
+      if (static_cast<int>(i) == point)
+        put('.');
+      put(digits[i]);
+    }
   }
-  return sign + out;
+  return len;
+}
+
+std::string plain_number(double x) {
+  char buf[plain_number_max];
+  return std::string(buf, plain_number_chars(x, buf));
 }
 
 namespace {

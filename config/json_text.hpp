@@ -6,6 +6,7 @@
 
 #include <boost/json/value.hpp>
 
+#include <cstddef>
 #include <string>
 
 namespace pgw {
@@ -14,6 +15,14 @@ namespace pgw {
 /// "100000000000000000000"); "null" for NaN and infinities (JSON has no
 /// such numbers).
 std::string plain_number(double x);
+
+/// Room enough for any `plain_number_chars` text (a double's 17 digits
+/// and up to 324 zeros).
+constexpr size_t plain_number_max = 400;
+
+/// Writes `plain_number(x)` into `buf` (`plain_number_max` bytes) and
+/// returns its length: no allocation, for writers of many numbers.
+size_t plain_number_chars(double x, char* buf);
 
 /// Compact JSON text of `v`, doubles as `plain_number` writes them.
 std::string json_text(const boost::json::value& v);

@@ -168,12 +168,6 @@ std::string response_head(const httplib::Response& res, bool chunked,
   return out;
 }
 
-std::string response_bytes(const httplib::Response& res, bool close) {
-  auto out = response_head(res, false, close, res.body.size());
-  out += res.body;
-  return out;
-}
-
 /// `text` as one chunk of a chunked body (nothing for empty text: an empty
 /// chunk would end the body).
 void append_chunk(std::string& to, const std::string& text) {
@@ -661,13 +655,18 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
         return close();
       }
       bool close = close_after || owner->stopping;
-      out = response_bytes(res, close);
+      // The head, then the body where it is (an embeddings answer may be
+      // a hundred megabytes: no second copy of it).
+      out = response_head(res, false, close);
+      std::array<asio::const_buffer, 2> bytes{asio::buffer(out),
+                                              asio::buffer(res.body)};
       expire_in(owner->opts.write_timeout_s);
-      asio::async_write(sock, asio::buffer(out),
+      asio::async_write(sock, bytes,
                         [self = shared_from_this(), close](error_code ec,
                                                            size_t) {
                           self->no_deadline();
                           self->finished();
+                          std::string().swap(self->res.body); // sent
                           if (!ec && self->lingering)
                             return self->linger();
                           if (ec || close)

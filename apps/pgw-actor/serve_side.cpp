@@ -8,12 +8,14 @@
 #include "transport/ocr_codec.hpp"
 
 #include <boost/json.hpp>
+#include <fmt/format.h>
 #include <httplib.h>
 
 #include <chrono>
 #include <functional>
 #include <future>
 #include <cstring>
+#include <string_view>
 
 namespace pgw::serve {
 
@@ -213,35 +215,60 @@ std::optional<std::string> ocr_document(const json::object& body,
 
 } // namespace
 
+namespace {
+
+/// Hands `put(text, size)` the `data` items of `resp`, comma-separated,
+/// as a json::value of them would serialize (numbers as `plain_number`).
+template <class Put>
+void embedding_items(const embed_response& resp, bool base64, Put&& put) {
+  char num[plain_number_max];
+  for (size_t i = 0; i < resp.vectors.size(); ++i) {
+    auto head = fmt::format(R"({}{{"object":"embedding","index":{},"embedding":)",
+                            i == 0 ? "" : ",", i);
+    put(head.data(), head.size());
+    if (base64) {
+      auto text = json::serialize(json::string(base64_floats(resp.vectors[i])));
+      put(text.data(), text.size());
+    } else {
+      put("[", 1);
+      bool first = true;
+      for (auto x : resp.vectors[i]) {
+        if (!first)
+          put(",", 1);
+        first = false;
+        put(num, plain_number_chars(static_cast<double>(x), num));
+      }
+      put("]", 1);
+    }
+    put("}", 1);
+  }
+}
+
+} // namespace
+
 std::string embeddings_json(const embed_response& resp,
                             const std::string& model, bool base64) {
-  json::array data;
-  data.reserve(resp.vectors.size());
-  for (size_t i = 0; i < resp.vectors.size(); ++i) {
-    json::value vec;
-    if (base64) {
-      vec = base64_floats(resp.vectors[i]);
-    } else {
-      json::array arr;
-      arr.reserve(resp.vectors[i].size());
-      for (auto x : resp.vectors[i])
-        arr.emplace_back(static_cast<double>(x));
-      vec = std::move(arr);
-    }
-    data.emplace_back(json::object{{"object", "embedding"},
-                                   {"index", i},
-                                   {"embedding", std::move(vec)}});
-  }
+  // Written straight from the vectors, its size counted first: a json::value
+  // of the answer and a growing string held several times its size.
   auto tokens = resp.stats.prompt_tokens;
-  json::object out{
-    {"object", "list"},
-    {"data", std::move(data)},
+  json::object rest{
     {"model", model},
     {"usage", json::object{{"prompt_tokens", tokens}, {"total_tokens", tokens}}},
     {"call_id", resp.call_id},
     {"call_stats", json::parse(cli::call_stats_json(resp.stats))},
   };
-  return json_text(out);
+  auto tail = json_text(rest); // {"model":...}
+  static constexpr std::string_view open = R"({"object":"list","data":[)";
+  size_t size = open.size() + 2 + tail.size() - 1;
+  embedding_items(resp, base64, [&size](const char*, size_t n) { size += n; });
+  std::string out;
+  out.reserve(size);
+  out += open;
+  embedding_items(resp, base64,
+                  [&out](const char* text, size_t n) { out.append(text, n); });
+  out += "],";
+  out.append(tail, 1);
+  return out;
 }
 
 namespace {
@@ -277,7 +304,9 @@ bool start_embeddings(context& ctx, json::object& body, httplib::Response& res,
     ctx, out, std::move(call),
     &client::embed_then,
     [model, base64](httplib::Response& res, const embed_response& resp) {
-      res.set_content(embeddings_json(resp, model, base64), "application/json");
+      // Moved, not copied (set_content copies the body).
+      res.body = embeddings_json(resp, model, base64);
+      res.set_header("Content-Type", "application/json");
     });
   return true;
 }

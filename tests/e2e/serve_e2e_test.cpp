@@ -3,6 +3,7 @@
 
 #include "apps/harness/redis_server.hpp"
 #include "apps/pgw-upstream-sim/embeddings.hpp"
+#include "config/json_text.hpp"
 #include "fixtures/eventually.hpp"
 #include "fixtures/process.hpp"
 #include "fixtures/raw_upstream.hpp"
@@ -1725,6 +1726,18 @@ TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "
     REQUIRE(data.size() == 600);
     CHECK(data[599].at("index").as_int64() == 599);
     CHECK(data[599].at("embedding").as_array().size() == 1536);
+    // Written straight from the vectors, each item is the very text the
+    // project's JSON writer (json_text, plain decimals) makes of it.
+    for (int i : {0, 599}) {
+      json::array expected;
+      for (auto x : pgw::sim::detail::embed_vector(
+             "text number " + std::to_string(i), 1536))
+        expected.emplace_back(static_cast<double>(x));
+      auto item = R"({"object":"embedding","index":)" + std::to_string(i)
+                  + R"(,"embedding":)" + pgw::json_text(expected) + "}";
+      CHECK(res->body.find(item) != std::string::npos);
+    }
+    CHECK(res->body.rfind(R"({"object":"list","data":[{"object":)", 0) == 0);
   }
   serve_fixture f{{"EMBED__OPENAI__E__MODEL=e8192",
                    "EMBED__OPENAI__E__MAX_RESPONSE_BYTES=1024"}};
