@@ -2,6 +2,7 @@
 
 #include "transport/upstream_exchange.hpp"
 
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 
@@ -106,7 +107,14 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
     if (eol == npos)
       return out;
     auto line = in.substr(at, eol - at);
-    auto digits = trim(line.substr(0, line.find(';')));
+    // A bare LF ends the line for a parser that takes it as a line end
+    // (cpp-httplib does): the chunk's data would start elsewhere for it.
+    for (unsigned char c : line)
+      if ((c < 0x20 && c != '\t') || c == 0x7f)
+        return refuse(400, "a chunk-size line holds a control byte (a bare "
+                           "CR or LF, say): " + shown(line));
+    auto digits = line.substr(0, line.find(';'));
+    digits = digits.substr(0, digits.find_last_not_of(" \t") + 1);
     auto size = number(digits, 16, 15);
     if (!size)
       return refuse(400, "the chunk size " + shown(digits)
@@ -149,6 +157,19 @@ request_frame frame_request(std::string_view in, size_t max_head,
   request_frame out;
   // The request line, judged as soon as it is complete.
   auto eol = in.find("\r\n");
+  // A head with bare LF line ends would never complete here (it waited for
+  // the read timeout): refused as soon as the LF comes.
+  auto head_end = in.find("\r\n\r\n");
+  auto head_part = in.substr(0, std::min(head_end, in.size()));
+  for (auto lf = head_part.find('\n'); lf != npos;
+       lf = head_part.find('\n', lf + 1))
+    if (lf == 0 || head_part[lf - 1] != '\r') {
+      auto from = lf == 0 ? npos : head_part.rfind('\n', lf - 1);
+      from = from == npos ? 0 : from + 1;
+      return refuse(400, "a line of the request head ends in a bare LF "
+                         "(CRLF is required): "
+                         + shown(head_part.substr(from, lf - from)));
+    }
   if (eol == npos)
     return in.size() > max_head ? refuse(431, head_too_large(max_head)) : out;
   auto line = in.substr(0, eol);
@@ -244,8 +265,9 @@ request_frame frame_request(std::string_view in, size_t max_head,
       out.bytes = out.head_bytes + n;
     }
   }
-  out.expects_continue
-    = expects_continue && out.what == request_frame::state::partial;
+  // No 1xx answer to an HTTP/1.0 client (RFC 9110 §10.1.1, §15.2).
+  out.expects_continue = expects_continue && version == "HTTP/1.1"
+                         && out.what == request_frame::state::partial;
   return out;
 }
 

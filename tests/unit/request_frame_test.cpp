@@ -124,7 +124,10 @@ TEST_CASE("request frame: what would let two parsers disagree is refused") {
   bad("POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n", 400,
       "HTTP/1.0");
   bad(post("X-A: 1\r\n folded\r\n"), 400, "obsolete line folding");
-  bad(post("X-A: 1\nX-B: 2\r\n"), 400, "bare CR, LF or NUL");
+  bad(post("X-A: 1\rX-B: 2\r\n"), 400, "bare CR, LF or NUL");
+  bad(post("X-A: 1\nX-B: 2\r\n"), 400,
+      "a line of the request head ends in a bare LF (CRLF is required): "
+      "\"X-A: 1\"");
   bad(post("NoColonHere\r\n"), 400, "is not `Name: value`");
   bad(post("Bad Name: 1\r\n"), 400, "is not `Name: value`");
   bad("GARBAGE\r\nHost: x\r\n\r\n", 400, "the request line is not");
@@ -187,4 +190,55 @@ TEST_CASE("request frame: Expect 100-continue while the body is missing") {
   CHECK(frame(head).expects_continue);
   CHECK_FALSE(frame(head + "hello").expects_continue);
   CHECK_FALSE(frame(post("Content-Length: 5\r\n")).expects_continue);
+}
+
+TEST_CASE("request frame: a head with bare LF line ends is refused at once, "
+          "not left waiting for a CRLF") {
+  // Old code: partial until the head limit or the read timeout.
+  for (std::string in : {"GET /healthz HTTP/1.1\nHost: x\n\n",
+                         "GET /healthz HTTP/1.1\n",
+                         "GET /healthz HTTP/1.1\r\nHost: x\n\n",
+                         "GET /healthz HTTP/1.1\r\nHost: x\r\n\n"}) {
+    CAPTURE(in);
+    auto r = frame(in);
+    CHECK(r.what == state::bad);
+    CHECK(r.status == 400);
+    CHECK(r.reason.find("ends in a bare LF (CRLF is required)")
+          != std::string::npos);
+  }
+  // A body may hold any byte.
+  auto head = post("Content-Length: 3\r\n");
+  CHECK(frame(head + "a\nb").what == state::whole);
+}
+
+TEST_CASE("request frame: a chunk-size line with a bare LF or leading white "
+          "space is refused") {
+  auto head = post("Transfer-Encoding: chunked\r\n");
+  auto bad = [&](const std::string& body, const std::string& part) {
+    auto r = frame(head + body);
+    CAPTURE(body);
+    CHECK(r.what == state::bad);
+    CHECK(r.status == 400);
+    CHECK(r.reason.find(part) != std::string::npos);
+  };
+  // cpp-httplib, handed this request, ends the size line at the LF: it read
+  // "400" as the chunk, then "abc" as the next size (2748 bytes), and
+  // waited on the socket for bytes past the request the front framed.
+  bad("3;x\n400\r\nabc\r\n0\r\n\r\n",
+      "a chunk-size line holds a control byte (a bare CR or LF, say)");
+  bad("3;x\rx\r\nabc\r\n0\r\n\r\n", "a chunk-size line holds a control byte");
+  bad(" 3\r\nabc\r\n0\r\n\r\n", "the chunk size \" 3\" is not a hexadecimal");
+  // What the grammar allows: white space before an extension, leading zeros.
+  std::string ok = "3 ;a=b\r\nabc\r\n0003\r\nabc\r\n0\r\n\r\n";
+  CHECK(frame(head + ok).what == state::whole);
+}
+
+TEST_CASE("request frame: an HTTP/1.0 request's Expect 100-continue is "
+          "ignored") {
+  // RFC 9110: no 1xx answer to an HTTP/1.0 client.
+  std::string in = "POST /v1/chat/completions HTTP/1.0\r\nHost: x\r\n"
+                   "Content-Length: 5\r\nExpect: 100-continue\r\n\r\n";
+  auto r = frame(in);
+  CHECK(r.what == state::partial);
+  CHECK_FALSE(r.expects_continue);
 }
