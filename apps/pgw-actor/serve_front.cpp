@@ -269,6 +269,9 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     std::string in; ///< bytes read and not yet answered
     /// The request in `in` is partly read: its read deadline runs.
     bool reading = false;
+    /// The keep-alive deadline runs (set once per wait between requests:
+    /// blank lines before a request do not push it back).
+    bool waiting_armed = false;
     /// This request's `100 Continue` went out.
     bool continue_sent = false;
     /// How far this request's chunked body was scanned.
@@ -382,6 +385,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       using state = cli::request_frame::state;
       if (frame.what == state::bad)
         return refuse(frame);
+      waiting_armed = false; // a request began
       if (frame.what == state::partial) {
         if (!reading) {
           reading = true;
@@ -413,7 +417,10 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       bool waiting = in.empty();
       if (waiting) {
         owner->idle.insert(this);
-        expire_in(owner->opts.keep_alive_s);
+        if (!waiting_armed) {
+          waiting_armed = true;
+          expire_in(owner->opts.keep_alive_s);
+        }
       }
       sock.async_read_some(
         asio::buffer(chunk),

@@ -1211,6 +1211,38 @@ TEST_CASE("serve: a request that stops halfway is dropped after the read "
   CHECK(waited < std::chrono::seconds(8));
 }
 
+TEST_CASE("serve: blank lines sent between requests do not hold an idle "
+          "connection past the keep-alive time") {
+  // RFC 9112 lets a server ignore empty lines before a request line; each
+  // one restarted the 2 s keep-alive wait, so a client sending CRLF every
+  // 300 ms held its connection (and descriptor) for as long as it liked.
+  serve_fixture f;
+  raw_connection c{f.port};
+  c.send(chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})"));
+  CHECK(c.read_response().status == 200);
+  auto t0 = std::chrono::steady_clock::now();
+  bool closed = false;
+  while (!closed
+         && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(8)) {
+    ::send(c.sock, "\r\n", 2, MSG_NOSIGNAL); // fails once serve closed it
+    pollfd p{c.sock, POLLIN, 0};
+    if (::poll(&p, 1, 300) > 0) {
+      char byte;
+      closed = ::recv(c.sock, &byte, 1, MSG_DONTWAIT) <= 0;
+    }
+  }
+  auto waited = std::chrono::steady_clock::now() - t0;
+  CHECK(closed);
+  CHECK(waited >= std::chrono::milliseconds(1500)); // keep-alive: 2 s
+  CHECK(waited < std::chrono::seconds(5));
+  // A request after blank lines is still answered.
+  raw_connection next{f.port};
+  next.send("\r\n\r\n" + chat_request_bytes(
+    R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})"));
+  CHECK(next.read_response().status == 200);
+}
+
 TEST_CASE("serve: SIGTERM lets a running call finish within the drain time, exit 0") {
   serve_fixture f{{"PGW_SERVE_DRAIN_S=20", "PGW_LOG=warn"}};
   auto call = f.chat_async("SHORT");
