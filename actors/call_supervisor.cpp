@@ -432,6 +432,9 @@ bool consult_cache(self_ptr self) {
         if (hit && !plan_of(self).finishing()) {
           st.cache_hit = true;
           st.response = std::make_unique<chat_response>(std::move(v.response));
+          // A stored answer keeps its content, not `parsed`: a structured
+          // call validates (and repairs) it again, as an upstream answer.
+          structured_fill(self, *st.response);
         }
         perform(self, plan_of(self).cache_answered(hit, self->clock().now()));
       },

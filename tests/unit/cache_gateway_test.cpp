@@ -228,3 +228,25 @@ TEST_CASE_FIXTURE(cached_gateway, "cache: a gateway whose source has another mod
   for (auto& g : {gw2, gw3, gw4})
     caf::anon_send_exit(g, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE_FIXTURE(cached_gateway, "cache: a structured call's hit carries the validated JSON as the call that stored it did") {
+  // A fenced answer: valid only after repair, so `parsed` differs from the
+  // stored content.
+  auto req = hello("n?");
+  req.schema = R"({"type":"object","properties":{"n":{"type":"integer"}},)"
+               R"("required":["n"]})";
+  fake->script("a", {fake_step::ok("```json\n{\"n\": 7}\n```").after(1s)});
+  auto first = call(gw, with_id(req, "s1"));
+  REQUIRE_MESSAGE(first->response, describe(first->error));
+  CHECK(first->response->parsed == R"({"n":7})");
+  CHECK(first->response->stats.repaired);
+  // From the store: the caller reads `parsed` (chat --schema prints it,
+  // a sink gets it as the answer), as it did from upstream.
+  auto second = call(gw, with_id(req, "s2"));
+  REQUIRE_MESSAGE(second->response, describe(second->error));
+  CHECK(second->response->stats.cache_hit);
+  CHECK(fake->count("a") == 1);
+  CHECK(second->response->parsed == R"({"n":7})");
+  CHECK(second->response->stats.repaired);
+  CHECK(second->response->content == first->response->content);
+}
