@@ -207,8 +207,10 @@ call_decisions call_plan::first_token(uint64_t id, time_point now) {
     round_first_token_ = true; // disarms the round's hedge timer
   last_progress_ = now;
   // Live streaming: the first leg to produce a token wins the call; every
-  // other leg is the loser (SPEC §12), stopped `hedge_cancelled`.
-  if (args_.live && committed_ == 0) {
+  // other leg is the loser (SPEC §12), stopped `hedge_cancelled`. A whole
+  // answer awaiting its decision came first: it wins (or a primary's
+  // success at that instant does), so no other leg's deltas may start.
+  if (args_.live && committed_ == 0 && deciding_ == 0) {
     committed_ = l->id;
     call_decision d;
     d.what = act::commit;
@@ -770,6 +772,7 @@ void call_plan::on_done(uint64_t id, attempt_result res, time_point now) {
         d.what = act::decide_later;
         d.leg = l->id;
         out_.push_back(std::move(d));
+        deciding_ = l->id;
         return;
       }
       succeed(*l);

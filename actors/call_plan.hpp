@@ -331,6 +331,9 @@ private:
   // -- live streaming (issue 13) --
   /// The leg whose first token came first (0: not committed yet).
   uint64_t committed_ = 0;
+  /// A hedge leg whose success awaits its `decide_later` (0: none): the
+  /// call ends with a success, so nothing commits meanwhile.
+  uint64_t deciding_ = 0;
   int64_t streamed_bytes_ = 0;
 };
 

@@ -229,6 +229,42 @@ TEST_CASE_FIXTURE(actor_fixture, "live stream: an answer that never streamed rea
   CHECK(out->terminals == 1);
 }
 
+TEST_CASE_FIXTURE(actor_fixture, "live stream: a hedge's whole answer and another leg's first token in the same instant are never spliced") {
+  // a (primary) stays silent; hedge b (1 s) answers in one piece, without
+  // a first token, at 2.5 s; hedge c (2 s) streams its first token at
+  // 2.5 s too. b's answer reaches the call first, its decision waits
+  // behind c's first token and delta (a primary success at that instant
+  // would win, SPEC 9).
+  auto sc = test_scope({"a", "b", "c"}, "priority");
+  sc.sources[1].priority = 1;
+  sc.sources[2].priority = 2;
+  sc.stream = true;
+  sc.hedge.after_s = 1.0;
+  sc.hedge.max_extra = 2;
+  fake->script("a", {fake_step::never()});
+  fake->script("b", {fake_step::ok("B whole").after(1500ms)});
+  fake->script("c", {fake_step::streamed({"C1", "C2"}, 500ms, 100ms)});
+  auto gw = spawn_gateway(sc);
+  auto out = start_live(*this, gw, hello());
+  advance(1s);
+  advance(1s);
+  REQUIRE(fake->calls().size() == 3);
+  advance(500ms); // b's done and c's first token in one instant
+  settle();
+  REQUIRE(out->terminals == 1);
+  REQUIRE(out->response);
+  // One source from the first delta to the terminal event.
+  REQUIRE_FALSE(out->deltas.empty());
+  CHECK(out->deltas.front().source == out->response->source);
+  CHECK(out->text() == out->response->content);
+  CHECK(out->response->source == "b");
+  CHECK(out->deltas_after_terminal == 0);
+  CHECK(out->answers == 1);
+  auto st = status(gw);
+  CHECK(source(st, "c").outcomes.at("hedge_cancelled") == 1);
+  check_balanced(st);
+}
+
 TEST_CASE_FIXTURE(actor_fixture, "live stream: a refused request still gets its terminal event") {
   auto gw = spawn_gateway(streaming(false));
   chat_request empty;
