@@ -44,6 +44,20 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
 }
 
+/// A Connection field's value lists `option` (its options are
+/// comma-separated tokens, compared in any case).
+bool lists_option(std::string_view value, std::string_view option) {
+  while (!value.empty()) {
+    auto comma = value.find(',');
+    if (same_header_name(trim(value.substr(0, comma)), option))
+      return true;
+    if (comma == std::string_view::npos)
+      break;
+    value.remove_prefix(comma + 1);
+  }
+  return false;
+}
+
 /// Up to 40 bytes of client text for a message, unprintable bytes as '?'.
 std::string shown(std::string_view s) {
   std::string out = "\"";
@@ -195,6 +209,8 @@ request_frame frame_request(std::string_view in, size_t max_head,
   int codings = 0;
   int authorizations = 0;
   bool expects_continue = false;
+  bool close_option = false;
+  bool keep_alive_option = false;
   for (auto at = eol + 2; at < end + 2;) {
     auto next = in.find("\r\n", at);
     auto field = in.substr(at, next - at);
@@ -231,6 +247,10 @@ request_frame frame_request(std::string_view in, size_t max_head,
     } else if (same_header_name(name, "Expect")
                && same_header_name(value, "100-continue")) {
       expects_continue = true;
+    } else if (same_header_name(name, "Connection")) {
+      close_option = close_option || lists_option(value, "close");
+      keep_alive_option = keep_alive_option
+                          || lists_option(value, "keep-alive");
     }
   }
   if (codings > 1)
@@ -243,6 +263,7 @@ request_frame frame_request(std::string_view in, size_t max_head,
                        "(where the body ends would be ambiguous)");
   if (codings == 1 && version == "HTTP/1.0")
     return refuse(400, "Transfer-Encoding in an HTTP/1.0 request");
+  out.close = close_option || (version == "HTTP/1.0" && !keep_alive_option);
 
   if (codings == 1) {
     chunk_cursor fresh;

@@ -40,6 +40,12 @@ struct request_frame {
   /// whole: the head gives neither Content-Length nor Transfer-Encoding,
   /// so the body is empty (RFC 9112 §6.3).
   bool no_length = false;
+  /// The client asks that the connection close after this request's
+  /// answer: a Connection field lists the `close` option (a
+  /// comma-separated list in any case, over one field or several; RFC 9110
+  /// §7.6.1), or an HTTP/1.0 request does not list `keep-alive`. Set once
+  /// the head is whole.
+  bool close = false;
   /// whole, chunked: where the trailer section starts (just after the last
   /// chunk's line); 0 for other requests.
   size_t trailer_at = 0;

@@ -8,6 +8,7 @@
 #include "serve_openai.hpp"
 
 #include "apps/cli/http_connection.hpp"
+#include "apps/cli/request_frame.hpp"
 #include "apps/node/node_builder.hpp"
 #include "config/support/log.hpp"
 #include "config/url.hpp"
@@ -34,6 +35,7 @@
 #include <chrono>
 #include <atomic>
 #include <csignal>
+#include <cstdint>
 #include <cstdio>
 #include <ctime>
 #include <mutex>
@@ -198,16 +200,21 @@ private:
     http_connection strm{sock, read_timeout_sec_, read_timeout_usec_,
                          write_timeout_sec_, write_timeout_usec_};
     strm.prefill(read);
+    // httplib closes only on a Connection field that is exactly "close";
+    // the front's framing reads the field's list of options ("keep-alive,
+    // close" too). The handed request was framed whole already.
+    bool asks_close = rest != nullptr
+                      && cli::frame_request(read, read.size(), SIZE_MAX).close;
     for (auto count = keep_alive_max_count_;
          count > 0 && svr_sock_ != INVALID_SOCKET
          && (strm.buffered() || next_request(sock));
          --count) {
-      bool close_connection = count == 1;
+      bool close_connection = count == 1 || asks_close;
       bool connection_closed = false;
       ret = process_request(strm, close_connection, connection_closed,
                             nullptr);
       ret = strm.end_request() && ret;
-      if (!ret || connection_closed)
+      if (!ret || connection_closed || asks_close)
         break;
       if (rest != nullptr && give_back && svr_sock_ != INVALID_SOCKET) {
         serve::client_socket = -1;

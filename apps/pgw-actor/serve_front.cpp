@@ -88,7 +88,7 @@ bool known_method(std::string_view request) {
 struct hot_head {
   httplib::Request req; ///< method, path, headers (body added later)
   size_t body_bytes = 0;
-  bool close = false; ///< `Connection: close`
+  bool close = false; ///< the client asks to close (`request_frame::close`)
 };
 
 std::optional<hot_head> parse_hot_head(std::string_view head,
@@ -130,9 +130,6 @@ std::optional<hot_head> parse_hot_head(std::string_view head,
                || same_header_name(name, "Expect")
                || same_header_name(name, "Upgrade")) {
       return std::nullopt;
-    } else if (same_header_name(name, "Connection")
-               && same_header_name(value, "close")) {
-      out.close = true;
     }
     out.req.headers.emplace(std::string{name}, std::string{value});
   }
@@ -408,6 +405,7 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
                                  owner->opts.max_body_bytes);
       if (!head)
         return hand_off();
+      head->close = frame.close;
       answer(std::move(*head), frame.head_bytes);
     }
 

@@ -823,6 +823,52 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   CHECK(lines == 9);
 }
 
+namespace {
+
+/// The connection closes right after its answer, not when the keep-alive
+/// wait (2 s) ends.
+void closes_at_once(raw_connection& c) {
+  auto t0 = std::chrono::steady_clock::now();
+  CHECK(c.closed());
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(1));
+}
+
+} // namespace
+
+TEST_CASE("serve: a Connection field listing close among other options "
+          "closes after the answer") {
+  // RFC 9110 §7.6.1: Connection is a list of options. Only the exact value
+  // "close" closed before; "keep-alive, close" kept the connection open,
+  // on the front's own answers and on those httplib gives.
+  serve_fixture f;
+  const std::string plain
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  SUBCASE("a chat answer from the front") {
+    raw_connection c{f.port};
+    c.send(chat_request_bytes(plain, "Connection: keep-alive, Close\r\n"));
+    auto r = c.read_response();
+    CHECK(r.status == 200);
+    CHECK(has(r.head, "Connection: close"));
+    closes_at_once(c);
+  }
+  SUBCASE("an answer from the httplib side (a GET route)") {
+    raw_connection c{f.port};
+    c.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n"
+           "Connection: close\r\n\r\n");
+    auto r = c.read_response();
+    CHECK(r.status == 200);
+    CHECK(has(r.head, "Connection: close"));
+    closes_at_once(c);
+  }
+  SUBCASE("keep-alive alone keeps it open for the next request") {
+    raw_connection c{f.port};
+    c.send("GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: keep-alive\r\n\r\n");
+    CHECK(c.read_response().status == 200);
+    c.send(chat_request_bytes(plain, "Connection: keep-alive\r\n"));
+    CHECK(c.read_response().status == 200);
+  }
+}
+
 TEST_CASE("serve: an access log nobody reads does not stall the calls") {
   // Serve's stderr is a pipe (a FIFO) the test does not read while it
   // sends 2,000 calls, whose access lines (about 90 bytes each) are more

@@ -163,6 +163,28 @@ TEST_CASE("request frame: what the hand-off needs: no length, where the "
   CHECK(frame(post("Content-Length: 2\r\n", "{}")).trailer_at == 0);
 }
 
+TEST_CASE("request frame: the Connection field's close option, in any of "
+          "its forms") {
+  // RFC 9110 §7.6.1: a comma-separated list of options, any case, over one
+  // field or several. httplib and the front matched only the exact value.
+  CHECK_FALSE(frame(post("")).close);
+  CHECK_FALSE(frame(post("Connection: keep-alive\r\n")).close);
+  CHECK(frame(post("Connection: close\r\n")).close);
+  CHECK(frame(post("Connection: keep-alive, close\r\n")).close);
+  CHECK(frame(post("Connection: Upgrade ,CLOSE\r\n")).close);
+  CHECK(frame(post("Connection: keep-alive\r\nConnection: close\r\n")).close);
+  CHECK_FALSE(frame(post("Connection: closed, keep-alive-ish\r\n")).close);
+  CHECK_FALSE(frame(post("X-Connection: close\r\n")).close);
+  // HTTP/1.0 closes unless the client lists keep-alive.
+  CHECK(frame("GET /healthz HTTP/1.0\r\n\r\n").close);
+  CHECK_FALSE(frame("GET /healthz HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+                .close);
+  CHECK(frame("GET / HTTP/1.0\r\nConnection: keep-alive, close\r\n\r\n").close);
+  // Known as soon as the head is whole, before the body.
+  CHECK(frame(post("Connection: te, close\r\nContent-Length: 5\r\n", "ab"))
+          .close);
+}
+
 TEST_CASE("request frame: heads and bodies over their limits") {
   auto r = frame(post("Content-Length: 1001\r\n"));
   CHECK(r.what == state::bad);
