@@ -410,6 +410,22 @@ void on_down(self_ptr self, caf::down_msg& msg) {
 
 // -- response cache (issue 14) -------------------------------------------------
 
+/// Structured output: a stored answer is served only when it still matches
+/// the call's schema (an entry written by another version, or altered in a
+/// shared store, may not); else the call goes upstream as on a miss, and
+/// its answer is stored over the entry.
+bool stored_answer_fits(self_ptr self, const chat_response& stored) {
+  auto& st = self->state;
+  if (!st.schema || !stored.tool_calls.empty())
+    return true;
+  auto check = check_answer(*st.schema, stored.content);
+  if (!check.valid)
+    log::warn("gateway", "call {}: the cached answer does not match the "
+                         "call's schema ({}); asking the sources instead",
+              st.args.call_id(), format_issues_line(check.issues));
+  return check.valid;
+}
+
 /// Asks the cache before the first admission. Returns false when the call
 /// has no cache (admit at once); else the verdict decides: a hit answers
 /// the call, lead or pass admit, an error (a wait that outlived the
@@ -429,6 +445,8 @@ bool consult_cache(self_ptr self) {
         if (v.kind == cache_verdict_kind::lead)
           st.cache_lease = v.lease;
         bool hit = v.kind == cache_verdict_kind::hit;
+        if (hit && !stored_answer_fits(self, v.response))
+          hit = false; // asked upstream; its answer replaces the entry
         if (hit && !plan_of(self).finishing()) {
           st.cache_hit = true;
           st.response = std::make_unique<chat_response>(std::move(v.response));

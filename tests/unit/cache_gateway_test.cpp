@@ -3,6 +3,7 @@
 /// coordinator with the fake transport.
 
 #include "actors/cache.hpp"
+#include "backends/cache_value.hpp"
 
 #include "fixtures/actor_fixture.hpp"
 
@@ -249,4 +250,80 @@ TEST_CASE_FIXTURE(cached_gateway, "cache: a structured call's hit carries the va
   CHECK(second->response->parsed == R"({"n":7})");
   CHECK(second->response->stats.repaired);
   CHECK(second->response->content == first->response->content);
+}
+
+namespace {
+
+/// A memory cache that remembers the last value stored, so that a test can
+/// write over it as another writer of a shared store would.
+struct recording_cache : cache_backend {
+  cache_backend_ptr inner = make_memory_cache({});
+  std::string last_key;
+  std::string last_value;
+  double last_now_s = 0;
+
+  caf::expected<caf::optional<std::string>> get(const std::string& key,
+                                                double now_s) override {
+    return inner->get(key, now_s);
+  }
+  caf::expected<bool> put(const std::string& key, const std::string& value,
+                          double now_s) override {
+    last_key = key;
+    last_value = value;
+    last_now_s = now_s;
+    return inner->put(key, value, now_s);
+  }
+  cache_backend_stats stats() const override {
+    return inner->stats();
+  }
+  bool blocking() const override {
+    return false;
+  }
+};
+
+} // namespace
+
+TEST_CASE_FIXTURE(actor_fixture, "cache: a stored answer that no longer matches the call's schema is not served, and the sources' answer replaces it") {
+  auto store = std::make_shared<recording_cache>();
+  auto cache_ref = sys.spawn(pgw::cache, std::shared_ptr<cache_backend>(store),
+                             "memory", nullptr, nullptr);
+  gateway_options opts;
+  opts.cache = cache_ref;
+  auto sc = test_scope({"a"});
+  sc.cache.enabled = true;
+  auto gw = spawn_gateway(sc, 42, opts);
+  auto req = hello("n?");
+  req.schema = R"({"type":"object","properties":{"n":{"type":"integer"}},)"
+               R"("required":["n"]})";
+  fake->script("a", {fake_step::ok(R"({"n": 7})").after(1s),
+                     fake_step::ok(R"({"n": 8})").after(1s)});
+  auto first = call(gw, with_id(req, "s1"));
+  REQUIRE_MESSAGE(first->response, describe(first->error));
+  REQUIRE_FALSE(store->last_key.empty());
+  // Another writer of the store (another version, a hand edit) leaves an
+  // answer under the same key that the schema refuses.
+  auto stored = decode_cached_answer(store->last_value);
+  REQUIRE(stored);
+  stored->response.content = R"({"n": "seven"})";
+  auto key = store->last_key;
+  auto put = store->put(key, encode_cached_answer(*stored), store->last_now_s);
+  REQUIRE(put);
+  REQUIRE(*put);
+  // Not served: the call asks the source, whose valid answer it returns.
+  auto second = call(gw, with_id(req, "s2"));
+  REQUIRE_MESSAGE(second->response, describe(second->error));
+  CHECK_FALSE(second->response->stats.cache_hit);
+  CHECK(fake->count("a") == 2);
+  CHECK(second->response->parsed == R"({"n":8})");
+  // ... and it is stored over the bad entry: the next call hits it.
+  CHECK(store->last_key == key);
+  auto third = call(gw, with_id(req, "s3"));
+  REQUIRE_MESSAGE(third->response, describe(third->error));
+  CHECK(third->response->stats.cache_hit);
+  CHECK(fake->count("a") == 2);
+  CHECK(third->response->parsed == R"({"n":8})");
+  check_balanced(status(gw));
+  caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
+  settle();
 }
