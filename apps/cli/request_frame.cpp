@@ -44,6 +44,21 @@ std::string_view trim(std::string_view s) {
   return s.substr(first, s.find_last_not_of(" \t") + 1 - first);
 }
 
+/// A Host field's value is `uri-host [":" port]` (RFC 3986 §3.2.2): the
+/// characters of a name, an address (IPv6 in brackets) and a port; empty
+/// is allowed (RFC 9110 §7.2).
+bool is_host(std::string_view value) {
+  for (unsigned char c : value) {
+    bool alnum = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z')
+                 || (c >= '0' && c <= '9');
+    if (!alnum
+        && std::string_view{"-._~!$&'()*+,;=:[]%"}.find(static_cast<char>(c))
+             == npos)
+      return false;
+  }
+  return true;
+}
+
 /// A Connection field's value lists `option` (its options are
 /// comma-separated tokens, compared in any case).
 bool lists_option(std::string_view value, std::string_view option) {
@@ -208,6 +223,8 @@ request_frame frame_request(std::string_view in, size_t max_head,
   std::optional<uint64_t> length;
   int codings = 0;
   int authorizations = 0;
+  int hosts = 0;
+  std::string_view host;
   bool expects_continue = false;
   bool close_option = false;
   bool keep_alive_option = false;
@@ -244,6 +261,9 @@ request_frame frame_request(std::string_view in, size_t max_head,
       ++codings;
     } else if (same_header_name(name, "Authorization")) {
       ++authorizations;
+    } else if (same_header_name(name, "Host")) {
+      ++hosts;
+      host = value;
     } else if (same_header_name(name, "Expect")
                && same_header_name(value, "100-continue")) {
       expects_continue = true;
@@ -263,6 +283,17 @@ request_frame frame_request(std::string_view in, size_t max_head,
                        "(where the body ends would be ambiguous)");
   if (codings == 1 && version == "HTTP/1.0")
     return refuse(400, "Transfer-Encoding in an HTTP/1.0 request");
+  // RFC 9112 §3.2: an HTTP/1.1 request names its host once, as a host.
+  if (hosts > 1)
+    return refuse(400, "the Host header is given more than once (which "
+                       "host is meant would be ambiguous)");
+  if (hosts == 0 && version == "HTTP/1.1")
+    return refuse(400, "the Host header is missing (an HTTP/1.1 request "
+                       "must name its host)");
+  if (!is_host(host))
+    return refuse(400, "the Host header " + shown(host)
+                         + " is not a host name or address with an "
+                           "optional port");
   out.close = close_option || (version == "HTTP/1.0" && !keep_alive_option);
 
   if (codings == 1) {

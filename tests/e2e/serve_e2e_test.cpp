@@ -1035,6 +1035,12 @@ TEST_CASE("serve: a request that could be framed two ways is refused, once, "
                "the body ends would be ambiguous)");
   refused("GET /healthz HTTP/1.1\r\nX: " + std::string(9000, 'a') + "\r\n\r\n",
           431, "the request head is larger than 8192 bytes");
+  refused("GET /healthz HTTP/1.1\r\n\r\n", 400,
+          "the Host header is missing (an HTTP/1.1 request must name its "
+          "host)");
+  refused(chat_request_bytes(body, "Host: y\r\n"), 400,
+          "the Host header is given more than once (which host is meant "
+          "would be ambiguous)");
   // A wrong key's request is answered by httplib, which refuses it before
   // reading its body: the front's framing, not what httplib left unread,
   // says where the next request starts (its body was read as a request).

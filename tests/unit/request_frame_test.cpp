@@ -38,7 +38,7 @@ TEST_CASE("request frame: Content-Length bodies, whole or partial") {
   CHECK(frame(head.substr(0, head.size() - 2)).what == state::partial);
   CHECK(frame("POST /v1/chat/comp").what == state::partial);
   // No body framing: no body (a GET).
-  auto get = frame("GET /healthz HTTP/1.1\r\n\r\n");
+  auto get = frame("GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n");
   CHECK(get.what == state::whole);
   CHECK(get.bytes == get.head_bytes);
   // The same length twice is one length.
@@ -183,6 +183,32 @@ TEST_CASE("request frame: the Connection field's close option, in any of "
   // Known as soon as the head is whole, before the body.
   CHECK(frame(post("Connection: te, close\r\nContent-Length: 5\r\n", "ab"))
           .close);
+}
+
+TEST_CASE("request frame: an HTTP/1.1 request names its host once") {
+  // RFC 9112 §3.2: 400 for a missing Host, two of them, or a value that is
+  // not a host.
+  auto bad = [](const std::string& in, const std::string& part) {
+    auto r = frame(in);
+    CAPTURE(in);
+    CHECK(r.what == state::bad);
+    CHECK(r.status == 400);
+    CHECK(r.reason.find(part) != std::string::npos);
+  };
+  bad("GET /healthz HTTP/1.1\r\n\r\n", "the Host header is missing");
+  bad("GET /healthz HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+      "the Host header is given more than once");
+  bad("GET /healthz HTTP/1.1\r\nHost: a b\r\n\r\n",
+      "the Host header \"a b\" is not a host name");
+  bad("GET /healthz HTTP/1.1\r\nHost: a/b@c\r\n\r\n", "is not a host name");
+  for (std::string host : {"api.example.com", "127.0.0.1:8080", "[::1]:7",
+                           "", "xn--bcher-kva.example"}) {
+    auto r = frame("GET /healthz HTTP/1.1\r\nHost: " + host + "\r\n\r\n");
+    CAPTURE(host);
+    CHECK(r.what == state::whole);
+  }
+  // HTTP/1.0 predates Host.
+  CHECK(frame("GET /healthz HTTP/1.0\r\n\r\n").what == state::whole);
 }
 
 TEST_CASE("request frame: heads and bodies over their limits") {
