@@ -216,8 +216,10 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   // (usage_source `unavailable` tells it from a reported count), not 0.
   out.stats.prompt_tokens += settled;
   st.all_usage_reported = st.all_usage_reported && res.usage_reported;
-  if (res.usage_reported)
+  if (res.usage_reported) {
     out.stats.reported_prompt_tokens += settled;
+    out.reported_tokens_by_source[source] += settled;
+  }
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;
   if (out.model.empty())
@@ -225,6 +227,8 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   // Priced as its attempt row is: no reported usage, no price (as chat).
   auto cost = attempt_cost(st.args.prices.get(), st.args.scope->name, source,
                            model, outcome::ok, &res, settled);
+  if (cost)
+    out.cost_by_source[source] += *cost;
   if (cost && st.cost_usd)
     *st.cost_usd += *cost;
   else

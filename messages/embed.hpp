@@ -8,6 +8,8 @@
 #include <caf/meta/type_name.hpp>
 #include <caf/optional.hpp>
 
+#include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -40,12 +42,19 @@ struct embed_response {
   int32_t sub_batches = 0;
   call_stats stats;
   std::string call_id;
+  /// The upstream work by source (serve's /metrics counts it there, not all
+  /// against the first source): the prompt tokens each source reported
+  /// (sub-batches without reported usage left out), and each source's cost
+  /// (meaningful only when `stats.cost_usd` is set).
+  std::map<std::string, int64_t> reported_tokens_by_source;
+  std::map<std::string, double> cost_by_source;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, embed_response& x) {
   return f(caf::meta::type_name("pgw.embed_response"), x.vectors, x.model,
-           x.sub_batches, x.stats, x.call_id);
+           x.sub_batches, x.stats, x.call_id, x.reported_tokens_by_source,
+           x.cost_by_source);
 }
 
 } // namespace pgw

@@ -97,6 +97,16 @@ void metrics::record_failure(const std::string& scope, const caf::error& err,
   add_tokens({scope, source}, d->prompt_tokens, d->completion_tokens);
 }
 
+void metrics::record_usage(const std::string& scope,
+                           const std::string& source, int64_t prompt,
+                           int64_t completion, caf::optional<double> cost) {
+  std::lock_guard<std::mutex> guard(mu_);
+  source_key key{scope, source};
+  add_tokens(key, prompt, completion);
+  if (cost)
+    cost_[key] += *cost;
+}
+
 void metrics::add_tokens(const source_key& key, int64_t prompt,
                          int64_t completion) {
   prompt_tokens_[key] += static_cast<uint64_t>(std::max<int64_t>(0, prompt));

@@ -9,6 +9,7 @@
 #include "messages/gateway.hpp"
 
 #include <caf/error.hpp>
+#include <caf/optional.hpp>
 
 #include <array>
 #include <map>
@@ -43,6 +44,13 @@ public:
   /// that source reported so far.
   void record_failure(const std::string& scope, const caf::error& err,
                       double total_s);
+
+  /// Upstream work of a finished call counted against `source` beyond what
+  /// `record_call` counted (an embedding call's other sources): tokens, and
+  /// the cost when known.
+  void record_usage(const std::string& scope, const std::string& source,
+                    int64_t prompt, int64_t completion,
+                    caf::optional<double> cost);
 
   /// One HTTP request on `route` (a fixed route name or "other").
   void record_request(const std::string& route, int status);

@@ -14,6 +14,7 @@
 #include <chrono>
 #include <functional>
 #include <future>
+#include <set>
 #include <cstring>
 #include <string_view>
 
@@ -118,6 +119,16 @@ void begin_side(context& ctx, const served_scope& scope, httplib::Response& res,
   out.started = std::chrono::steady_clock::now();
 }
 
+/// The upstream work of a call split by source: an embedding call's
+/// sub-batches may land on several; an OCR call has one source (null).
+const embed_response* split_by_source(const embed_response& r) {
+  return &r;
+}
+
+const embed_response* split_by_source(const ocr_response&) {
+  return nullptr;
+}
+
 /// Counts a finished side call and answers: the error (499 when `gone`),
 /// or `ok(result)`.
 template <class Response, class Ok>
@@ -130,20 +141,42 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
                           nullptr);
     return send_call_error(res, result.error(), gone);
   }
-  // The metrics count the tokens against the first source that answered,
-  // only those reported (an embedding's unreported usage is an estimate):
-  // all of them, or the sub-batches' that reported theirs.
+  // The call is counted against the first source that answered; its tokens
+  // and cost against the source that did the work, only the tokens reported
+  // (an embedding's unreported usage is an estimate).
   auto& stats = result->stats;
   auto first = stats.source.substr(0, stats.source.find(','));
   chat_response counted;
   counted.stats = stats;
-  if (usage_known(counted)) {
+  const auto* split = split_by_source(*result);
+  if (split != nullptr) {
+    counted.stats.cost_usd = caf::none; // counted by source below
+  } else if (usage_known(counted)) {
     counted.usage.prompt_tokens = stats.prompt_tokens;
     counted.usage.completion_tokens = stats.completion_tokens;
   } else {
     counted.usage.prompt_tokens = stats.reported_prompt_tokens;
   }
   ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
+  if (split != nullptr) {
+    std::set<std::string> sources;
+    for (auto& [name, n] : split->reported_tokens_by_source)
+      sources.insert(name);
+    if (stats.cost_usd)
+      for (auto& [name, usd] : split->cost_by_source)
+        sources.insert(name);
+    for (auto& name : sources) {
+      auto tokens = split->reported_tokens_by_source.find(name);
+      auto cost = split->cost_by_source.find(name);
+      ctx.stats.record_usage(
+        scope_name, name,
+        tokens != split->reported_tokens_by_source.end() ? tokens->second : 0,
+        0,
+        stats.cost_usd && cost != split->cost_by_source.end()
+          ? caf::optional<double>{cost->second}
+          : caf::none);
+    }
+  }
   res.set_header("x-pgw-source", first);
   ok(*result);
 }

@@ -66,6 +66,7 @@ const char* scenario_json = R"({"models": {
   "slow_abort":    {"ttft_ms": 100, "token_ms": 100, "tokens": 50},
   "emb":           {"dim": 8},
   "halfusage":     {"dim": 8, "script": [{}, {"usage": false}]},
+  "emb_then_400":  {"dim": 8, "script": [{}, {"status": 400}]},
   "e1536":         {"dim": 1536},
   "e8192":         {"dim": 8192},
   "monkey":        {},
@@ -160,7 +161,13 @@ struct serve_fixture {
     env.push_back("OCR__GENERIC__M__MAX_IMAGE_BYTES=1000");
     auto sanitizers = pgw::harness::sanitizer_settings();
     env.insert(env.end(), sanitizers.begin(), sanitizers.end());
-    env.insert(env.end(), extra.begin(), extra.end());
+    // `extra` may name the simulator's URL as {SIM_URL} (a source of its own).
+    for (auto setting : extra) {
+      auto at = setting.find("{SIM_URL}");
+      if (at != std::string::npos)
+        setting.replace(at, 9, url);
+      env.push_back(std::move(setting));
+    }
     // A clean environment (and the sanitizer settings); stderr (the access
     // log) to a file.
     std::vector<std::string> argv{"/usr/bin/env", "-i"};
@@ -1758,14 +1765,11 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
   CHECK(data[299].at("index").as_int64() == 299);
 }
 
-TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
-          "part counts the reported tokens in /metrics, never the estimates") {
-  // Two sub-batches of two 7-byte inputs, one after the other: the first
-  // answer reports 14 / 4 = 3 prompt tokens, the second none (estimated at
-  // at two tokens per input, 4).
-  serve_fixture f{{"EMBED__OPENAI__E__MODEL=halfusage",
-                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
-                   "EMBED__BATCH_CONCURRENCY=1"}};
+namespace {
+
+/// Embeds four 7-byte inputs through `f`'s EMBED scope: the answer (200
+/// required) and /metrics after it.
+std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f) {
   auto cli = f.http();
   auto res = cli.Post("/v1/embeddings", f.auth(),
                       R"({"model":"EMBED","input":["aaaaaaa","bbbbbbb",)"
@@ -1774,20 +1778,66 @@ TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
   REQUIRE(res);
   CAPTURE(res->body);
   REQUIRE(res->status == 200);
-  auto answer = json::parse(res->body).as_object();
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  return {json::parse(res->body).as_object(), m->body};
+}
+
+} // namespace
+
+TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
+          "part counts the reported tokens in /metrics, never the estimates") {
+  // Two sub-batches of two 7-byte inputs, one after the other: the first
+  // answer reports 14 / 4 = 3 prompt tokens, the second none (estimated at
+  // at two tokens per input, 4).
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=halfusage",
+                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
+                   "EMBED__BATCH_CONCURRENCY=1"}};
+  auto got = embed_four_inputs(f);
+  auto& answer = got.first;
+  auto& metrics = got.second;
   CHECK(answer.at("data").as_array().size() == 4);
   CHECK(answer.at("usage").at("prompt_tokens").as_int64() == 7);
   CHECK(answer.at("call_stats").at("usage_source").as_string()
         == "unavailable");
-  auto m = cli.Get("/metrics");
-  REQUIRE(m);
-  INFO(m->body);
-  CHECK(m->body.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
+  INFO(metrics);
+  CHECK(metrics.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
                      R"(kind="prompt"} 3)" "\n")
         != std::string::npos);
-  CHECK(m->body.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
+  CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
                      R"(outcome="ok"} 1)" "\n")
         != std::string::npos);
+}
+
+TEST_CASE("serve: an embedding call whose sub-batches ran on two sources "
+          "counts each source's tokens against it in /metrics") {
+  // Two sub-batches of two 7-byte inputs (3 reported tokens each), one
+  // after the other: the first on e, the second refused by e (400) and
+  // answered by f. The call is e's (its first source); the tokens are
+  // each source's. Before, all 6 were counted against e.
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=emb_then_400",
+                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
+                   "EMBED__OPENAI__F__BASE_URL={SIM_URL}",
+                   "EMBED__OPENAI__F__MODEL=emb",
+                   "EMBED__OPENAI__F__KIND=embedding",
+                   "EMBED__OPENAI__F__PRIORITY=1",
+                   "EMBED__SELECTOR=priority",
+                   "EMBED__BATCH_CONCURRENCY=1"}};
+  auto got = embed_four_inputs(f);
+  auto& answer = got.first;
+  auto& metrics = got.second;
+  CHECK(answer.at("usage").at("prompt_tokens").as_int64() == 6);
+  CHECK(answer.at("call_stats").at("source").as_string() == "e,f");
+  INFO(metrics);
+  for (auto source : {"e", "f"})
+    CHECK(metrics.find(std::string(R"(pgw_tokens_total{scope="EMBED",source=")")
+                       + source + R"(",kind="prompt"} 3)" "\n")
+          != std::string::npos);
+  CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
+                     R"(outcome="ok"} 1)" "\n")
+        != std::string::npos);
+  CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="f",)")
+        == std::string::npos);
 }
 
 TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "
