@@ -323,4 +323,25 @@ request_frame frame_request(std::string_view in, size_t max_head,
   return out;
 }
 
+size_t to_origin_form(std::string& in) {
+  auto eol = in.find("\r\n");
+  auto sp1 = in.find(' ');
+  if (sp1 == npos || sp1 >= eol)
+    return 0;
+  auto line = std::string_view{in}.substr(0, eol);
+  auto target = line.substr(sp1 + 1);
+  target = target.substr(0, target.find(' '));
+  auto sep = target.find("://");
+  if (sep == npos)
+    return 0;
+  auto scheme = target.substr(0, sep);
+  if (!same_header_name(scheme, "http") && !same_header_name(scheme, "https"))
+    return 0;
+  auto path = target.find_first_of("/?", sep + 3);
+  auto cut = path == npos ? target.size() : path;
+  bool slash = path == npos || target[path] == '?';
+  in.replace(sp1 + 1, cut, slash ? "/" : "");
+  return slash ? cut - 1 : cut;
+}
+
 } // namespace pgw::cli

@@ -67,4 +67,13 @@ struct chunk_cursor {
 request_frame frame_request(std::string_view in, size_t max_head,
                             size_t max_body, chunk_cursor* cursor = nullptr);
 
+/// Rewrites an absolute-form request target at the start of `in` (`POST
+/// http://host:port/v1/chat/completions HTTP/1.1`, what a client sends to
+/// a proxy; RFC 9112 §3.2.2 asks a server to accept it) into the origin
+/// form (`/v1/chat/completions`; a target without a path becomes `/`).
+/// Only the request line changes. Returns how many bytes shorter `in`
+/// got: 0 for any other target (origin form, `*`, authority form) or
+/// scheme than http/https.
+size_t to_origin_form(std::string& in);
+
 } // namespace pgw::cli

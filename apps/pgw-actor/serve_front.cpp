@@ -394,6 +394,13 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
       }
       reading = false;
       chunks = {};
+      // An absolute-form target is read as its path (RFC 9112 §3.2.2).
+      if (auto shorter = cli::to_origin_form(in); shorter > 0) {
+        frame.head_bytes -= shorter;
+        frame.bytes -= shorter;
+        if (frame.trailer_at > 0)
+          frame.trailer_at -= shorter;
+      }
       framed = frame;
       if (!known_method(in))
         return refuse_method();

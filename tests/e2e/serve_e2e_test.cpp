@@ -876,6 +876,29 @@ TEST_CASE("serve: a Connection field listing close among other options "
   }
 }
 
+TEST_CASE("serve: a request with an absolute-form target is answered as its "
+          "path") {
+  // RFC 9112 §3.2.2: a server accepts `POST http://host/path` (what a
+  // client configured to use serve as its proxy sends). Before: 404.
+  serve_fixture f;
+  const std::string plain
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  auto origin = "http://127.0.0.1:" + std::to_string(f.port);
+  raw_connection c{f.port};
+  auto chat = chat_request_bytes(plain);
+  chat.replace(chat.find("/v1/"), 0, origin);
+  c.send(chat);
+  auto answered = c.read_response();
+  CHECK(answered.status == 200);
+  CHECK(has(answered.body, "\"chat.completion\""));
+  // A route httplib answers, on the same connection.
+  c.send("GET " + origin + "/v1/models HTTP/1.1\r\nHost: x\r\n"
+         "Authorization: Bearer " + the_key + "\r\n\r\n");
+  auto models = c.read_response();
+  CHECK(models.status == 200);
+  CHECK(has(models.body, "\"LLM\""));
+}
+
 TEST_CASE("serve: an access log nobody reads does not stall the calls") {
   // Serve's stderr is a pipe (a FIFO) the test does not read while it
   // sends 2,000 calls, whose access lines (about 90 bytes each) are more

@@ -10,6 +10,7 @@
 
 using pgw::cli::frame_request;
 using pgw::cli::request_frame;
+using pgw::cli::to_origin_form;
 using state = request_frame::state;
 
 namespace {
@@ -209,6 +210,37 @@ TEST_CASE("request frame: an HTTP/1.1 request names its host once") {
   }
   // HTTP/1.0 predates Host.
   CHECK(frame("GET /healthz HTTP/1.0\r\n\r\n").what == state::whole);
+}
+
+TEST_CASE("request frame: an absolute-form target is read as its path") {
+  auto origin = [](std::string in) {
+    auto before = in.size();
+    auto shorter = to_origin_form(in);
+    CHECK(in.size() == before - shorter);
+    return in;
+  };
+  const std::string rest = " HTTP/1.1\r\nHost: h\r\n\r\n";
+  CHECK(origin("POST http://127.0.0.1:8080/v1/chat/completions" + rest)
+        == "POST /v1/chat/completions" + rest);
+  CHECK(origin("GET HTTPS://api.example.com/healthz?x=1" + rest)
+        == "GET /healthz?x=1" + rest);
+  CHECK(origin("GET http://h" + rest) == "GET /" + rest);
+  CHECK(origin("GET http://h?x=1" + rest) == "GET /?x=1" + rest);
+  CHECK(origin("GET http://[::1]:7/v1/models" + rest) == "GET /v1/models" + rest);
+  // Anything else is left as it is.
+  for (std::string target : {"/v1/models", "*", "h:443", "ftp://h/x",
+                             "/x?u=http://h/y"}) {
+    auto in = "GET " + target + rest;
+    CHECK(origin(in) == in);
+  }
+  // The framing after the cut still holds: the body follows the head.
+  std::string in = "POST http://h/v1/chat/completions HTTP/1.1\r\nHost: h\r\n"
+            "Content-Length: 2\r\n\r\n{}";
+  auto shorter = to_origin_form(in);
+  CHECK(shorter == 8);
+  auto r = frame(in);
+  CHECK(r.what == state::whole);
+  CHECK(in.substr(r.head_bytes) == "{}");
 }
 
 TEST_CASE("request frame: heads and bodies over their limits") {
