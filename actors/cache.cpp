@@ -160,6 +160,8 @@ void serve_waiters(self_ptr self, const std::string& key,
     auto v = verdict(cache_verdict_kind::hit);
     v.response = hit_response(stored, w->second.call_id);
     w->second.promise.deliver(std::move(v));
+    if (w->second.who)
+      self->demonitor(w->second.who);
     ++st.counters.coalesced_hits;
     st.waiters.erase(w);
   }
@@ -205,6 +207,8 @@ void add_waiter(self_ptr self, const std::string& key, cache_state::waiter w,
                 const caf::optional<double>& wait_s, bool front) {
   auto& st = self->state;
   auto id = ++st.next_id;
+  // A waiter whose call ends (cancelled) waits no more: on_down.
+  watch(self, w.who);
   st.waiters.emplace(id, std::move(w));
   auto& q = st.flights[key].waiters;
   if (front)
@@ -497,8 +501,35 @@ void offer(self_ptr self, const std::string& key, uint64_t lease,
     });
 }
 
+/// Takes waiter `id` out of its flight; a flight waiting on another
+/// process ends with its last waiter.
+void drop_waiter(self_ptr self, uint64_t id) {
+  auto& st = self->state;
+  auto w = st.waiters.find(id);
+  if (w == st.waiters.end())
+    return;
+  auto f = st.flights.find(w->second.key);
+  st.waiters.erase(w);
+  if (f == st.flights.end())
+    return;
+  auto& q = f->second.waiters;
+  q.erase(std::remove(q.begin(), q.end(), id), q.end());
+  if (f->second.fleet_wait && q.empty())
+    st.flights.erase(f);
+}
+
 void on_down(self_ptr self, const caf::down_msg& msg) {
   auto& st = self->state;
+  // A waiter whose call ended (cancelled by its caller) is not served nor
+  // promoted: nobody would read the answer, and a lead would go to nobody.
+  std::vector<uint64_t> gone;
+  for (auto& [id, w] : st.waiters)
+    if (w.who == msg.source)
+      gone.push_back(id);
+  for (auto id : gone) {
+    drop_waiter(self, id);
+    ++st.counters.waiters_left;
+  }
   std::vector<std::string> orphaned;
   for (auto& [key, fl] : st.flights)
     if (fl.leader == msg.source)
@@ -616,21 +647,14 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
       auto w = st.waiters.find(id);
       if (w == st.waiters.end())
         return;
-      auto f = st.flights.find(w->second.key);
-      if (f != st.flights.end()) {
-        auto& q = f->second.waiters;
-        q.erase(std::remove(q.begin(), q.end(), id), q.end());
-      }
       w->second.promise.deliver(
         make_error(error_code::call_deadline_exceeded,
                    "the deadline passed while waiting for an identical call "
                    "in flight"));
-      st.waiters.erase(w);
+      if (w->second.who)
+        self->demonitor(w->second.who);
+      drop_waiter(self, id);
       ++st.counters.waiter_timeouts;
-      // A flight waiting on another process ends with its last waiter.
-      if (f != st.flights.end() && f->second.fleet_wait
-          && f->second.waiters.empty())
-        st.flights.erase(f);
     },
     [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };

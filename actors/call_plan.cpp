@@ -93,11 +93,13 @@ call_decisions call_plan::begin(time_point now) {
 }
 
 void call_plan::consulting_cache() {
-  admitting_ = true; // like an admission: nothing is delivered before it ends
+  admitting_ = true; // like an admission: nothing begins before it ends
+  consulting_cache_ = true;
 }
 
 call_decisions call_plan::cache_answered(bool hit, time_point now) {
   admitting_ = false;
+  consulting_cache_ = false;
   if (finishing_)
     return take();
   if (!hit)
@@ -194,6 +196,7 @@ call_decisions call_plan::admission_error(const caf::error& err, bool hedge) {
 
 call_decisions call_plan::cache_failed(error_code code, std::string message) {
   admitting_ = false;
+  consulting_cache_ = false;
   fail_msg(code, std::move(message));
   return take();
 }

@@ -127,7 +127,8 @@ public:
   /// Arms the stall and deadline timers and asks the first admission.
   call_decisions begin(time_point now);
 
-  /// A cache consultation is under way (nothing is delivered before it ends).
+  /// A cache consultation is under way: nothing begins before it ends (a
+  /// cancel or a failure still answers the caller at once).
   void consulting_cache();
 
   /// The cache answered: a hit wins the call, anything else begins it.
@@ -188,9 +189,12 @@ public:
   /// True when every leg is gone and the result is decided: deliver.
   bool ready_to_deliver() const;
 
-  /// True while an admission or cache request may still answer.
+  /// True while an admission may still answer (a permit it grants must be
+  /// given back). A cache consultation does not count: a call that ends
+  /// during one (cancelled, out of time) need not wait for it, the cache
+  /// hands the lead of a flight whose caller ended to the next waiter.
   bool awaiting_reply() const {
-    return admitting_ || hedge_admitting_;
+    return (admitting_ && !consulting_cache_) || hedge_admitting_;
   }
 
   /// The error detail with `message` and each source's last reason.
@@ -268,6 +272,8 @@ private:
   bool finishing_ = false;
   bool won_ = false;
   bool admitting_ = false;
+  /// `admitting_` is the cache's consultation, not an admission.
+  bool consulting_cache_ = false;
   time_point started_at_{};
   time_point last_progress_{};
   uint64_t retry_gen_ = 0;

@@ -49,8 +49,19 @@ void maybe_deliver(self_ptr self) {
   auto& st = self->state;
   if (!st.finishing || st.delivered || st.admitting > 0)
     return;
-  if (st.failure) // no sub-batch won
+  if (st.failure) { // no sub-batch won
     st.losers_cost_usd += st.won_cost_usd;
+    // The sub-batches answered before the failure used tokens: the error
+    // says how many each source reported (serve's /metrics counts them).
+    auto* d = detail_of(st.failure);
+    auto code = code_of(st.failure);
+    auto& spent = st.response.reported_tokens_by_source;
+    if (d != nullptr && code && !spent.empty()) {
+      auto detail = *d;
+      detail.spent_prompt_tokens = spent;
+      st.failure = make_error(*code, std::move(detail));
+    }
+  }
   deliver_side_call(self, [&st](embed_response& out) {
     auto& stats = out.stats;
     stats.usage_source = st.all_usage_reported ? "reported" : "unavailable";

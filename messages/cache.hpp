@@ -78,6 +78,9 @@ struct cache_status {
   uint64_t waiter_timeouts = 0;
   /// Waiters that became the leader after their leader failed or left.
   uint64_t promoted = 0;
+  /// Waiters whose call ended while they waited (cancelled by its caller):
+  /// dropped, neither served nor promoted.
+  uint64_t waiters_left = 0;
   /// Backend errors and corrupt values (each a warning; the call went on
   /// uncached).
   uint64_t errors = 0;
@@ -100,9 +103,9 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
   return f(caf::meta::type_name("pgw.cache_status"), x.backend, x.hits,
            x.misses, x.stores, x.not_stored, x.coalesced, x.coalesced_hits,
-           x.waiter_timeouts, x.promoted, x.errors, x.entries, x.bytes,
-           x.evictions, x.in_flight, x.fleet_leads, x.fleet_waits,
-           x.fleet_hits, x.fleet_takeovers);
+           x.waiter_timeouts, x.promoted, x.waiters_left, x.errors,
+           x.entries, x.bytes, x.evictions, x.in_flight, x.fleet_leads,
+           x.fleet_waits, x.fleet_hits, x.fleet_takeovers);
 }
 
 } // namespace pgw

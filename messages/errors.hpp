@@ -111,6 +111,11 @@ struct error_detail {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t streamed_bytes = 0;
+  // -- a side call that failed after part of its work ----------------------
+  /// The prompt tokens the sources reported for the part of the call that
+  /// succeeded before it failed (an embedding call's answered sub-batches),
+  /// by source: upstream work done, though the caller gets no answer.
+  std::map<std::string, int64_t> spent_prompt_tokens;
 };
 
 template <class Inspector>
@@ -119,7 +124,8 @@ typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
            x.upstream_status, x.upstream_code, x.upstream_message,
            x.retry_after_s, x.per_source, x.call_id, x.sources,
            x.stream_source, x.stream_reason, x.usage_reported,
-           x.prompt_tokens, x.completion_tokens, x.streamed_bytes);
+           x.prompt_tokens, x.completion_tokens, x.streamed_bytes,
+           x.spent_prompt_tokens);
 }
 
 /// `text` with every control character (line breaks, tabs, \x01, DEL)

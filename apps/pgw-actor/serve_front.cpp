@@ -640,22 +640,40 @@ struct front::impl : std::enable_shared_from_this<front::impl> {
     }
 
     /// While the call runs: a client that hangs up cancels it at once. Data
-    /// instead (a pipelined request) ends the watch; it is read later.
+    /// instead (a pipelined request) is read on and kept for the next
+    /// request, so that a hang-up behind it is seen too; up to one whole
+    /// request's worth (`pipelined_cap`), after which reading stops (TCP
+    /// holds the rest back) and so does the watch.
     void watch_hang_up() {
       sock.async_wait(
         tcp::socket::wait_read, [self = shared_from_this()](error_code ec) {
           if (!self->calling || ec == asio::error::operation_aborted)
             return;
-          char byte;
-          auto n = ::recv(self->sock.native_handle(), &byte, 1,
-                          MSG_PEEK | MSG_DONTWAIT);
-          if (n > 0)
-            return; // the next request
-          if (n < 0 && (errno == EAGAIN || errno == EINTR))
-            return self->watch_hang_up(); // nothing after all
+          auto cap = self->pipelined_cap();
+          for (;;) {
+            if (self->in.size() >= cap)
+              return; // read when this call is answered
+            auto room = std::min(self->chunk.size(), cap - self->in.size());
+            auto n = ::recv(self->sock.native_handle(), self->chunk.data(),
+                            room, MSG_DONTWAIT);
+            if (n > 0) {
+              self->in.append(self->chunk.data(), static_cast<size_t>(n));
+              continue;
+            }
+            if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK
+                          || errno == EINTR))
+              return self->watch_hang_up(); // all read; watch on
+            break; // the end of the stream (0), or a reset
+          }
           self->left = true;
           self->cancel_call();
         });
+    }
+
+    /// How many bytes a connection may hold unanswered while a call runs:
+    /// one request of the largest size `frame_request` accepts.
+    size_t pipelined_cap() const {
+      return max_head_bytes + owner->opts.max_body_bytes;
     }
 
     void respond(bool gone) {

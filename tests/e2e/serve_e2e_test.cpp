@@ -830,6 +830,44 @@ TEST_CASE("serve: one connection carries pipelined, split, streamed and "
   CHECK(lines == 9);
 }
 
+TEST_CASE("serve: a request sent while a call runs is answered after it, "
+          "and a hang-up behind it still cancels the call") {
+  serve_fixture f;
+  const std::string plain
+    = R"({"model":"LLM","messages":[{"role":"user","content":"hi"}]})";
+  {
+    // The second request arrives while the first call waits on its
+    // upstream (300 ms to the first token): both answered, in order.
+    raw_connection c{f.port};
+    c.send(chat_request_bytes(
+      R"({"model":"SHORT","messages":[{"role":"user","content":"hi"}]})"));
+    f.wait_for_upstream("slow_short");
+    c.send(chat_request_bytes(plain));
+    auto first = c.read_response();
+    auto second = c.read_response();
+    CHECK(first.status == 200);
+    CHECK(second.status == 200);
+    CHECK(json::parse(first.body).at("model").as_string() == "SHORT");
+    CHECK(json::parse(second.body).at("model").as_string() == "LLM");
+  }
+  {
+    // A request sent during a call, then the hang-up: the call is
+    // cancelled at once (the answer would take 5 s). Before, the watch
+    // ended at the first pipelined byte and the call ran on.
+    raw_connection c{f.port};
+    c.send(chat_request_bytes(
+      R"({"model":"SLOW","messages":[{"role":"user","content":"hi"}]})"));
+    f.wait_for_upstream("slow_abort");
+    c.send(chat_request_bytes(plain));
+  }
+  auto slow = f.upstream_ended("slow_abort");
+  REQUIRE_FALSE(slow.empty());
+  CHECK(slow.at("client_closed").as_bool());
+  CHECK(slow.at("ended_ms").to_number<double>()
+          - slow.at("arrived_ms").to_number<double>()
+        < 2000);
+}
+
 namespace {
 
 /// The connection closes right after its answer, not when the keep-alive
@@ -1790,9 +1828,10 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
 
 namespace {
 
-/// Embeds four 7-byte inputs through `f`'s EMBED scope: the answer (200
-/// required) and /metrics after it.
-std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f) {
+/// Embeds four 7-byte inputs through `f`'s EMBED scope: the answer (status
+/// `status` required) and /metrics after it.
+std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f,
+                                                       int status = 200) {
   auto cli = f.http();
   auto res = cli.Post("/v1/embeddings", f.auth(),
                       R"({"model":"EMBED","input":["aaaaaaa","bbbbbbb",)"
@@ -1800,7 +1839,7 @@ std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f) {
                       "application/json");
   REQUIRE(res);
   CAPTURE(res->body);
-  REQUIRE(res->status == 200);
+  REQUIRE(res->status == status);
   auto m = cli.Get("/metrics");
   REQUIRE(m);
   return {json::parse(res->body).as_object(), m->body};
@@ -1861,6 +1900,25 @@ TEST_CASE("serve: an embedding call whose sub-batches ran on two sources "
         != std::string::npos);
   CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="f",)")
         == std::string::npos);
+}
+
+TEST_CASE("serve: an embedding call that fails after a sub-batch was "
+          "answered counts that sub-batch's tokens in /metrics") {
+  // Two sub-batches of two 7-byte inputs, one after the other, on the one
+  // source: the first answered (3 reported tokens), the second refused
+  // (400). The call fails; the tokens of the first were spent all the
+  // same. Before, a failed call counted none.
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=emb_then_400",
+                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
+                   "EMBED__BATCH_CONCURRENCY=1"}};
+  auto metrics = embed_four_inputs(f, 400).second;
+  INFO(metrics);
+  CHECK(metrics.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
+                     R"(kind="prompt"} 3)" "\n")
+        != std::string::npos);
+  CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="none",)"
+                     R"(outcome="request_rejected"} 1)" "\n")
+        != std::string::npos);
 }
 
 TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "

@@ -137,6 +137,29 @@ TEST_CASE_FIXTURE(cached_gateway,
 }
 
 TEST_CASE_FIXTURE(cached_gateway,
+                  "cache: a cancelled waiter's call ends at once, and the "
+                  "leader's answer is not offered to it") {
+  fake->script("a", {fake_step::ok().after(5s)});
+  auto c1 = start_call(gw, with_id(hello(), "c1"));
+  auto c2 = start_call(gw, with_id(hello(), "c2"));
+  advance(1s);
+  cancel("c2");
+  REQUIRE(c2->answers == 1);
+  CHECK(code_of(c2->error) == error_code::cancelled);
+  // c2's supervisor has ended: it did not stay for the leader's answer.
+  CHECK(status(gw).calls_active == 1);
+  CHECK(cache_counters().waiters_left == 1);
+  settle();
+  check_answer(*c1, false);
+  CHECK(fake->count("a") == 1);
+  auto st = cache_counters();
+  CHECK(st.coalesced == 1);
+  CHECK(st.coalesced_hits == 0); // nobody was left to serve
+  CHECK(st.in_flight == 0);
+  check_balanced(status(gw));
+}
+
+TEST_CASE_FIXTURE(cached_gateway,
                   "cache: a waiter's deadline ends its call, the leader goes on") {
   fake->script("a", {fake_step::ok().after(10s)});
   auto c1 = start_call(gw, with_id(hello(), "c1"));
