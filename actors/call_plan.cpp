@@ -387,11 +387,25 @@ void call_plan::admit() {
   out_.push_back(std::move(d));
 }
 
+const spent_by_source& call_plan::unreturned() const {
+  static const spent_by_source none;
+  return unreturned_ ? *unreturned_ : none;
+}
+
 void call_plan::account_loser(const plan_leg& leg) {
-  if (!args_.cost)
-    return;
-  if (auto cost = args_.cost(leg))
+  std::optional<double> cost;
+  if (args_.cost)
+    cost = args_.cost(leg);
+  if (cost)
     losers_cost_usd_ += *cost;
+  // A whole answer the call does not return: what its source reported.
+  auto& r = leg.result();
+  if (!leg.done || !r.usage_reported)
+    return;
+  if (!unreturned_)
+    unreturned_ = std::make_unique<spent_by_source>();
+  add_spent(*unreturned_, leg.source, r.prompt_tokens, r.completion_tokens,
+            cost ? caf::optional<double>{*cost} : caf::none);
 }
 
 /// Stops a running leg and counts it as a loser labelled `label`.

@@ -209,6 +209,9 @@ public:
   double losers_cost_usd() const {
     return losers_cost_usd_;
   }
+  /// The losers' whole answers, as their sources reported them (their
+  /// tokens, and their cost when priced), by source.
+  const spent_by_source& unreturned() const;
   uint64_t committed() const {
     return committed_;
   }
@@ -327,6 +330,9 @@ private:
 
   /// Cost of attempts that did not win (SPEC §10), accumulated.
   double losers_cost_usd_ = 0;
+  /// See `unreturned()`; on the heap from the first entry (most calls
+  /// have none: issue 17's memory per call).
+  std::unique_ptr<spent_by_source> unreturned_;
   /// Backoff jitter, seeded with `args.seed` at the first backoff: the
   /// engine is 2.5 kB, and most calls never back off (issue 17).
   std::unique_ptr<std::mt19937_64> rng_;

@@ -78,6 +78,29 @@ void write_rows(self_ptr self) {
 void settle_cache(self_ptr self);
 void send_terminal(self_ptr self);
 
+/// The losers' whole answers (refused, or a tie lost) go with the result:
+/// in the answer's stats, or in the error's `spent` (serve's /metrics
+/// counts them as upstream work).
+void attach_unreturned(self_ptr self) {
+  auto& st = self->state;
+  const auto& unreturned = plan_of(self).unreturned();
+  if (unreturned.empty())
+    return;
+  if (st.response) {
+    st.response->stats.unreturned = unreturned;
+    return;
+  }
+  auto* d = detail_of(st.failure);
+  auto code = code_of(st.failure);
+  if (d == nullptr || !code)
+    return;
+  auto detail = *d;
+  for (auto& [name, w] : unreturned)
+    add_spent(detail.spent, name, w.prompt_tokens, w.completion_tokens,
+              w.cost_usd);
+  st.failure = make_error(*code, std::move(detail));
+}
+
 /// Delivers the decided result once every attempt is gone, then quits.
 void maybe_deliver(self_ptr self) {
   auto& st = self->state;
@@ -87,6 +110,7 @@ void maybe_deliver(self_ptr self) {
     st.delivered = true;
     if (st.response)
       st.response->stats.total_latency_ms = ms_since(self, st.started_at);
+    attach_unreturned(self);
     write_rows(self);
     settle_cache(self);
     send_terminal(self);

@@ -58,7 +58,8 @@ void maybe_deliver(self_ptr self) {
     auto& spent = st.response.reported_tokens_by_source;
     if (d != nullptr && code && !spent.empty()) {
       auto detail = *d;
-      detail.spent_prompt_tokens = spent;
+      for (auto& [name, tokens] : spent)
+        add_spent(detail.spent, name, tokens, 0, caf::none);
       st.failure = make_error(*code, std::move(detail));
     }
   }

@@ -2,6 +2,7 @@
 
 /// The chat request a caller sends to a gateway and the response it gets back.
 
+#include "pgw/messages/spent.hpp"
 #include "pgw/messages/structured.hpp"
 #include "pgw/messages/type_ids.hpp"
 
@@ -157,6 +158,11 @@ struct call_stats {
   /// Stream events of the winning attempt skipped as not valid JSON (SPEC
   /// §10: skipped and counted): the answer may lack what they carried.
   int32_t malformed_events = 0;
+  /// Whole answers of other attempts that the call did not return (refused:
+  /// a schema mismatch before a re-ask, invalid tool calls before a
+  /// failover; or a tie lost to this answer), as their sources reported
+  /// them, by source: upstream work beyond this answer.
+  spent_by_source unreturned;
 };
 
 template <class Inspector>
@@ -166,7 +172,7 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
            x.completion_tokens, x.usage_source, x.reported_prompt_tokens,
            x.cost_usd, x.repaired, x.reasks, x.cost_saved_usd,
-           x.malformed_events);
+           x.malformed_events, x.unreturned);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

@@ -3,6 +3,7 @@
 /// The errors a caller can receive (SPEC §4) as a CAF error category, and the
 /// detail object carried in the error's context.
 
+#include "pgw/messages/spent.hpp"
 #include "pgw/messages/type_ids.hpp"
 
 #include <caf/error.hpp>
@@ -111,11 +112,12 @@ struct error_detail {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
   int64_t streamed_bytes = 0;
-  // -- a side call that failed after part of its work ----------------------
-  /// The prompt tokens the sources reported for the part of the call that
-  /// succeeded before it failed (an embedding call's answered sub-batches),
-  /// by source: upstream work done, though the caller gets no answer.
-  std::map<std::string, int64_t> spent_prompt_tokens;
+  // -- a call that failed after upstream work ------------------------------
+  /// What the sources reported for work done before the call failed, by
+  /// source: an embedding call's answered sub-batches, a chat call's whole
+  /// answers it refused (a schema mismatch, invalid tool calls). Upstream
+  /// work done, though the caller gets no answer.
+  spent_by_source spent;
 };
 
 template <class Inspector>
@@ -125,7 +127,7 @@ typename Inspector::result_type inspect(Inspector& f, error_detail& x) {
            x.retry_after_s, x.per_source, x.call_id, x.sources,
            x.stream_source, x.stream_reason, x.usage_reported,
            x.prompt_tokens, x.completion_tokens, x.streamed_bytes,
-           x.spent_prompt_tokens);
+           x.spent);
 }
 
 /// `text` with every control character (line breaks, tabs, \x01, DEL)

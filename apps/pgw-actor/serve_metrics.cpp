@@ -81,6 +81,8 @@ void metrics::record_call(const std::string& scope, const std::string& source,
     add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
   if (st.cost_usd && !st.cache_hit)
     cost_[key] += *st.cost_usd;
+  if (!st.cache_hit)
+    add_spent(scope, st.unreturned);
   if (st.ttft_ms)
     ttft_[scope].observe(*st.ttft_ms / 1000.0);
   overhead_[scope].observe(std::max(0.0, total_s - st.generation_ms / 1000.0));
@@ -91,10 +93,22 @@ void metrics::record_failure(const std::string& scope, const caf::error& err,
   auto* d = detail_of(err);
   auto source = d != nullptr ? d->stream_source : std::string{};
   record_call(scope, source, code_name(err), total_s, nullptr);
-  if (source.empty() || !d->usage_reported)
+  if (d == nullptr)
     return;
   std::lock_guard<std::mutex> guard(mu_);
-  add_tokens({scope, source}, d->prompt_tokens, d->completion_tokens);
+  if (!source.empty() && d->usage_reported)
+    add_tokens({scope, source}, d->prompt_tokens, d->completion_tokens);
+  add_spent(scope, d->spent);
+}
+
+void metrics::add_spent(const std::string& scope,
+                        const spent_by_source& spent) {
+  for (auto& [source, w] : spent) {
+    source_key key{scope, source};
+    add_tokens(key, w.prompt_tokens, w.completion_tokens);
+    if (w.cost_usd)
+      cost_[key] += *w.cost_usd;
+  }
 }
 
 void metrics::record_usage(const std::string& scope,

@@ -39,9 +39,10 @@ public:
                    const std::string& outcome, double total_s,
                    const chat_response* resp);
 
-  /// One failed chat call, its error code as the outcome: a
+  /// One failed call, its error code as the outcome: a
   /// `stream_interrupted` one is its committed source's, with the tokens
-  /// that source reported so far.
+  /// that source reported so far; the work its sources reported before it
+  /// failed (`error_detail::spent`) counts against them.
   void record_failure(const std::string& scope, const caf::error& err,
                       double total_s);
 
@@ -67,6 +68,8 @@ private:
   using source_key = std::pair<std::string, std::string>;
   /// Adds a call's tokens (negative counts as 0); `mu_` is held.
   void add_tokens(const source_key& key, int64_t prompt, int64_t completion);
+  /// Adds each source's spent tokens and cost; `mu_` is held.
+  void add_spent(const std::string& scope, const spent_by_source& spent);
 
   mutable std::mutex mu_;
   std::map<call_key, uint64_t> calls_;

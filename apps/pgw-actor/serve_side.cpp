@@ -137,12 +137,8 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
                  httplib::Response& res, Ok ok) {
   const auto& scope_name = scope.config->name;
   if (!result) {
-    ctx.stats.record_call(scope_name, {}, code_name(result.error()), total_s,
-                          nullptr);
-    // Sub-batches answered before the failure: their reported tokens.
-    if (auto* d = detail_of(result.error()))
-      for (auto& [name, tokens] : d->spent_prompt_tokens)
-        ctx.stats.record_usage(scope_name, name, tokens, 0, caf::none);
+    // Sub-batches answered before the failure count their reported tokens.
+    ctx.stats.record_failure(scope_name, result.error(), total_s);
     return send_call_error(res, result.error(), gone);
   }
   // The call is counted against the first source that answered; its tokens

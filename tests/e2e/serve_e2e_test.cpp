@@ -1730,6 +1730,84 @@ TEST_CASE("serve: response_format json_schema is structured output: validated, r
   CHECK(alive->status == 200);
 }
 
+namespace {
+
+/// The prompt and completion tokens the simulator reported for the chat
+/// requests of `model` (its log).
+std::pair<int64_t, int64_t> sim_tokens_of(serve_fixture& f,
+                                          const std::string& model) {
+  httplib::Client s{"127.0.0.1", f.sim->port()};
+  auto log = s.Get("/_sim/log");
+  REQUIRE(log);
+  std::pair<int64_t, int64_t> sum{0, 0};
+  auto requests = json::parse(log->body);
+  for (auto& e : requests.at("requests").as_array())
+    if (e.at("model").as_string() == model.c_str()) {
+      sum.first += e.at("prompt_tokens").to_number<int64_t>();
+      sum.second += e.at("tokens_sent").to_number<int64_t>();
+    }
+  return sum;
+}
+
+std::string structured_person_body(const std::string& model) {
+  return R"({"model":")" + model
+         + R"(","messages":[{"role":"user","content":"who?"}],)"
+           R"("response_format":{"type":"json_schema","json_schema":)"
+           R"({"name":"p","schema":{"type":"object","properties":)"
+           R"({"name":{"type":"string"},"age":{"type":"integer"}},)"
+           R"("required":["name","age"]}}}})";
+}
+
+} // namespace
+
+TEST_CASE("serve: /metrics counts the tokens of answers a structured call "
+          "refused, whether the call then succeeds or fails") {
+  // STRUCT's first answer is prose (refused, re-asked), its second valid:
+  // both rounds were upstream work. LLM's source answers prose every time:
+  // the call ends result_invalid after its re-asks, every round spent.
+  // Before, /metrics counted only the returned answer's tokens, and none
+  // of a failed call's.
+  serve_fixture f;
+  auto c = f.http();
+  auto ok = c.Post("/v1/chat/completions", f.auth(),
+                   structured_person_body("STRUCT"), "application/json");
+  REQUIRE(ok);
+  INFO(ok->body);
+  REQUIRE(ok->status == 200);
+  auto bad = c.Post("/v1/chat/completions", f.auth(),
+                    structured_person_body("LLM"), "application/json");
+  REQUIRE(bad);
+  INFO(bad->body);
+  CHECK(bad->status == 502);
+  CHECK(bad->body.find("result_invalid") != std::string::npos);
+  auto person = sim_tokens_of(f, "person");
+  auto prose = sim_tokens_of(f, "ok");
+  auto answered = json::parse(ok->body).at("usage");
+  // The returned answer is only part of what was spent.
+  CHECK(person.first > answered.at("prompt_tokens").to_number<int64_t>());
+  CHECK(prose.first > 0);
+  auto m = c.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  auto line = [](const char* scope, const char* source, const char* kind,
+                 int64_t n) {
+    return std::string{"pgw_tokens_total{scope=\""} + scope + "\",source=\""
+           + source + "\",kind=\"" + kind + "\"} " + std::to_string(n)
+           + "\n";
+  };
+  CHECK(m->body.find(line("STRUCT", "p", "prompt", person.first))
+        != std::string::npos);
+  CHECK(m->body.find(line("STRUCT", "p", "completion", person.second))
+        != std::string::npos);
+  CHECK(m->body.find(line("LLM", "a", "prompt", prose.first))
+        != std::string::npos);
+  CHECK(m->body.find(line("LLM", "a", "completion", prose.second))
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_calls_total{scope="LLM",source="none",)"
+                     R"(outcome="result_invalid"} 1)" "\n")
+        != std::string::npos);
+}
+
 // -- issue 16: POST /v1/embeddings and POST /v1/ocr --------------------------
 
 TEST_SUITE("serve") {

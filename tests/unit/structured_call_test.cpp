@@ -71,6 +71,12 @@ TEST_CASE_FIXTURE(structured_fixture, "structured: invalid, re-ask with the erro
   CHECK_FALSE(r.stats.repaired);
   CHECK(r.stats.generation_ms == doctest::Approx(300)); // the last round's
   CHECK(json::parse(r.parsed) == json::parse(valid_person));
+  // The refused round's usage goes with the answer (serve's /metrics counts
+  // it as upstream work); the answer's own usage is the last round's.
+  CHECK(r.usage.prompt_tokens == 30);
+  REQUIRE(r.stats.unreturned.size() == 1);
+  CHECK(r.stats.unreturned.at("a").prompt_tokens == 10);
+  CHECK(r.stats.unreturned.at("a").completion_tokens == 7);
   auto calls = fake->calls();
   REQUIRE(calls.size() == 2);
   CHECK(format_type(calls[0]) == "json_schema");
@@ -122,6 +128,10 @@ TEST_CASE_FIXTURE(actor_fixture, "structured: invalid MAX_REASKS+1 times is resu
   // own).
   CHECK(d->message.find('\n') == std::string::npos);
   CHECK(d->per_source.at("a") == "schema_mismatch");
+  // Every refused round was upstream work: the error carries its usage.
+  REQUIRE(d->spent.size() == 1);
+  CHECK(d->spent.at("a").prompt_tokens == 3 * 10);
+  CHECK(d->spent.at("a").completion_tokens == 3 * 5);
   check_balanced(status(gw));
 }
 
