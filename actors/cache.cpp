@@ -159,6 +159,7 @@ void serve_waiters(self_ptr self, const std::string& key,
       continue;
     auto v = verdict(cache_verdict_kind::hit);
     v.response = hit_response(stored, w->second.call_id);
+    v.coalesced = true;
     w->second.promise.deliver(std::move(v));
     if (w->second.who)
       self->demonitor(w->second.who);
@@ -626,6 +627,15 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
     [self](atom::cache_put, std::string& key, uint64_t lease,
            std::string& mode, std::string& scope, chat_response& resp) {
       offer(self, key, lease, mode, scope, resp);
+    },
+    [self](atom::unfit, bool coalesced) {
+      auto& c = self->state.counters;
+      auto& counted = coalesced ? c.coalesced_hits : c.hits;
+      if (counted > 0)
+        --counted;
+      if (!coalesced)
+        ++c.misses;
+      ++c.unfit_hits;
     },
     [self](atom::abandon, std::string& key, uint64_t lease) {
       auto f = self->state.flights.find(key);

@@ -398,9 +398,10 @@ void call_plan::account_loser(const plan_leg& leg) {
     cost = args_.cost(leg);
   if (cost)
     losers_cost_usd_ += *cost;
-  // A whole answer the call does not return: what its source reported.
+  // A whole answer the call does not return: what its source reported. A
+  // committed leg's usage goes with its stream's error (`interruption`).
   auto& r = leg.result();
-  if (!leg.done || !r.usage_reported)
+  if (!leg.done || !r.usage_reported || leg.id == committed_)
     return;
   if (!unreturned_)
     unreturned_ = std::make_unique<spent_by_source>();

@@ -469,8 +469,10 @@ bool consult_cache(self_ptr self) {
         if (v.kind == cache_verdict_kind::lead)
           st.cache_lease = v.lease;
         bool hit = v.kind == cache_verdict_kind::hit;
-        if (hit && !stored_answer_fits(self, v.response))
+        if (hit && !stored_answer_fits(self, v.response)) {
           hit = false; // asked upstream; its answer replaces the entry
+          self->send(st.args.cache, atom::unfit_v, v.coalesced);
+        }
         if (hit && !plan_of(self).finishing()) {
           st.cache_hit = true;
           st.response = std::make_unique<chat_response>(std::move(v.response));

@@ -177,6 +177,10 @@ using cache_actor = status_client_actor<cache_status>::extend<
   /// (key, lease, mode, scope, answer).
   caf::reacts_to<atom::cache_put, std::string, uint64_t, std::string,
                  std::string, chat_response>,
+  /// A hit the caller could not use (a structured call's schema refused
+  /// the stored answer; `coalesced` as its verdict said): counted in
+  /// `unfit_hits` instead of a hit.
+  caf::reacts_to<atom::unfit, bool>,
   /// The leader's call failed: the next waiter leads (key, lease).
   caf::reacts_to<atom::abandon, std::string, uint64_t>,
   /// Internal: a waiter's wait ended (waiter id).

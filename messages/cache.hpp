@@ -54,12 +54,15 @@ struct cache_verdict {
   cache_verdict_kind kind = cache_verdict_kind::pass;
   uint64_t lease = 0;
   chat_response response;
+  /// A hit served to a waiter (its leader's answer, or a value another
+  /// process stored while it waited), not read from the store for it.
+  bool coalesced = false;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_verdict& x) {
   return f(caf::meta::type_name("pgw.cache_verdict"), x.kind, x.lease,
-           x.response);
+           x.response, x.coalesced);
 }
 
 /// The cache actor's counters.
@@ -76,6 +79,10 @@ struct cache_status {
   uint64_t coalesced_hits = 0;
   /// Waiters whose deadline passed while they waited.
   uint64_t waiter_timeouts = 0;
+  /// Hits the caller could not use (a structured call's schema refused the
+  /// stored answer): it asked the sources instead. Not in `hits` or
+  /// `coalesced_hits`; a refused read counts in `misses`.
+  uint64_t unfit_hits = 0;
   /// Waiters that became the leader after their leader failed or left.
   uint64_t promoted = 0;
   /// Waiters whose call ended while they waited (cancelled by its caller):
@@ -103,7 +110,8 @@ template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
   return f(caf::meta::type_name("pgw.cache_status"), x.backend, x.hits,
            x.misses, x.stores, x.not_stored, x.coalesced, x.coalesced_hits,
-           x.waiter_timeouts, x.promoted, x.waiters_left, x.errors,
+           x.waiter_timeouts, x.unfit_hits, x.promoted, x.waiters_left,
+           x.errors,
            x.entries, x.bytes, x.evictions, x.in_flight, x.fleet_leads,
            x.fleet_waits, x.fleet_hits, x.fleet_takeovers);
 }

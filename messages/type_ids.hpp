@@ -83,6 +83,7 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
   CAF_ADD_ATOM(pgw, pgw::atom, cache_get, "cache_get")
   CAF_ADD_ATOM(pgw, pgw::atom, cache_put, "cache_put")
+  CAF_ADD_ATOM(pgw, pgw::atom, unfit, "unfit")
 
   // Embeddings (issue 16).
   CAF_ADD_TYPE_ID(pgw, (pgw::embed_request))

@@ -160,8 +160,9 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
   for (auto& [scope, n] : hedges_)
     line("pgw_hedges_total{{scope=\"{}\"}} {}\n", esc(scope), n);
   head(out, "pgw_tokens_total", "counter",
-       "Tokens the upstream reported for successful calls and "
-       "interrupted streams (so far), cache hits excluded, by scope, "
+       "Tokens the upstream reported for upstream work: answers returned, "
+       "interrupted streams (so far), answers a call refused or lost, "
+       "failed calls' answered parts; cache hits excluded; by scope, "
        "source and kind.");
   for (auto& [k, n] : prompt_tokens_)
     line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"prompt\"}} {}\n",
@@ -171,8 +172,8 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
          "{}\n",
          esc(k.first), esc(k.second), n);
   head(out, "pgw_cost_usd_total", "counter",
-       "Cost of successful calls in USD, cache hits excluded, by scope "
-       "and source.");
+       "Cost in USD of successful calls and of the priced answers a call "
+       "refused or lost, cache hits excluded, by scope and source.");
   for (auto& [k, x] : cost_)
     line("pgw_cost_usd_total{{scope=\"{}\",source=\"{}\"}} {}\n", esc(k.first),
          esc(k.second), x);

@@ -338,6 +338,20 @@ TEST_CASE_FIXTURE(actor_fixture, "cache: a stored answer that no longer matches 
   CHECK_FALSE(second->response->stats.cache_hit);
   CHECK(fake->count("a") == 2);
   CHECK(second->response->parsed == R"({"n":8})");
+  // The cache counts the refused answer as unfit, not as a hit.
+  auto counters = [&] {
+    auto out = std::make_shared<cache_status>();
+    sys.spawn([cache_ref, out](caf::event_based_actor* self) {
+      self->request(cache_ref, caf::infinite, atom::status_v)
+        .then([out](cache_status& st) { *out = std::move(st); });
+    });
+    settle();
+    return *out;
+  };
+  auto after_refusal = counters();
+  CHECK(after_refusal.hits == 0);
+  CHECK(after_refusal.unfit_hits == 1);
+  CHECK(after_refusal.misses == 2);
   // ... and it is stored over the bad entry: the next call hits it.
   CHECK(store->last_key == key);
   auto third = call(gw, with_id(req, "s3"));
@@ -345,6 +359,7 @@ TEST_CASE_FIXTURE(actor_fixture, "cache: a stored answer that no longer matches 
   CHECK(third->response->stats.cache_hit);
   CHECK(fake->count("a") == 2);
   CHECK(third->response->parsed == R"({"n":8})");
+  CHECK(counters().hits == 1);
   check_balanced(status(gw));
   caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
   caf::anon_send_exit(cache_ref, caf::exit_reason::user_shutdown);
