@@ -86,19 +86,10 @@ void attach_unreturned(self_ptr self) {
   const auto& unreturned = plan_of(self).unreturned();
   if (unreturned.empty())
     return;
-  if (st.response) {
+  if (st.response)
     st.response->stats.unreturned = unreturned;
-    return;
-  }
-  auto* d = detail_of(st.failure);
-  auto code = code_of(st.failure);
-  if (d == nullptr || !code)
-    return;
-  auto detail = *d;
-  for (auto& [name, w] : unreturned)
-    add_spent(detail.spent, name, w.prompt_tokens, w.completion_tokens,
-              w.cost_usd);
-  st.failure = make_error(*code, std::move(detail));
+  else
+    st.failure = with_spent(st.failure, unreturned);
 }
 
 /// Delivers the decided result once every attempt is gone, then quits.

@@ -53,15 +53,10 @@ void maybe_deliver(self_ptr self) {
     st.losers_cost_usd += st.won_cost_usd;
     // The sub-batches answered before the failure used tokens: the error
     // says how many each source reported (serve's /metrics counts them).
-    auto* d = detail_of(st.failure);
-    auto code = code_of(st.failure);
-    auto& spent = st.response.reported_tokens_by_source;
-    if (d != nullptr && code && !spent.empty()) {
-      auto detail = *d;
-      for (auto& [name, tokens] : spent)
-        add_spent(detail.spent, name, tokens, 0, caf::none);
-      st.failure = make_error(*code, std::move(detail));
-    }
+    spent_by_source spent;
+    for (auto& [name, tokens] : st.response.reported_tokens_by_source)
+      add_spent(spent, name, tokens, 0, caf::none);
+    st.failure = with_spent(st.failure, spent);
   }
   deliver_side_call(self, [&st](embed_response& out) {
     auto& stats = out.stats;

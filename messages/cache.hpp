@@ -111,9 +111,8 @@ typename Inspector::result_type inspect(Inspector& f, cache_status& x) {
   return f(caf::meta::type_name("pgw.cache_status"), x.backend, x.hits,
            x.misses, x.stores, x.not_stored, x.coalesced, x.coalesced_hits,
            x.waiter_timeouts, x.unfit_hits, x.promoted, x.waiters_left,
-           x.errors,
-           x.entries, x.bytes, x.evictions, x.in_flight, x.fleet_leads,
-           x.fleet_waits, x.fleet_hits, x.fleet_takeovers);
+           x.errors, x.entries, x.bytes, x.evictions, x.in_flight,
+           x.fleet_leads, x.fleet_waits, x.fleet_hits, x.fleet_takeovers);
 }
 
 } // namespace pgw

@@ -82,6 +82,18 @@ caf::error make_error(error_code code, std::string message) {
   return make_error(code, std::move(detail));
 }
 
+caf::error with_spent(const caf::error& err, const spent_by_source& spent) {
+  auto* d = detail_of(err);
+  auto code = code_of(err);
+  if (d == nullptr || !code || spent.empty())
+    return err;
+  auto detail = *d;
+  for (auto& [source, w] : spent)
+    add_spent(detail.spent, source, w.prompt_tokens, w.completion_tokens,
+              w.cost_usd);
+  return make_error(*code, std::move(detail));
+}
+
 caf::optional<error_code> code_of(const caf::error& err) {
   if (!err || err.category() != caf::atom("pgw"))
     return caf::none;

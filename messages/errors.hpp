@@ -139,6 +139,10 @@ std::string one_line(std::string text);
 /// one line.
 caf::error make_error(error_code code, error_detail detail);
 
+/// `err` with `spent` added to its detail's `spent` (a call that failed
+/// after upstream work); `err` itself when it carries no pgw detail.
+caf::error with_spent(const caf::error& err, const spent_by_source& spent);
+
 /// Builds a `pgw` error with only a message.
 caf::error make_error(error_code code, std::string message);
 

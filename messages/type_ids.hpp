@@ -83,7 +83,6 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, decide, "decide")
   CAF_ADD_ATOM(pgw, pgw::atom, cache_get, "cache_get")
   CAF_ADD_ATOM(pgw, pgw::atom, cache_put, "cache_put")
-  CAF_ADD_ATOM(pgw, pgw::atom, unfit, "unfit")
 
   // Embeddings (issue 16).
   CAF_ADD_TYPE_ID(pgw, (pgw::embed_request))
@@ -109,5 +108,9 @@ CAF_BEGIN_TYPE_ID_BLOCK(pgw, caf::first_custom_type_id)
   CAF_ADD_ATOM(pgw, pgw::atom, stop, "stop")
   CAF_ADD_ATOM(pgw, pgw::atom, stream_end, "stream_end")
   CAF_ADD_ATOM(pgw, pgw::atom, internal, "internal")
+
+  // Response cache (issue 14): a hit its caller could not use. Last, so the
+  // IDs above keep their values.
+  CAF_ADD_ATOM(pgw, pgw::atom, unfit, "unfit")
 
 CAF_END_TYPE_ID_BLOCK(pgw)

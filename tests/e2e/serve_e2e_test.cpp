@@ -1760,15 +1760,26 @@ std::string structured_person_body(const std::string& model) {
 
 } // namespace
 
-TEST_CASE("serve: /metrics counts the tokens of answers a structured call "
-          "refused, whether the call then succeeds or fails") {
+TEST_CASE("serve: /metrics counts the tokens of answers a call refused "
+          "(schema mismatch, invalid tool calls), whether the call then "
+          "succeeds or fails") {
   // STRUCT's first answer is prose (refused, re-asked), its second valid:
   // both rounds were upstream work. LLM's source answers prose every time:
   // the call ends result_invalid after its re-asks, every round spent.
-  // Before, /metrics counted only the returned answer's tokens, and none
-  // of a failed call's.
+  // TOOLBAD's first source answers tool calls with invalid arguments
+  // (refused, failed over to the second). Before, /metrics counted only
+  // the returned answer's tokens, and none of a failed call's.
   serve_fixture f;
   auto c = f.http();
+  auto tools = c.Post(
+    "/v1/chat/completions", f.auth(),
+    R"({"model":"TOOLBAD","messages":[{"role":"user","content":"hi"}],)"
+    R"("tools":[{"type":"function","function":{"name":"get_weather",)"
+    R"("parameters":{"type":"object"}}}]})",
+    "application/json");
+  REQUIRE(tools);
+  INFO(tools->body);
+  REQUIRE(tools->status == 200);
   auto ok = c.Post("/v1/chat/completions", f.auth(),
                    structured_person_body("STRUCT"), "application/json");
   REQUIRE(ok);
@@ -1782,10 +1793,12 @@ TEST_CASE("serve: /metrics counts the tokens of answers a structured call "
   CHECK(bad->body.find("result_invalid") != std::string::npos);
   auto person = sim_tokens_of(f, "person");
   auto prose = sim_tokens_of(f, "ok");
+  auto bad_tools = sim_tokens_of(f, "tools_bad");
   auto answered = json::parse(ok->body).at("usage");
   // The returned answer is only part of what was spent.
   CHECK(person.first > answered.at("prompt_tokens").to_number<int64_t>());
   CHECK(prose.first > 0);
+  CHECK(bad_tools.first > 0);
   auto m = c.Get("/metrics");
   REQUIRE(m);
   INFO(m->body);
@@ -1802,6 +1815,10 @@ TEST_CASE("serve: /metrics counts the tokens of answers a structured call "
   CHECK(m->body.find(line("LLM", "a", "prompt", prose.first))
         != std::string::npos);
   CHECK(m->body.find(line("LLM", "a", "completion", prose.second))
+        != std::string::npos);
+  CHECK(m->body.find(line("TOOLBAD", "bad", "prompt", bad_tools.first))
+        != std::string::npos);
+  CHECK(m->body.find(line("TOOLBAD", "bad", "completion", bad_tools.second))
         != std::string::npos);
   CHECK(m->body.find(R"(pgw_calls_total{scope="LLM",source="none",)"
                      R"(outcome="result_invalid"} 1)" "\n")

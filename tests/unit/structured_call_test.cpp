@@ -4,6 +4,7 @@
 // format ladder learned from a 400.
 
 #include "actors/telemetry.hpp"
+#include "config/pricing.hpp"
 #include "fakes/memory_sink.hpp"
 #include "fixtures/actor_fixture.hpp"
 
@@ -62,7 +63,12 @@ error_code code(const call_outcome& out) {
 TEST_CASE_FIXTURE(structured_fixture, "structured: invalid, re-ask with the errors, valid") {
   fake->script("a", {fake_step::ok(wrong_person, 10, 7).after(100ms),
                      fake_step::ok(valid_person, 30, 9).after(300ms)});
-  auto gw = spawn_gateway(test_scope({"a"}), 42, with_telemetry());
+  auto opts = with_telemetry();
+  auto prices = price_table::parse(
+    R"({"models": {"model-a": {"input": 1.0, "output": 2.0}}})");
+  REQUIRE(prices);
+  opts.prices = std::make_shared<const price_table>(std::move(*prices));
+  auto gw = spawn_gateway(test_scope({"a"}), 42, opts);
   auto out = call(gw, structured());
   REQUIRE(out->response);
   auto& r = *out->response;
@@ -77,6 +83,9 @@ TEST_CASE_FIXTURE(structured_fixture, "structured: invalid, re-ask with the erro
   REQUIRE(r.stats.unreturned.size() == 1);
   CHECK(r.stats.unreturned.at("a").prompt_tokens == 10);
   CHECK(r.stats.unreturned.at("a").completion_tokens == 7);
+  // ... priced: 10 input tokens at $1 and 7 output at $2 per million.
+  REQUIRE(r.stats.unreturned.at("a").cost_usd);
+  CHECK(*r.stats.unreturned.at("a").cost_usd == doctest::Approx(24e-6));
   auto calls = fake->calls();
   REQUIRE(calls.size() == 2);
   CHECK(format_type(calls[0]) == "json_schema");
