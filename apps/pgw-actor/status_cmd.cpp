@@ -5,6 +5,9 @@
 
 #include "commands.hpp"
 
+#include <caf/binary_deserializer.hpp>
+#include <caf/io/basp/header.hpp>
+#include <caf/io/basp/version.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/scoped_actor.hpp>
 
@@ -68,16 +71,23 @@ std::string why_no_address(const std::string& host, uint16_t port) {
                    : unresolved_words;
 }
 
-/// Why a TCP connection to `host:port` fails, in plain words, found by
-/// connecting once more: CAF says only "ip_connect failed", not why.
-std::string why_connect_fails(const std::string& host, uint16_t port,
-                              double limit) {
+/// `err` of connect_ipv4 when the host name does not resolve.
+constexpr int unresolved_err = -1;
+
+/// A TCP connection to `host:port` over IPv4 (as CAF's middleman makes
+/// it), waiting at most `limit` (10 s at most); -1 and `err` set when none
+/// (an errno value, or unresolved_err).
+int connect_ipv4(const std::string& host, uint16_t port, double limit,
+                 int& err) {
   auto* found = resolve(host, port);
-  if (found == nullptr)
-    return unresolved_words;
-  int err = EAFNOSUPPORT; // no IPv4 address (CAF found one, though)
-  for (auto* a = found; a != nullptr; a = a->ai_next) {
-    if (a->ai_family != AF_INET) // CAF tried IPv4 only
+  if (found == nullptr) {
+    err = unresolved_err;
+    return -1;
+  }
+  err = EAFNOSUPPORT; // no IPv4 address (CAF found one, though)
+  int connected = -1;
+  for (auto* a = found; a != nullptr && connected < 0; a = a->ai_next) {
+    if (a->ai_family != AF_INET) // CAF tries IPv4 only
       continue;
     int fd = ::socket(a->ai_family, a->ai_socktype | SOCK_NONBLOCK,
                       a->ai_protocol);
@@ -96,11 +106,67 @@ std::string why_connect_fails(const std::string& host, uint16_t port,
         ::getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len);
       }
     }
-    ::close(fd);
     if (err == 0)
-      break;
+      connected = fd;
+    else
+      ::close(fd);
   }
   ::freeaddrinfo(found);
+  return connected;
+}
+
+/// The BASP version a CAF node at `host:port` announces: the operation data
+/// of the server handshake it sends first on a new connection. nullopt when
+/// that header cannot be read within `limit`, or is not a server handshake.
+/// CAF 0.17's middleman does not compare it, so a node of another CAF
+/// release gets as far as its payload parses.
+std::optional<uint64_t> announced_basp_version(caf::actor_system& sys,
+                                               const std::string& host,
+                                               uint16_t port, double limit) {
+  int err = 0;
+  int fd = connect_ipv4(host, port, limit, err);
+  if (fd < 0)
+    return std::nullopt;
+  std::vector<char> buf(caf::io::basp::header_size);
+  size_t have = 0;
+  auto deadline = std::chrono::steady_clock::now()
+                  + std::chrono::duration_cast<std::chrono::milliseconds>(
+                    std::chrono::duration<double>(std::min(limit, 10.0)));
+  while (have < buf.size()) {
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+                  deadline - std::chrono::steady_clock::now())
+                  .count();
+    pollfd p{fd, POLLIN, 0};
+    if (left <= 0 || ::poll(&p, 1, static_cast<int>(left)) <= 0)
+      break;
+    auto n = ::recv(fd, buf.data() + have, buf.size() - have, 0);
+    if (n <= 0)
+      break;
+    have += static_cast<size_t>(n);
+  }
+  ::close(fd);
+  if (have < buf.size())
+    return std::nullopt;
+  caf::io::basp::header hdr;
+  caf::binary_deserializer source{sys, buf};
+  if (source(hdr)
+      || hdr.operation != caf::io::basp::message_type::server_handshake)
+    return std::nullopt;
+  return hdr.operation_data;
+}
+
+/// Why a TCP connection to `host:port` fails, in plain words, found by
+/// connecting once more: CAF says only "ip_connect failed", not why.
+std::string why_connect_fails(const std::string& host, uint16_t port,
+                              double limit) {
+  int err = 0;
+  int fd = connect_ipv4(host, port, limit, err);
+  if (fd >= 0) {
+    ::close(fd);
+    err = 0;
+  } else if (err == unresolved_err) {
+    return unresolved_words;
+  }
   switch (err) {
     case 0:
       return "the connection failed, but a new one succeeds (the node may "
@@ -171,6 +237,9 @@ reach(caf::actor_system& sys, const std::string& host, uint16_t port,
   auto fail = [&](caf::sec code) {
     why = unreachable_words(caf::make_error(code), host, port, limit);
   };
+  // CAF read a handshake there (whatever it made of it): a node of another
+  // CAF release may be behind it, which CAF 0.17 does not check.
+  bool handshake_read = false;
   caf::scoped_actor self{sys};
   self
     ->request(sys.middleman().actor_handle(), as_timespan(limit),
@@ -178,6 +247,7 @@ reach(caf::actor_system& sys, const std::string& host, uint16_t port,
     .receive(
       [&](const caf::node_id&, caf::strong_actor_ptr& ptr,
           const std::set<std::string>& ifs) {
+        handshake_read = true;
         if (!ptr)
           fail(caf::sec::no_actor_published_at_port);
         else if (!sys.assignable<node_status_actor>(ifs))
@@ -186,8 +256,21 @@ reach(caf::actor_system& sys, const std::string& host, uint16_t port,
           out = caf::actor_cast<node_status_actor>(std::move(ptr));
       },
       [&](caf::error& err) {
+        handshake_read = err == caf::sec::malformed_basp_message
+                         || err == caf::sec::incompatible_application_ids
+                         || err == caf::sec::incompatible_versions;
         why = unreachable_words(err, host, port, limit);
       });
+  if (handshake_read) {
+    auto theirs = announced_basp_version(sys, host, port, limit);
+    if (theirs && *theirs != caf::io::basp::version) {
+      out.reset();
+      why = fmt::format("the node there speaks another version of CAF's "
+                        "protocol (BASP {}, this pgw's is {}: a pgw built "
+                        "with another CAF version)",
+                        *theirs, caf::io::basp::version);
+    }
+  }
   return out;
 }
 

@@ -6,9 +6,13 @@
 #include <boost/json.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
+#include <caf/binary_serializer.hpp>
+#include <caf/io/basp/header.hpp>
+#include <caf/io/basp/version.hpp>
 #include <caf/io/middleman.hpp>
 #include <caf/typed_event_based_actor.hpp>
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -17,6 +21,7 @@
 
 #include <chrono>
 #include <csignal>
+#include <set>
 #include <thread>
 
 using namespace pgw::test;
@@ -279,6 +284,58 @@ struct caf_peer {
   }
 };
 
+/// A loopback port that answers each connection with `greeting` (written
+/// once) and keeps it open until the listener ends: a node that sends its
+/// server handshake and waits for the client's, on any number of
+/// connections at once.
+struct greeting_listener : silent_listener {
+  std::vector<int> open_conns; // the loop's until it is joined
+  std::thread loop;
+
+  explicit greeting_listener(std::vector<char> greeting) {
+    loop = std::thread{[this, fd = sock, bytes = std::move(greeting)] {
+      for (int c; (c = ::accept(fd, nullptr, nullptr)) >= 0;) {
+        open_conns.push_back(c);
+        (void) ::send(c, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+      }
+    }};
+  }
+
+  ~greeting_listener() {
+    ::shutdown(sock, SHUT_RDWR); // ends the accept loop
+    loop.join();
+    for (int c : open_conns)
+      ::close(c);
+  }
+};
+
+/// The server handshake a CAF node of BASP version `version` sends,
+/// written with this CAF's serializer: a node `from` of application
+/// `app_id` that publishes nothing.
+std::vector<char> server_handshake(caf::actor_system& sys, uint64_t version,
+                                   const std::string& app_id) {
+  std::vector<char> payload;
+  {
+    caf::binary_serializer sink{sys, payload};
+    auto node = sys.node();
+    std::vector<std::string> app_ids{app_id};
+    auto aid = caf::invalid_actor_id;
+    std::set<std::string> iface;
+    REQUIRE(!sink(node, app_ids, aid, iface));
+  }
+  caf::io::basp::header hdr{caf::io::basp::message_type::server_handshake,
+                            0,
+                            static_cast<uint32_t>(payload.size()),
+                            version,
+                            caf::invalid_actor_id,
+                            caf::invalid_actor_id};
+  std::vector<char> out;
+  caf::binary_serializer sink{sys, out};
+  REQUIRE(!sink(hdr));
+  out.insert(out.end(), payload.begin(), payload.end());
+  return out;
+}
+
 } // namespace
 
 TEST_CASE("status --connect names what another CAF program's port is") {
@@ -298,6 +355,30 @@ TEST_CASE("status --connect names what another CAF program's port is") {
                          + ": the actor published there is not a pgw node's "
                            "status (another program, or a pgw of another "
                            "version)");
+  }
+  SUBCASE("the same handshake at this CAF's BASP version (the control)") {
+    caf_peer peer;
+    greeting_listener same{
+      server_handshake(peer.sys, caf::io::basp::version, "generic-caf-app")};
+    auto where = "127.0.0.1:" + std::to_string(same.port);
+    check_status_error({"--connect", where, "--timeout", "5"},
+                       "cannot reach " + where
+                         + ": a CAF node listens there but publishes nothing "
+                           "on that port");
+  }
+  SUBCASE("a CAF node of another BASP version (another CAF release)") {
+    caf_peer peer;
+    greeting_listener other{
+      server_handshake(peer.sys, caf::io::basp::version + 1, "generic-caf-app")};
+    auto where = "127.0.0.1:" + std::to_string(other.port);
+    check_status_error({"--connect", where, "--timeout", "5"},
+                       "cannot reach " + where
+                         + fmt::format(": the node there speaks another "
+                                       "version of CAF's protocol (BASP {}, "
+                                       "this pgw's is {}: a pgw built with "
+                                       "another CAF version)",
+                                       caf::io::basp::version + 1,
+                                       caf::io::basp::version));
   }
   SUBCASE("another CAF application") {
     caf_peer peer{"not-pgw"};
