@@ -1,3 +1,4 @@
+#include "config/json_numbers.hpp"
 #include "config/json_text.hpp"
 #include "serve_openai.hpp"
 
@@ -161,28 +162,27 @@ bool number_of(const json::value& v, double& out) {
   return std::isfinite(out);
 }
 
-/// The first number in `v` (at `path`) that would not reach the upstream
-/// as written: beyond a double's range (1e400 would go as null), or of a
-/// magnitude of 2^64 or more (an integer that large would be rounded).
-problem out_of_range(const json::value& v, const std::string& path) {
+/// Whether `v` holds a double Boost.JSON may have read from a literal it
+/// could not carry as written (see config/json_numbers.hpp): one that is not
+/// finite, or of a magnitude of 2^63 or more (an integer literal that large
+/// fits int64 or uint64 only up to there). The body is then read again
+/// (`unheld_number`) to tell 1e20, a double as written, from
+/// 100000000000000000001, an integer that would be rounded.
+bool may_hold_unheld_number(const json::value& v) {
   if (v.is_double()) {
     auto d = v.get_double();
-    if (!std::isfinite(d) || std::fabs(d) >= 18446744073709551616.0)
-      return bad(path, "number out of range");
-  } else if (v.is_object()) {
-    for (auto& kv : v.get_object()) {
-      auto at = std::string(kv.key());
-      if (auto p = out_of_range(kv.value(), path.empty() ? at
-                                                         : path + "." + at))
-        return p;
-    }
-  } else if (v.is_array()) {
-    auto& a = v.get_array();
-    for (size_t i = 0; i < a.size(); ++i)
-      if (auto p = out_of_range(a[i], path + "[" + std::to_string(i) + "]"))
-        return p;
+    return !std::isfinite(d) || std::fabs(d) >= 9223372036854775808.0;
   }
-  return {};
+  if (v.is_object()) {
+    for (auto& kv : v.get_object())
+      if (may_hold_unheld_number(kv.value()))
+        return true;
+  } else if (v.is_array()) {
+    for (auto& x : v.get_array())
+      if (may_hold_unheld_number(x))
+        return true;
+  }
+  return false;
 }
 
 /// The largest magnitude of an integer field: integers are read through a
@@ -384,8 +384,9 @@ std::optional<std::string> parse_request(const std::string& body,
   }
   if (out.model.empty())
     return bad("model", "missing (name a scope, e.g. \"LLM\")");
-  if (auto p = out_of_range(v, {}))
-    return p;
+  if (may_hold_unheld_number(v))
+    if (auto p = unheld_number(body))
+      return p;
   if (!extra.empty())
     req.extra_body = json_text(extra);
   req.stream = caf::none; // the scope's STREAM decides how upstreams answer

@@ -1187,6 +1187,9 @@ TEST_CASE("serve: no body length, trailers, a lower-case method, two keys "
         == "logit_bias.50256: number out of range");
   CHECK(sent(R"("metadata":{"ids":[1,18446744073709551616]})")
         == "metadata.ids[1]: number out of range");
+  // Below -2^63 an integer literal is read as a double too (rounded).
+  CHECK(sent(R"("metadata":{"n":-9223372036854775809})")
+        == "metadata.n: number out of range");
   CHECK(sent(R"("temperature":1e400)")
         == "temperature: number out of range (a number in [0, 2])");
   // A source's cause is named once, and the code once.
@@ -2144,7 +2147,7 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
 
 } // TEST_SUITE
 
-TEST_CASE("serve: a message's and a content part's other members, and an image's detail, reach the upstream unchanged") {
+TEST_CASE("serve: a message's and a content part's other members, an image's detail and large numbers reach the upstream unchanged") {
   // Dropped before: cache_control, prefix and image_url.detail never left
   // serve (the request-level unknown fields did).
   std::mutex mtx;
@@ -2171,7 +2174,12 @@ TEST_CASE("serve: a message's and a content part's other members, and an image's
               R"({"role":"user","content":[)"
               R"({"type":"text","text":"look","cache_control":{"type":"ephemeral"}},)"
               R"({"type":"image_url","image_url":{"url":"https://example.com/a.png","detail":"low"}}]},)"
-              R"({"role":"assistant","content":"Sure,","prefix":true}]})";
+              R"({"role":"assistant","content":"Sure,","prefix":true}],)"
+              // Doubles as written, however large; the edges of int64 and
+              // uint64 (refused before: a double of 2^64 or more could have
+              // been a rounded integer).
+              R"("metadata":{"big":1e20,"lo":-9223372036854775808,)"
+              R"("hi":18446744073709551615}})";
   auto r = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
   REQUIRE(r);
   INFO(r->body);
@@ -2192,4 +2200,7 @@ TEST_CASE("serve: a message's and a content part's other members, and an image's
   CHECK(parts[1].at("image_url").at("url").as_string()
         == "https://example.com/a.png");
   CHECK(msgs[2].at("prefix").as_bool());
+  CHECK(sent.find(R"("big":100000000000000000000)") != std::string::npos);
+  CHECK(sent.find(R"("lo":-9223372036854775808)") != std::string::npos);
+  CHECK(sent.find(R"("hi":18446744073709551615)") != std::string::npos);
 }
