@@ -143,9 +143,9 @@ void forget_requester(self_ptr self, const caf::actor_addr& sup) {
 void schedule_tick(self_ptr self) {
   auto& st = self->state;
   auto next = st.timers.next();
-  if (!next || (st.tick_at && *st.tick_at <= *next))
+  if (!next || (!st.ticks.empty() && *st.ticks.begin() <= *next))
     return;
-  st.tick_at = *next;
+  st.ticks.insert(*next);
   auto now = self->clock().now();
   self->delayed_send(self, *next > now ? *next - now : caf::timespan{0},
                      atom::timer_v);
@@ -154,8 +154,9 @@ void schedule_tick(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  if (st.tick_at && *st.tick_at <= now)
-    st.tick_at.reset();
+  // Ticks arrive in the order of their times: this is the earliest.
+  if (!st.ticks.empty() && *st.ticks.begin() <= now)
+    st.ticks.erase(st.ticks.begin());
   // The owner is a call supervisor, an embedding or an OCR call: all take
   // `(atom::timer, kind, id)`.
   for (auto& f : st.timers.take_due(now))

@@ -26,6 +26,7 @@
 #include <memory>
 #include <optional>
 #include <random>
+#include <set>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -142,8 +143,14 @@ struct gateway_state {
   /// The timers of the live calls (stall window, deadline, retry, hedge).
   timer_table timers;
   gateway_options opts;
-  /// When the pending tick (a delayed message to self) fires, if any.
-  std::optional<caf::actor_clock::time_point> tick_at;
+  /// When the ticks sent and not received yet (delayed messages to self)
+  /// fire. CAF 0.17 cannot cancel a delayed message: a tick sent for a
+  /// timer that went (its call ended) still comes, so a new tick is sent
+  /// only for a timer earlier than every one pending. Keeping only the
+  /// earliest sent one here, each retry's short tick left a duplicate of
+  /// the stall window's tick in the clock for up to STALL_WINDOW_S: memory
+  /// grew with the retry rate times 300 s.
+  std::multiset<caf::actor_clock::time_point> ticks;
   std::mt19937_64 rng;
   uint64_t next_call = 0;
   int64_t calls_started = 0;

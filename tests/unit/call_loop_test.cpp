@@ -417,3 +417,36 @@ TEST_CASE_FIXTURE(actor_fixture, "a requester that goes away cancels its call") 
   CHECK(st.sources[0].limiter.tpm_used == 100); // in flight: est
   CHECK(st.sources[0].limiter.settled == 1);
 }
+
+TEST_CASE_FIXTURE(actor_fixture, "gateway timers: a call's retries leave no stale tick in the clock") {
+  // Each retry arms a short backoff timer, earlier than the call's stall
+  // window. A tick for the window is already on its way (CAF 0.17 cannot
+  // take a delayed message back); once the backoff's tick fired, the old
+  // code sent another for the window, so every retry left one more delayed
+  // message in the clock for up to STALL_WINDOW_S (300 s): memory grew
+  // with the retry rate (found by a serve soak against a source that cuts
+  // its streams: RSS +5 MB a minute at ~500 retries/s).
+  const int failures = 20;
+  std::vector<fake_step> steps(failures,
+                               fake_step::http(503, outcome::transient));
+  steps.push_back(fake_step::ok());
+  fake->script("a", steps);
+  auto sc = test_scope({"a"});
+  sc.max_attempts = failures + 1;
+  sc.backoff_base_s = 0.01;
+  sc.backoff_max_s = 0.01;
+  sc.breaker.threshold = 1000;
+  sc.breaker.min_calls = 1000;
+  auto gw = spawn_gateway(sc);
+  auto pending_before = sched.clock().schedule().size();
+  auto out = call(gw, hello());
+  REQUIRE(out->response);
+  CHECK(out->response->stats.attempts == failures + 1);
+  CHECK(status(gw).timers_armed == 0);
+  // What is left is the window's first tick (it comes, finds nothing due
+  // and sends no other), not one per retry.
+  auto pending = sched.clock().schedule().size() - pending_before;
+  CHECK(pending <= 1);
+  settle();
+  CHECK(sched.clock().schedule().empty());
+}
