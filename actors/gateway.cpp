@@ -154,8 +154,9 @@ void schedule_tick(self_ptr self) {
 void on_tick(self_ptr self) {
   auto& st = self->state;
   auto now = self->clock().now();
-  // Ticks arrive in the order of their times: this is the earliest.
-  if (!st.ticks.empty() && *st.ticks.begin() <= now)
+  // One entry per tick on its way; they come in the order of their times,
+  // each no earlier than the time it was sent for: this one is the first.
+  if (!st.ticks.empty())
     st.ticks.erase(st.ticks.begin());
   // The owner is a call supervisor, an embedding or an OCR call: all take
   // `(atom::timer, kind, id)`.

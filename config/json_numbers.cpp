@@ -51,6 +51,16 @@ struct number_checker {
     return true;
   }
 
+  bool open(bool array) {
+    frames.push_back({array, {}, 0});
+    return true;
+  }
+
+  bool close() {
+    frames.pop_back();
+    return value_done();
+  }
+
   bool on_document_begin(json::error_code&) {
     return true;
   }
@@ -58,20 +68,16 @@ struct number_checker {
     return true;
   }
   bool on_array_begin(json::error_code&) {
-    frames.push_back({true, {}, 0});
-    return true;
+    return open(true);
   }
   bool on_array_end(std::size_t, json::error_code&) {
-    frames.pop_back();
-    return value_done();
+    return close();
   }
   bool on_object_begin(json::error_code&) {
-    frames.push_back({false, {}, 0});
-    return true;
+    return open(false);
   }
   bool on_object_end(std::size_t, json::error_code&) {
-    frames.pop_back();
-    return value_done();
+    return close();
   }
   bool on_string_part(json::string_view, std::size_t, json::error_code&) {
     return true;
