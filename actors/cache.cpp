@@ -145,6 +145,14 @@ void release_lease(self_ptr self, const std::string& key,
                std::exchange(fl.token, std::string{}));
 }
 
+/// Takes waiter `w` out of the table (and out of `dues`).
+void forget(cache_state& st,
+            std::unordered_map<uint64_t, cache_state::waiter>::iterator w) {
+  if (w->second.due)
+    st.dues.erase({*w->second.due, w->first});
+  st.waiters.erase(w);
+}
+
 /// Serves every waiter of `key` with `stored` and ends its flight (its
 /// lease, if any, stays with the caller: see `offer`).
 void serve_waiters(self_ptr self, const std::string& key,
@@ -164,7 +172,7 @@ void serve_waiters(self_ptr self, const std::string& key,
     if (w->second.who)
       self->demonitor(w->second.who);
     ++st.counters.coalesced_hits;
-    st.waiters.erase(w);
+    forget(st, w);
   }
   // The leader has its answer: its end no longer concerns this flight (and
   // a hit's supervisor costs no down message).
@@ -194,12 +202,56 @@ void promote(self_ptr self, const std::string& key) {
     // A leader that is already gone is noticed at once (down_msg).
     watch(self, fl.leader);
     w->second.promise.deliver(verdict(cache_verdict_kind::lead, fl.lease));
-    st.waiters.erase(w);
+    forget(st, w);
     ++st.counters.promoted;
     return;
   }
   release_lease(self, key, fl);
   st.flights.erase(f);
+}
+
+void drop_waiter(self_ptr self, uint64_t id);
+
+/// Makes sure a tick comes no later than the earliest waiter's bound (a
+/// tick already on its way for an earlier time will do: it sends the next).
+void schedule_tick(self_ptr self) {
+  auto& st = self->state;
+  if (st.dues.empty())
+    return;
+  auto next = st.dues.begin()->first;
+  if (!st.ticks.empty() && *st.ticks.begin() <= next)
+    return;
+  st.ticks.insert(next);
+  auto now = self->clock().now();
+  self->delayed_send(self, next > now ? next - now : caf::timespan{0},
+                     atom::timer_v);
+}
+
+/// Ends the wait of every waiter whose bound has passed.
+void on_tick(self_ptr self) {
+  auto& st = self->state;
+  // Ticks come in the order of their times, each no earlier than the time
+  // it was sent for: this one is the first entry.
+  if (!st.ticks.empty())
+    st.ticks.erase(st.ticks.begin());
+  auto now = self->clock().now();
+  while (!st.dues.empty() && st.dues.begin()->first <= now) {
+    auto id = st.dues.begin()->second;
+    auto w = st.waiters.find(id);
+    if (w == st.waiters.end()) { // cannot happen: forget() keeps both
+      st.dues.erase(st.dues.begin());
+      continue;
+    }
+    w->second.promise.deliver(
+      make_error(error_code::call_deadline_exceeded,
+                 "the deadline passed while waiting for an identical call "
+                 "in flight"));
+    if (w->second.who)
+      self->demonitor(w->second.who);
+    drop_waiter(self, id);
+    ++st.counters.waiter_timeouts;
+  }
+  schedule_tick(self);
 }
 
 /// Adds a waiter on the flight of `key` (at the front: the oldest) whose
@@ -210,17 +262,18 @@ void add_waiter(self_ptr self, const std::string& key, cache_state::waiter w,
   auto id = ++st.next_id;
   // A waiter whose call ends (cancelled) waits no more: on_down.
   watch(self, w.who);
+  if (wait_s) {
+    auto d = std::chrono::duration<double>(std::max(0.0, *wait_s));
+    w.due = self->clock().now() + std::chrono::duration_cast<caf::timespan>(d);
+    st.dues.emplace(*w.due, id);
+  }
   st.waiters.emplace(id, std::move(w));
   auto& q = st.flights[key].waiters;
   if (front)
     q.push_front(id);
   else
     q.push_back(id);
-  if (wait_s) {
-    auto d = std::chrono::duration<double>(std::max(0.0, *wait_s));
-    self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(d),
-                       atom::timer_v, id);
-  }
+  schedule_tick(self);
 }
 
 /// A call waits on the flight of `req.key`.
@@ -228,7 +281,7 @@ caf::result<cache_verdict> wait_for(self_ptr self, cache_lookup& req) {
   // Before the promise: making it takes the sender out of the message.
   auto who = sender_of(self);
   auto rp = self->make_response_promise<cache_verdict>();
-  add_waiter(self, req.key, {req.key, req.call_id, who, rp}, req.wait_s,
+  add_waiter(self, req.key, {req.key, req.call_id, who, rp, {}}, req.wait_s,
              false);
   ++self->state.counters.coalesced;
   return rp;
@@ -372,7 +425,7 @@ void wait_on_fleet(self_ptr self, const cache_lookup& req,
   auto& fl = st.flights[req.key];
   auto who = std::exchange(fl.leader, caf::actor_addr{});
   fl.fleet_wait = true;
-  add_waiter(self, req.key, {req.key, req.call_id, who, std::move(rp)},
+  add_waiter(self, req.key, {req.key, req.call_id, who, std::move(rp), {}},
              req.wait_s, true);
   ++st.counters.fleet_waits;
   schedule_poll(self, req.key, fl);
@@ -510,7 +563,7 @@ void drop_waiter(self_ptr self, uint64_t id) {
   if (w == st.waiters.end())
     return;
   auto f = st.flights.find(w->second.key);
-  st.waiters.erase(w);
+  forget(st, w);
   if (f == st.flights.end())
     return;
   auto& q = f->second.waiters;
@@ -652,20 +705,7 @@ scoped_cache(cache_actor::stateful_pointer<cache_state> self,
       s.in_flight = static_cast<int64_t>(self->state.flights.size());
       return s;
     },
-    [self](atom::timer, uint64_t id) {
-      auto& st = self->state;
-      auto w = st.waiters.find(id);
-      if (w == st.waiters.end())
-        return;
-      w->second.promise.deliver(
-        make_error(error_code::call_deadline_exceeded,
-                   "the deadline passed while waiting for an identical call "
-                   "in flight"));
-      if (w->second.who)
-        self->demonitor(w->second.who);
-      drop_waiter(self, id);
-      ++st.counters.waiter_timeouts;
-    },
+    [self](atom::timer) { on_tick(self); },
     [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }

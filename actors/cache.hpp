@@ -34,14 +34,17 @@
 #include "actors/interfaces.hpp"
 #include "backends/cache.hpp"
 
+#include <caf/actor_clock.hpp>
 #include <caf/stateful_actor.hpp>
 
 #include <chrono>
 #include <deque>
 #include <functional>
 #include <memory>
+#include <set>
 #include <string>
 #include <unordered_map>
+#include <utility>
 
 namespace pgw {
 
@@ -65,6 +68,8 @@ struct cache_state {
     std::string call_id;
     caf::actor_addr who;
     caf::typed_response_promise<cache_verdict> promise;
+    /// When its wait ends (its `wait_s`); unset = no bound.
+    caf::optional<caf::actor_clock::time_point> due;
   };
 
   /// A key with a call in flight.
@@ -90,6 +95,13 @@ struct cache_state {
   std::function<double()> wall_clock;
   std::unordered_map<std::string, flight> flights;
   std::unordered_map<uint64_t, waiter> waiters;
+  /// The waiters with a bound, earliest first. The cache wakes itself with
+  /// one delayed message for the earliest (`ticks`: the times of those sent
+  /// and not received yet), not one per waiter: CAF 0.17 cannot cancel a
+  /// delayed message, so one per waiter would stay in the clock for the
+  /// whole `wait_s` after most waiters are served (memory ~ rate x wait).
+  std::set<std::pair<caf::actor_clock::time_point, uint64_t>> dues;
+  std::multiset<caf::actor_clock::time_point> ticks;
   uint64_t next_id = 0;
   cache_status counters;
   caf::optional<caf::actor_clock::time_point> last_warning;

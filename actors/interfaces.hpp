@@ -183,8 +183,9 @@ using cache_actor = status_client_actor<cache_status>::extend<
   caf::reacts_to<atom::unfit, bool>,
   /// The leader's call failed: the next waiter leads (key, lease).
   caf::reacts_to<atom::abandon, std::string, uint64_t>,
-  /// Internal: a waiter's wait ended (waiter id).
-  caf::reacts_to<atom::timer, uint64_t>,
+  /// Internal: the earliest waiter's wait may have ended (one delayed
+  /// message for the earliest, not one per waiter: see `cache_state::dues`).
+  caf::reacts_to<atom::timer>,
   /// Internal: a backend call finished on an I/O thread.
   caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 

@@ -263,6 +263,38 @@ TEST_CASE("cache actor: a waiter's deadline ends its wait, the leader goes on") 
   CHECK(fx.status().stores == 1);
 }
 
+TEST_CASE("cache actor: served waiters leave no timer in the clock") {
+  // Each waiter's bound was a delayed message of its own, which CAF 0.17
+  // cannot cancel: a hot key's waiters, served in milliseconds, left one
+  // message each in the clock for their whole wait (memory grew with the
+  // rate of coalesced calls times their deadline). Now the cache keeps
+  // one message on its way, for the earliest bound.
+  cache_fixture fx;
+  auto pending_before = fx.sched.clock().schedule().size();
+  for (int round = 0; round < 10; ++round) {
+    auto [a, la] = fx.ask("k" + std::to_string(round));
+    auto lease = la->lease();
+    std::vector<std::shared_ptr<caller_log>> logs;
+    for (int i = 0; i < 5; ++i)
+      logs.push_back(
+        fx.ask("k" + std::to_string(round), "on", 60.0 + i, "W").second);
+    fx.put("k" + std::to_string(round), lease, answer());
+    for (auto& log : logs)
+      check_hit(*log, "W");
+  }
+  auto pending = fx.sched.clock().schedule().size() - pending_before;
+  CHECK(pending <= 1); // 50 before
+  // A waiter still waiting keeps its bound, and the lone tick ends it.
+  auto [a, la] = fx.ask("late");
+  auto [b, lb] = fx.ask("late", "on", 2.0, "B");
+  fx.advance(std::chrono::seconds(61));
+  REQUIRE(lb->answers == 1);
+  CHECK(code_of(lb->error) == error_code::call_deadline_exceeded);
+  CHECK(fx.status().waiter_timeouts == 1);
+  fx.settle();
+  CHECK(fx.sched.clock().schedule().empty());
+}
+
 TEST_CASE("cache actor: a leader that ends without an answer hands over") {
   cache_fixture fx;
   auto [a, la] = fx.ask("k");
