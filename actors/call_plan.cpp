@@ -2,6 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/selector.hpp"
+#include "actors/settlement.hpp"
 #include "actors/side_call.hpp"
 #include "config/keys.hpp"
 #include "config/limits.hpp"
@@ -45,6 +46,26 @@ bool schema_mismatch(const attempt_result& r) {
 
 bool contains(const std::vector<std::string>& xs, const std::string& x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
+}
+
+/// What `leg`'s source did as its permit settles it (SPEC §8): the usage
+/// it reported, else the estimate settled for work of unknown size (a leg
+/// stopped while its request ran, an answer cut or refused without usage);
+/// none when it settled nothing (a 503, a refusal).
+std::optional<spent_work> settled_work(const plan_leg& leg) {
+  spent_work w;
+  auto& r = leg.result();
+  if (leg.done && r.usage_reported) {
+    w.prompt_tokens = r.prompt_tokens;
+    w.completion_tokens = r.completion_tokens;
+    return w;
+  }
+  auto amount = leg.done ? settle_amount(r, leg.est)
+                         : std::max<int64_t>(leg.est, 0);
+  if (amount <= 0)
+    return std::nullopt;
+  w.estimated_tokens = amount;
+  return w;
 }
 
 } // namespace
@@ -284,6 +305,9 @@ call_decisions call_plan::cancel() {
     if (committed_ != 0 && x.id == committed_) {
       d.stream_source = x.source;
       d.streamed_bytes = streamed_bytes_;
+      // Stopped mid-answer: no usage comes; its permit settles the estimate.
+      if (auto w = settled_work(x))
+        add_spent(d.spent, x.source, *w);
     }
   fail(error_code::cancelled, std::move(d));
   return take();
@@ -398,15 +422,17 @@ void call_plan::account_loser(const plan_leg& leg) {
     cost = args_.cost(leg);
   if (cost)
     losers_cost_usd_ += *cost;
-  // A whole answer the call does not return: what its source reported. A
-  // committed leg's usage goes with its stream's error (`interruption`).
-  auto& r = leg.result();
-  if (!leg.done || !r.usage_reported || leg.id == committed_)
+  // Work the call does not return: a whole answer as its source reported
+  // it, or the estimate its permit settled. A committed leg's goes with its
+  // stream's error (`interruption`, `cancel`).
+  auto w = settled_work(leg);
+  if (!w || leg.id == committed_)
     return;
+  if (cost)
+    w->cost_usd = *cost;
   if (!unreturned_)
     unreturned_ = std::make_unique<spent_by_source>();
-  add_spent(*unreturned_, leg.source, r.prompt_tokens, r.completion_tokens,
-            cost ? caf::optional<double>{*cost} : caf::none);
+  add_spent(*unreturned_, leg.source, *w);
 }
 
 /// Stops a running leg and counts it as a loser labelled `label`.
@@ -467,6 +493,11 @@ error_detail call_plan::interruption(error_detail detail,
     detail.prompt_tokens = l->result().prompt_tokens;
     detail.completion_tokens = l->result().completion_tokens;
   }
+  // Without reported usage the committed leg's permit settles its
+  // estimate: estimated work, which the error carries.
+  if (l != nullptr && !detail.usage_reported)
+    if (auto w = settled_work(*l))
+      add_spent(detail.spent, l->source, *w);
   auto usage = detail.usage_reported
                  ? "usage so far " + std::to_string(detail.prompt_tokens)
                      + " prompt + " + std::to_string(detail.completion_tokens)

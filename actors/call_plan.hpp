@@ -209,8 +209,10 @@ public:
   double losers_cost_usd() const {
     return losers_cost_usd_;
   }
-  /// The losers' whole answers, as their sources reported them (their
-  /// tokens, and their cost when priced), by source.
+  /// The losers' work, by source: whole answers as their sources reported
+  /// them (their tokens, and their cost when priced), else the estimates
+  /// their permits settled (legs stopped while their requests ran, answers
+  /// cut or refused without usage; SPEC §8).
   const spent_by_source& unreturned() const;
   uint64_t committed() const {
     return committed_;

@@ -229,6 +229,9 @@ void succeed(self_ptr self, uint64_t id) {
   stats.prompt_tokens = res.prompt_tokens;
   stats.completion_tokens = res.completion_tokens;
   stats.usage_source = usage_source_of(&res);
+  // No usage reported: its permit settled the estimate (SPEC §8).
+  if (!res.usage_reported)
+    stats.estimated_tokens = std::max<int64_t>(leg.est, 0);
   stats.cost_usd = leg_cost(self, leg);
   stats.malformed_events = res.malformed_events;
   if (res.malformed_events > 0)

@@ -226,6 +226,9 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   if (res.usage_reported) {
     out.stats.reported_prompt_tokens += settled;
     out.reported_tokens_by_source[source] += settled;
+  } else {
+    out.stats.estimated_tokens += settled;
+    out.estimated_tokens_by_source[source] += settled;
   }
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;

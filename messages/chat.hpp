@@ -147,6 +147,12 @@ struct call_stats {
   /// sources did report (an embedding call some of whose sub-batches
   /// reported usage and others not; the rest is estimated), else 0.
   int64_t reported_prompt_tokens = 0;
+  /// The tokens of this answer its permits settled by estimate, because
+  /// its source reported no usage for them (a chat answer without usage:
+  /// its EST_TOKENS; an embedding call: its sub-batches without usage);
+  /// serve's /metrics counts them in `pgw_tokens_estimated_total`. 0 for
+  /// a cache hit's own call and for OCR (which settles 0).
+  int64_t estimated_tokens = 0;
   caf::optional<double> cost_usd;
   /// Structured output: the answer passed only after the deterministic
   /// repair (code fences, surrounding text, a trailing comma).
@@ -158,10 +164,12 @@ struct call_stats {
   /// Stream events of the winning attempt skipped as not valid JSON (SPEC
   /// §10: skipped and counted): the answer may lack what they carried.
   int32_t malformed_events = 0;
-  /// Whole answers of other attempts that the call did not return (refused:
-  /// a schema mismatch before a re-ask, invalid tool calls before a
-  /// failover; or a tie lost to this answer), as their sources reported
-  /// them, by source: upstream work beyond this answer.
+  /// Work of other attempts that the call did not return, by source:
+  /// whole answers as their sources reported them (refused: a schema
+  /// mismatch before a re-ask, invalid tool calls before a failover; or a
+  /// tie lost to this answer), else the estimates their permits settled
+  /// (a hedge loser stopped mid-answer, a failure after the request was
+  /// sent): upstream work beyond this answer.
   spent_by_source unreturned;
 };
 
@@ -171,8 +179,8 @@ typename Inspector::result_type inspect(Inspector& f, call_stats& x) {
            x.total_latency_ms, x.generation_ms, x.ttft_ms, x.hedges,
            x.hedge_won, x.cache_hit, x.source, x.model, x.prompt_tokens,
            x.completion_tokens, x.usage_source, x.reported_prompt_tokens,
-           x.cost_usd, x.repaired, x.reasks, x.cost_saved_usd,
-           x.malformed_events, x.unreturned);
+           x.estimated_tokens, x.cost_usd, x.repaired, x.reasks,
+           x.cost_saved_usd, x.malformed_events, x.unreturned);
 }
 
 /// Token usage as reported by the winning source (zero when unavailable).

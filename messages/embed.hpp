@@ -48,13 +48,16 @@ struct embed_response {
   /// (meaningful only when `stats.cost_usd` is set).
   std::map<std::string, int64_t> reported_tokens_by_source;
   std::map<std::string, double> cost_by_source;
+  /// The prompt tokens settled by estimate for each source's sub-batches
+  /// answered without usage (their sum is `stats.estimated_tokens`).
+  std::map<std::string, int64_t> estimated_tokens_by_source;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, embed_response& x) {
   return f(caf::meta::type_name("pgw.embed_response"), x.vectors, x.model,
            x.sub_batches, x.stats, x.call_id, x.reported_tokens_by_source,
-           x.cost_by_source);
+           x.cost_by_source, x.estimated_tokens_by_source);
 }
 
 } // namespace pgw

@@ -89,8 +89,7 @@ caf::error with_spent(const caf::error& err, const spent_by_source& spent) {
     return err;
   auto detail = *d;
   for (auto& [source, w] : spent)
-    add_spent(detail.spent, source, w.prompt_tokens, w.completion_tokens,
-              w.cost_usd);
+    add_spent(detail.spent, source, w);
   return make_error(*code, std::move(detail));
 }
 

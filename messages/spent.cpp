@@ -12,4 +12,11 @@ void add_spent(spent_by_source& into, const std::string& source,
     w.cost_usd = (w.cost_usd ? *w.cost_usd : 0.0) + *cost;
 }
 
+void add_spent(spent_by_source& into, const std::string& source,
+               const spent_work& work) {
+  add_spent(into, source, work.prompt_tokens, work.completion_tokens,
+            work.cost_usd);
+  into[source].estimated_tokens += work.estimated_tokens;
+}
+
 } // namespace pgw

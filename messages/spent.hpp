@@ -12,18 +12,23 @@
 
 namespace pgw {
 
-/// What one source reported for work the caller does not get: the tokens
-/// it reported and, when the source is priced, what they cost.
+/// What one source did for work the caller does not get: the tokens it
+/// reported; the tokens its permits settled by estimate for work whose
+/// usage it never reported (SPEC §8: a leg stopped while its request ran,
+/// an answer cut or refused without usage); and, when the source is
+/// priced, what they cost (a hedge loser's estimate priced as completion
+/// tokens, as the call row's `losers_cost_usd` does).
 struct spent_work {
   int64_t prompt_tokens = 0;
   int64_t completion_tokens = 0;
+  int64_t estimated_tokens = 0;
   caf::optional<double> cost_usd;
 };
 
 template <class Inspector>
 typename Inspector::result_type inspect(Inspector& f, spent_work& x) {
   return f(caf::meta::type_name("pgw.spent_work"), x.prompt_tokens,
-           x.completion_tokens, x.cost_usd);
+           x.completion_tokens, x.estimated_tokens, x.cost_usd);
 }
 
 /// By source name.
@@ -34,5 +39,9 @@ using spent_by_source = std::map<std::string, spent_work>;
 void add_spent(spent_by_source& into, const std::string& source,
                int64_t prompt_tokens, int64_t completion_tokens,
                caf::optional<double> cost);
+
+/// Adds all of `work` to `into[source]`.
+void add_spent(spent_by_source& into, const std::string& source,
+               const spent_work& work);
 
 } // namespace pgw

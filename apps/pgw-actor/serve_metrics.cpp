@@ -32,6 +32,17 @@ void head(std::string& out, const char* name, const char* type,
                  name, help, name, type);
 }
 
+/// One sample of `name` per (scope, source) key of `values`; `extra` adds
+/// labels after the source's (",kind=\"prompt\"").
+template <class Map>
+void render_by_source(std::string& out, const char* name, const Map& values,
+                      const char* extra = "") {
+  for (auto& [k, v] : values)
+    fmt::format_to(std::back_inserter(out),
+                   "{}{{scope=\"{}\",source=\"{}\"{}}} {}\n", name,
+                   esc(k.first), esc(k.second), extra, v);
+}
+
 void render_histograms(std::string& out, const char* name, const char* help,
                        const std::map<std::string, histogram>& by_scope) {
   head(out, name, "histogram", help);
@@ -79,6 +90,8 @@ void metrics::record_call(const std::string& scope, const std::string& source,
   source_key key{scope, source};
   if (!st.cache_hit)
     add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
+  if (!st.cache_hit && st.estimated_tokens > 0)
+    estimated_tokens_[key] += static_cast<uint64_t>(st.estimated_tokens);
   if (st.cost_usd && !st.cache_hit)
     cost_[key] += *st.cost_usd;
   if (!st.cache_hit)
@@ -103,22 +116,22 @@ void metrics::record_failure(const std::string& scope, const caf::error& err,
 
 void metrics::add_spent(const std::string& scope,
                         const spent_by_source& spent) {
-  for (auto& [source, w] : spent) {
-    source_key key{scope, source};
-    add_tokens(key, w.prompt_tokens, w.completion_tokens);
-    if (w.cost_usd)
-      cost_[key] += *w.cost_usd;
-  }
+  for (auto& [source, w] : spent)
+    add_work({scope, source}, w);
+}
+
+void metrics::add_work(const source_key& key, const spent_work& work) {
+  add_tokens(key, work.prompt_tokens, work.completion_tokens);
+  if (work.estimated_tokens > 0)
+    estimated_tokens_[key] += static_cast<uint64_t>(work.estimated_tokens);
+  if (work.cost_usd)
+    cost_[key] += *work.cost_usd;
 }
 
 void metrics::record_usage(const std::string& scope,
-                           const std::string& source, int64_t prompt,
-                           int64_t completion, caf::optional<double> cost) {
+                           const std::string& source, const spent_work& work) {
   std::lock_guard<std::mutex> guard(mu_);
-  source_key key{scope, source};
-  add_tokens(key, prompt, completion);
-  if (cost)
-    cost_[key] += *cost;
+  add_work({scope, source}, work);
 }
 
 void metrics::add_tokens(const source_key& key, int64_t prompt,
@@ -164,19 +177,24 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
        "interrupted streams (so far), answers a call refused or lost, "
        "failed calls' answered parts; cache hits excluded; by scope, "
        "source and kind.");
-  for (auto& [k, n] : prompt_tokens_)
-    line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"prompt\"}} {}\n",
-         esc(k.first), esc(k.second), n);
-  for (auto& [k, n] : completion_tokens_)
-    line("pgw_tokens_total{{scope=\"{}\",source=\"{}\",kind=\"completion\"}} "
-         "{}\n",
-         esc(k.first), esc(k.second), n);
+  render_by_source(out, "pgw_tokens_total", prompt_tokens_,
+                   ",kind=\"prompt\"");
+  render_by_source(out, "pgw_tokens_total", completion_tokens_,
+                   ",kind=\"completion\"");
+  head(out, "pgw_tokens_estimated_total", "counter",
+       "Tokens settled by estimate (the permit's EST_TOKENS) for upstream "
+       "work of unknown size: chat attempts whose request reached the "
+       "upstream and whose usage was never reported (answers without usage, "
+       "legs stopped mid-answer such as hedge losers, cut streams, failures "
+       "after the request was sent) and embedding sub-batches answered "
+       "without usage; cache hits excluded; by scope and source.");
+  render_by_source(out, "pgw_tokens_estimated_total", estimated_tokens_);
   head(out, "pgw_cost_usd_total", "counter",
-       "Cost in USD of successful calls and of the priced answers a call "
-       "refused or lost, cache hits excluded, by scope and source.");
-  for (auto& [k, x] : cost_)
-    line("pgw_cost_usd_total{{scope=\"{}\",source=\"{}\"}} {}\n", esc(k.first),
-         esc(k.second), x);
+       "Cost in USD of successful calls, of the priced answers a call "
+       "refused or lost, and of hedge losers stopped early (their estimate "
+       "priced as completion tokens), cache hits excluded, by scope and "
+       "source.");
+  render_by_source(out, "pgw_cost_usd_total", cost_);
   render_histograms(out, "pgw_call_duration_seconds",
                     "Whole-call latency as seen by serve.", latency_);
   render_histograms(out, "pgw_call_ttft_seconds",

@@ -47,11 +47,10 @@ public:
                       double total_s);
 
   /// Upstream work of a finished call counted against `source` beyond what
-  /// `record_call` counted (an embedding call's other sources): tokens, and
-  /// the cost when known.
+  /// `record_call` counted (an embedding call's sources): its tokens,
+  /// reported and estimated, and its cost when known.
   void record_usage(const std::string& scope, const std::string& source,
-                    int64_t prompt, int64_t completion,
-                    caf::optional<double> cost);
+                    const spent_work& work);
 
   /// One HTTP request on `route` (a fixed route name or "other").
   void record_request(const std::string& route, int status);
@@ -68,14 +67,18 @@ private:
   using source_key = std::pair<std::string, std::string>;
   /// Adds a call's tokens (negative counts as 0); `mu_` is held.
   void add_tokens(const source_key& key, int64_t prompt, int64_t completion);
-  /// Adds each source's spent tokens and cost; `mu_` is held.
+  /// Adds each source's spent tokens (reported, and estimated) and cost;
+  /// `mu_` is held.
   void add_spent(const std::string& scope, const spent_by_source& spent);
+  /// Adds one source's work; `mu_` is held.
+  void add_work(const source_key& key, const spent_work& work);
 
   mutable std::mutex mu_;
   std::map<call_key, uint64_t> calls_;
   std::map<std::string, uint64_t> hedges_;
   std::map<source_key, uint64_t> prompt_tokens_;
   std::map<source_key, uint64_t> completion_tokens_;
+  std::map<source_key, uint64_t> estimated_tokens_;
   std::map<source_key, double> cost_;
   std::map<std::string, histogram> latency_;
   std::map<std::string, histogram> ttft_;

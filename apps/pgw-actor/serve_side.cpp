@@ -14,7 +14,6 @@
 #include <chrono>
 #include <functional>
 #include <future>
-#include <set>
 #include <cstring>
 #include <string_view>
 
@@ -142,8 +141,9 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
     return send_call_error(res, result.error(), gone);
   }
   // The call is counted against the first source that answered; its tokens
-  // and cost against the source that did the work, only the tokens reported
-  // (an embedding's unreported usage is an estimate).
+  // and cost against the source that did the work: the tokens reported in
+  // pgw_tokens_total, an embedding's unreported usage (an estimate) in
+  // pgw_tokens_estimated_total.
   auto& stats = result->stats;
   auto first = stats.source.substr(0, stats.source.find(','));
   chat_response counted;
@@ -151,6 +151,7 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
   const auto* split = split_by_source(*result);
   if (split != nullptr) {
     counted.stats.cost_usd = caf::none; // counted by source below
+    counted.stats.estimated_tokens = 0;
   } else if (usage_known(counted)) {
     counted.usage.prompt_tokens = stats.prompt_tokens;
     counted.usage.completion_tokens = stats.completion_tokens;
@@ -159,23 +160,16 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
   }
   ctx.stats.record_call(scope_name, first, "ok", total_s, &counted);
   if (split != nullptr) {
-    std::set<std::string> sources;
+    std::map<std::string, spent_work> work;
     for (auto& [name, n] : split->reported_tokens_by_source)
-      sources.insert(name);
+      work[name].prompt_tokens = n;
+    for (auto& [name, n] : split->estimated_tokens_by_source)
+      work[name].estimated_tokens = n;
     if (stats.cost_usd)
       for (auto& [name, usd] : split->cost_by_source)
-        sources.insert(name);
-    for (auto& name : sources) {
-      auto tokens = split->reported_tokens_by_source.find(name);
-      auto cost = split->cost_by_source.find(name);
-      ctx.stats.record_usage(
-        scope_name, name,
-        tokens != split->reported_tokens_by_source.end() ? tokens->second : 0,
-        0,
-        stats.cost_usd && cost != split->cost_by_source.end()
-          ? caf::optional<double>{cost->second}
-          : caf::none);
-    }
+        work[name].cost_usd = usd;
+    for (auto& [name, w] : work)
+      ctx.stats.record_usage(scope_name, name, w);
   }
   res.set_header("x-pgw-source", first);
   ok(*result);

@@ -464,6 +464,10 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
         != std::string::npos);
   CHECK(m->body.find(R"(pgw_attempts_total{scope="DOWN",source="d",outcome="transient"} 2)")
         != std::string::npos);
+  // Each 503 came after the request was sent, with no usage: each permit
+  // settled EST_TOKENS (1000), counted as estimated work of the failed call.
+  CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="DOWN",source="d"} 2000)" "\n")
+        != std::string::npos);
   CHECK(m->body.find("pgw_call_duration_seconds_bucket") != std::string::npos);
   std::ofstream(f.dir + "/metrics.txt") << m->body;
   auto check = run_program({"/bin/sh", "-c", "promtool check metrics < \"$0\"",
@@ -478,6 +482,55 @@ TEST_CASE("serve: healthz, readyz, models, auth and metrics that pass promtool")
         != std::string::npos);
   CHECK(log.find("access GET /v1/models 401") != std::string::npos);
   CHECK(log.find(the_key) == std::string::npos);
+}
+
+TEST_CASE("serve: a hedge loser stopped before its answer counts its "
+          "estimate in pgw_tokens_estimated_total, priced in the cost") {
+  // The primary (`h`) never answers; the hedge on `a` does. The loser
+  // reports no usage, so its permit's estimate (EST_TOKENS) is the work it
+  // may have been billed for.
+  auto prices = temp_dir();
+  std::ofstream(prices + "/prices.json")
+    << R"({"models": {}, "sources": {"HEDGED/h": {"input": 1, "output": 2000}}})";
+  serve_fixture f{{"HEDGED__OPENAI__H__BASE_URL={SIM_URL}",
+                   "HEDGED__OPENAI__H__MODEL=hang",
+                   "HEDGED__OPENAI__H__PRIORITY=0",
+                   "HEDGED__OPENAI__A__BASE_URL={SIM_URL}",
+                   "HEDGED__OPENAI__A__MODEL=ok",
+                   "HEDGED__OPENAI__A__PRIORITY=1",
+                   "HEDGED__SELECTOR=priority", "HEDGED__HEDGE__AFTER_S=0.1",
+                   "HEDGED__EST_TOKENS=77",
+                   "PGW_PRICING_PATH=" + prices + "/prices.json"}};
+  auto cli = f.http();
+  auto res = cli.Post("/v1/chat/completions", f.auth(),
+                      R"({"model":"HEDGED","messages":[{"role":"user","content":"hi"}]})",
+                      "application/json");
+  REQUIRE(res);
+  INFO(res->body);
+  REQUIRE(res->status == 200);
+  CHECK(res->get_header_value("x-pgw-source") == "a");
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  CHECK(m->body.find(R"(pgw_hedges_total{scope="HEDGED"} 1)" "\n")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="HEDGED",source="h"} 77)"
+                     "\n")
+        != std::string::npos);
+  // The winner reported its usage: nothing of it is estimated.
+  CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="HEDGED",source="a"})")
+        == std::string::npos);
+  auto cost_at = m->body.find(R"(pgw_cost_usd_total{scope="HEDGED",source="h"} )");
+  REQUIRE(cost_at != std::string::npos);
+  auto value = m->body.substr(cost_at).substr(m->body.substr(cost_at).find(' ') + 1);
+  CHECK(std::stod(value) == doctest::Approx(77 * 2000 / 1e6));
+  std::ofstream(f.dir + "/metrics.txt") << m->body;
+  auto check = run_program({"/bin/sh", "-c", "promtool check metrics < \"$0\"",
+                            f.dir + "/metrics.txt"});
+  INFO(check.out << check.err);
+  CHECK(check.exit_code == 0);
+  std::string cmd = "rm -rf '" + prices + "'";
+  CHECK(std::system(cmd.c_str()) == 0);
 }
 
 TEST_CASE("serve: readyz is ready again once the only source's cooldown "
@@ -544,6 +597,16 @@ TEST_CASE("serve: usage the upstream did not report is null with "
   CHECK(streamed.at("choices").as_array().empty());
   CHECK(streamed.at("usage").is_null());
   CHECK(usage_chunk(ask("LLM", true).body).at("usage").is_object());
+  // Each NOUSAGE answer settled its permit's estimate (EST_TOKENS, 1000 by
+  // default): /metrics counts it as estimated, apart from reported tokens.
+  auto m = cli.Get("/metrics");
+  REQUIRE(m);
+  INFO(m->body);
+  CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="NOUSAGE",source="n"} 2000)"
+                     "\n")
+        != std::string::npos);
+  CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="LLM",)")
+        == std::string::npos);
 }
 
 TEST_CASE("serve: body and in-flight limits") {
@@ -1946,7 +2009,7 @@ std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f,
 } // namespace
 
 TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
-          "part counts the reported tokens in /metrics, never the estimates") {
+          "part counts the reported tokens in /metrics, the estimates apart") {
   // Two sub-batches of two 7-byte inputs, one after the other: the first
   // answer reports 14 / 4 = 3 prompt tokens, the second none (estimated at
   // at two tokens per input, 4).
@@ -1963,6 +2026,9 @@ TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
   INFO(metrics);
   CHECK(metrics.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
                      R"(kind="prompt"} 3)" "\n")
+        != std::string::npos);
+  CHECK(metrics.find(R"(pgw_tokens_estimated_total{scope="EMBED",source="e"} 4)"
+                     "\n")
         != std::string::npos);
   CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
                      R"(outcome="ok"} 1)" "\n")

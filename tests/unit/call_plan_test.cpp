@@ -746,7 +746,21 @@ TEST_CASE("call_plan: live streaming commits at the first token") {
     CHECK(ds[0].detail.message.find("(stream_cut, 5 bytes sent, usage so far "
                                     "3 prompt + 4 completion tokens)")
           != std::string::npos);
+    CHECK(ds[0].detail.spent.empty()); // its usage is reported, not estimated
     CHECK(!p.forwards_delta(2));
+  }
+  SUBCASE("a cut stream without usage counts its permit's estimate") {
+    auto p = make(live);
+    running(p, true);
+    p.first_token(2, t0 + 3s);
+    auto cut = res(outcome::transient, "stream_cut");
+    cut.upstream_reached = true; // as every cut stream's
+    auto ds = p.leg_done(2, cut, t0 + 4s);
+    REQUIRE(ds.size() == 1);
+    CHECK(!ds[0].detail.usage_reported);
+    REQUIRE(ds[0].detail.spent.count("b") == 1);
+    CHECK(ds[0].detail.spent.at("b").estimated_tokens == 100);
+    CHECK(ds[0].detail.spent.at("b").prompt_tokens == 0);
   }
   SUBCASE("a cancel after the commit names the committed source") {
     auto p = make(live);
@@ -758,6 +772,8 @@ TEST_CASE("call_plan: live streaming commits at the first token") {
     CHECK(ds[0].code == error_code::cancelled);
     CHECK(ds[0].detail.stream_source == "b");
     CHECK(ds[0].detail.streamed_bytes == 7);
+    REQUIRE(ds[0].detail.spent.count("b") == 1);
+    CHECK(ds[0].detail.spent.at("b").estimated_tokens == 100);
   }
   SUBCASE("a cancel before the commit names no source") {
     auto p = make(live);
@@ -834,4 +850,44 @@ TEST_CASE("call_plan: losers are costed, the winner is not") {
   p.leg_done(1, ok_res, t0 + 3s); // leg 2 is stopped hedge_cancelled
   CHECK(p.losers_cost_usd() == doctest::Approx(0.001));
   CHECK(p.leg(2)->label == outcome::hedge_cancelled);
+  // The loser never reports usage: its permit's estimate is the work it
+  // may have been billed for, counted (and priced) as estimated, by source.
+  REQUIRE(p.unreturned().size() == 1);
+  auto& w = p.unreturned().at("b");
+  CHECK(w.estimated_tokens == 100);
+  CHECK(w.prompt_tokens == 0);
+  CHECK(w.completion_tokens == 0);
+  REQUIRE(w.cost_usd);
+  CHECK(*w.cost_usd == doctest::Approx(0.001));
+}
+
+TEST_CASE("call_plan: legs cancelled with a failed call count their "
+          "estimates, a finished loser what it reported") {
+  setup h;
+  h.hedge_after_s = 2;
+  h.deadline_s = 5;
+  auto failed = make(h);
+  running(failed, true);
+  failed.timer_fired(timer_kind::deadline, 0, t0 + 5s);
+  CHECK(failed.leg(1)->label == outcome::cancelled);
+  CHECK(failed.leg(2)->label == outcome::cancelled);
+  // Both requests ran: no usage comes, each permit settles its estimate.
+  REQUIRE(failed.unreturned().size() == 2);
+  CHECK(failed.unreturned().at("a").estimated_tokens == 100);
+  CHECK(failed.unreturned().at("b").estimated_tokens == 100);
+  // The primary's answer was refused while its hedge ran; the hedge wins:
+  // the refused answer's reported usage counts, no estimate.
+  auto race = make(h);
+  running(race, true);
+  auto refused = res(outcome::result_invalid, "empty_answer", 200);
+  refused.usage_reported = true;
+  refused.prompt_tokens = 12;
+  refused.completion_tokens = 5;
+  race.leg_done(1, refused, t0 + 2500ms);
+  race.leg_done(2, ok_res, t0 + 3s);
+  REQUIRE(race.unreturned().size() == 1);
+  auto& w = race.unreturned().at("a");
+  CHECK(w.prompt_tokens == 12);
+  CHECK(w.completion_tokens == 5);
+  CHECK(w.estimated_tokens == 0);
 }
