@@ -30,6 +30,10 @@ void end_request(self_ptr self, embed_batch_state& b, outcome kind,
   auto& args = self->state.args;
   if (auto src = source_of(self, b.req.admitted.source)) {
     auto& cfg = *src->config;
+    // Work of unknown size (no usage came): its permit settled the
+    // estimate, counted by source (serve's pgw_tokens_estimated_total).
+    if (amount > 0 && (res == nullptr || !res->usage_reported))
+      self->state.response.estimated_tokens_by_source[cfg.name] += amount;
     auto cost = attempt_cost(args.prices.get(), cfg.scope, cfg.name,
                              res && !res->model.empty() ? res->model
                                                         : cfg.model,
@@ -52,10 +56,16 @@ void maybe_deliver(self_ptr self) {
   if (st.failure) { // no sub-batch won
     st.losers_cost_usd += st.won_cost_usd;
     // The sub-batches answered before the failure used tokens: the error
-    // says how many each source reported (serve's /metrics counts them).
+    // says how many each source reported, and what its permits settled by
+    // estimate for work of unknown size (serve's /metrics counts both).
     spent_by_source spent;
     for (auto& [name, tokens] : st.response.reported_tokens_by_source)
       add_spent(spent, name, tokens, 0, caf::none);
+    for (auto& [name, tokens] : st.response.estimated_tokens_by_source) {
+      spent_work w;
+      w.estimated_tokens = tokens;
+      add_spent(spent, name, w);
+    }
     st.failure = with_spent(st.failure, spent);
   }
   deliver_side_call(self, [&st](embed_response& out) {
@@ -227,8 +237,7 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
     out.stats.reported_prompt_tokens += settled;
     out.reported_tokens_by_source[source] += settled;
   } else {
-    out.stats.estimated_tokens += settled;
-    out.estimated_tokens_by_source[source] += settled;
+    out.stats.estimated_tokens += settled; // by source in `end_request`
   }
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;

@@ -48,8 +48,10 @@ struct embed_response {
   /// (meaningful only when `stats.cost_usd` is set).
   std::map<std::string, int64_t> reported_tokens_by_source;
   std::map<std::string, double> cost_by_source;
-  /// The prompt tokens settled by estimate for each source's sub-batches
-  /// answered without usage (their sum is `stats.estimated_tokens`).
+  /// The prompt tokens each source's permits settled by estimate for work
+  /// of unknown size: sub-batches answered without usage (their sum is
+  /// `stats.estimated_tokens`), and failed or cancelled ones whose request
+  /// was sent.
   std::map<std::string, int64_t> estimated_tokens_by_source;
 };
 

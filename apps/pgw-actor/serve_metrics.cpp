@@ -186,8 +186,9 @@ std::string metrics::render(const std::vector<gateway_status>& gateways) const {
        "work of unknown size: chat attempts whose request reached the "
        "upstream and whose usage was never reported (answers without usage, "
        "legs stopped mid-answer such as hedge losers, cut streams, failures "
-       "after the request was sent) and embedding sub-batches answered "
-       "without usage; cache hits excluded; by scope and source.");
+       "after the request was sent) and embedding sub-batches without "
+       "usage (answered, or failed after their request was sent); cache "
+       "hits excluded; by scope and source.");
   render_by_source(out, "pgw_tokens_estimated_total", estimated_tokens_);
   head(out, "pgw_cost_usd_total", "counter",
        "Cost in USD of successful calls, of the priced answers a call "

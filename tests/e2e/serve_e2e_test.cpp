@@ -67,6 +67,7 @@ const char* scenario_json = R"({"models": {
   "emb":           {"dim": 8},
   "halfusage":     {"dim": 8, "script": [{}, {"usage": false}]},
   "emb_then_400":  {"dim": 8, "script": [{}, {"status": 400}]},
+  "emb_then_503":  {"dim": 8, "script": [{}, {"status": 503}]},
   "e1536":         {"dim": 1536},
   "e8192":         {"dim": 8192},
   "monkey":        {},
@@ -2006,6 +2007,19 @@ std::pair<json::object, std::string> embed_four_inputs(serve_fixture& f,
   return {json::parse(res->body).as_object(), m->body};
 }
 
+/// EMBED/e's counts in `metrics`: `reported` prompt tokens and
+/// `estimated` tokens settled by estimate.
+bool reported_and_estimated(const std::string& metrics, int reported,
+                            int estimated) {
+  auto has = [&](const std::string& line) {
+    return metrics.find(line + "\n") != std::string::npos;
+  };
+  return has(R"(pgw_tokens_total{scope="EMBED",source="e",kind="prompt"} )"
+             + std::to_string(reported))
+         && has(R"(pgw_tokens_estimated_total{scope="EMBED",source="e"} )"
+                + std::to_string(estimated));
+}
+
 } // namespace
 
 TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
@@ -2024,12 +2038,7 @@ TEST_CASE("serve: an embedding call whose sub-batches reported usage only in "
   CHECK(answer.at("call_stats").at("usage_source").as_string()
         == "unavailable");
   INFO(metrics);
-  CHECK(metrics.find(R"(pgw_tokens_total{scope="EMBED",source="e",)"
-                     R"(kind="prompt"} 3)" "\n")
-        != std::string::npos);
-  CHECK(metrics.find(R"(pgw_tokens_estimated_total{scope="EMBED",source="e"} 4)"
-                     "\n")
-        != std::string::npos);
+  CHECK(reported_and_estimated(metrics, 3, 4));
   CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="e",)"
                      R"(outcome="ok"} 1)" "\n")
         != std::string::npos);
@@ -2083,6 +2092,21 @@ TEST_CASE("serve: an embedding call that fails after a sub-batch was "
   CHECK(metrics.find(R"(pgw_calls_total{scope="EMBED",source="none",)"
                      R"(outcome="request_rejected"} 1)" "\n")
         != std::string::npos);
+}
+
+TEST_CASE("serve: an embedding call that fails with a 503 after a sub-batch "
+          "was answered counts the 503's estimate apart from the tokens") {
+  // Two sub-batches of two 7-byte inputs, one after the other, on the one
+  // source with one attempt: the first answered (3 reported tokens), the
+  // second a 503 after its request was sent, so its permit settled the
+  // estimate (two tokens per input, 4). Before, the failed call's /metrics
+  // showed the 3 and nothing of the 4.
+  serve_fixture f{{"EMBED__OPENAI__E__MODEL=emb_then_503",
+                   "EMBED__OPENAI__E__MAX_BATCH_INPUTS=2",
+                   "EMBED__BATCH_CONCURRENCY=1", "EMBED__MAX_ATTEMPTS=1"}};
+  auto metrics = embed_four_inputs(f, 503).second;
+  INFO(metrics);
+  CHECK(reported_and_estimated(metrics, 3, 4));
 }
 
 TEST_CASE("serve: /v1/embeddings of 600 inputs at 1536 dimensions works with "
