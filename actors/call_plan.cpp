@@ -48,24 +48,10 @@ bool contains(const std::vector<std::string>& xs, const std::string& x) {
   return std::find(xs.begin(), xs.end(), x) != xs.end();
 }
 
-/// What `leg`'s source did as its permit settles it (SPEC §8): the usage
-/// it reported, else the estimate settled for work of unknown size (a leg
-/// stopped while its request ran, an answer cut or refused without usage);
-/// none when it settled nothing (a 503, a refusal).
+/// What `leg`'s source did as its permit settles it (SPEC §8): a running
+/// leg is stopped mid-answer.
 std::optional<spent_work> settled_work(const plan_leg& leg) {
-  spent_work w;
-  auto& r = leg.result();
-  if (leg.done && r.usage_reported) {
-    w.prompt_tokens = r.prompt_tokens;
-    w.completion_tokens = r.completion_tokens;
-    return w;
-  }
-  auto amount = leg.done ? settle_amount(r, leg.est)
-                         : std::max<int64_t>(leg.est, 0);
-  if (amount <= 0)
-    return std::nullopt;
-  w.estimated_tokens = amount;
-  return w;
+  return settled_work(leg.done ? &leg.result() : nullptr, leg.est);
 }
 
 } // namespace

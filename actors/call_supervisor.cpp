@@ -2,6 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
+#include "actors/settlement.hpp"
 #include "actors/side_call.hpp"
 #include "actors/timer_table.hpp"
 #include "config/support/log.hpp"
@@ -229,9 +230,9 @@ void succeed(self_ptr self, uint64_t id) {
   stats.prompt_tokens = res.prompt_tokens;
   stats.completion_tokens = res.completion_tokens;
   stats.usage_source = usage_source_of(&res);
-  // No usage reported: its permit settled the estimate (SPEC §8).
-  if (!res.usage_reported)
-    stats.estimated_tokens = std::max<int64_t>(leg.est, 0);
+  // Without usage its permit settled the estimate (SPEC §8).
+  if (auto w = settled_work(&res, leg.est))
+    stats.estimated_tokens = w->estimated_tokens;
   stats.cost_usd = leg_cost(self, leg);
   stats.malformed_events = res.malformed_events;
   if (res.malformed_events > 0)

@@ -32,7 +32,7 @@ void end_request(self_ptr self, embed_batch_state& b, outcome kind,
     auto& cfg = *src->config;
     // Work of unknown size (no usage came): its permit settled the
     // estimate, counted by source (serve's pgw_tokens_estimated_total).
-    if (amount > 0 && (res == nullptr || !res->usage_reported))
+    if (amount > 0 && (res == nullptr || !usage_usable(*res)))
       self->state.response.estimated_tokens_by_source[cfg.name] += amount;
     auto cost = attempt_cost(args.prices.get(), cfg.scope, cfg.name,
                              res && !res->model.empty() ? res->model
@@ -60,12 +60,9 @@ void maybe_deliver(self_ptr self) {
     // estimate for work of unknown size (serve's /metrics counts both).
     spent_by_source spent;
     for (auto& [name, tokens] : st.response.reported_tokens_by_source)
-      add_spent(spent, name, tokens, 0, caf::none);
-    for (auto& [name, tokens] : st.response.estimated_tokens_by_source) {
-      spent_work w;
-      w.estimated_tokens = tokens;
-      add_spent(spent, name, w);
-    }
+      add_spent(spent, name, spent_work{tokens, 0, 0, caf::none});
+    for (auto& [name, tokens] : st.response.estimated_tokens_by_source)
+      add_spent(spent, name, spent_work{0, 0, tokens, caf::none});
     st.failure = with_spent(st.failure, spent);
   }
   deliver_side_call(self, [&st](embed_response& out) {
@@ -236,8 +233,6 @@ void succeed_batch(self_ptr self, embed_batch_state& b,
   if (res.usage_reported) {
     out.stats.reported_prompt_tokens += settled;
     out.reported_tokens_by_source[source] += settled;
-  } else {
-    out.stats.estimated_tokens += settled; // by source in `end_request`
   }
   auto model = !res.model.empty() ? res.model
                                   : source_of(self, source)->config->model;

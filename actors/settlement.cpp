@@ -11,9 +11,7 @@ int64_t settle_amount(const attempt_result& res, int64_t est) {
   // The decoder accepts only counts in [0, 10^9]; anything else that got
   // here (a fake, a future decoder) is unavailable usage, never a wrap.
   auto reported = saturating_add(res.prompt_tokens, res.completion_tokens);
-  bool usable = res.usage_reported && res.prompt_tokens >= 0
-                && res.completion_tokens >= 0
-                && reported <= max_reported_tokens;
+  bool usable = usage_usable(res);
   switch (res.kind) {
     case outcome::ok:
     case outcome::result_invalid:
@@ -32,6 +30,28 @@ int64_t settle_amount(const attempt_result& res, int64_t est) {
       return est;
   }
   return est;
+}
+
+bool usage_usable(const attempt_result& res) {
+  return res.usage_reported && res.prompt_tokens >= 0
+         && res.completion_tokens >= 0
+         && saturating_add(res.prompt_tokens, res.completion_tokens)
+              <= max_reported_tokens;
+}
+
+std::optional<spent_work> settled_work(const attempt_result* res,
+                                       int64_t est) {
+  spent_work w;
+  if (res != nullptr && usage_usable(*res)) {
+    w.prompt_tokens = res->prompt_tokens;
+    w.completion_tokens = res->completion_tokens;
+    return w;
+  }
+  w.estimated_tokens = res != nullptr ? settle_amount(*res, est)
+                                      : settle_cancelled(true, est);
+  if (w.estimated_tokens == 0)
+    return std::nullopt;
+  return w;
 }
 
 int64_t settle_cancelled(bool request_started, int64_t est) {

@@ -147,11 +147,11 @@ struct call_stats {
   /// sources did report (an embedding call some of whose sub-batches
   /// reported usage and others not; the rest is estimated), else 0.
   int64_t reported_prompt_tokens = 0;
-  /// The tokens of this answer its permits settled by estimate, because
-  /// its source reported no usage for them (a chat answer without usage:
-  /// its EST_TOKENS; an embedding call: its sub-batches without usage);
-  /// serve's /metrics counts them in `pgw_tokens_estimated_total`. 0 for
-  /// a cache hit's own call and for OCR (which settles 0).
+  /// A chat answer without usage: the estimate its permit settled
+  /// (EST_TOKENS; serve's /metrics counts it in
+  /// `pgw_tokens_estimated_total`), else 0. 0 for embeddings (their
+  /// estimate is prompt_tokens − reported_prompt_tokens, by source in
+  /// `embed_response::estimated_tokens_by_source`) and OCR (settles 0).
   int64_t estimated_tokens = 0;
   caf::optional<double> cost_usd;
   /// Structured output: the answer passed only after the deterministic

@@ -50,8 +50,8 @@ struct embed_response {
   std::map<std::string, double> cost_by_source;
   /// The prompt tokens each source's permits settled by estimate for work
   /// of unknown size: sub-batches answered without usage (their sum is
-  /// `stats.estimated_tokens`), and failed or cancelled ones whose request
-  /// was sent.
+  /// `stats.prompt_tokens − stats.reported_prompt_tokens`), and failed or
+  /// cancelled ones whose request was sent.
   std::map<std::string, int64_t> estimated_tokens_by_source;
 };
 

@@ -34,13 +34,8 @@ typename Inspector::result_type inspect(Inspector& f, spent_work& x) {
 /// By source name.
 using spent_by_source = std::map<std::string, spent_work>;
 
-/// Adds `tokens` and `cost` to `into[source]` (a cost stays unknown only
-/// while no part of it is known).
-void add_spent(spent_by_source& into, const std::string& source,
-               int64_t prompt_tokens, int64_t completion_tokens,
-               caf::optional<double> cost);
-
-/// Adds all of `work` to `into[source]`.
+/// Adds `work` to `into[source]` (a cost stays unknown only while no part
+/// of it is known).
 void add_spent(spent_by_source& into, const std::string& source,
                const spent_work& work);
 

@@ -87,15 +87,12 @@ void metrics::record_call(const std::string& scope, const std::string& source,
   hedges_[scope] += static_cast<uint64_t>(std::max(0, st.hedges));
   // Tokens and cost are upstream work: a cache hit replays a stored
   // answer's usage but did none.
-  source_key key{scope, source};
-  if (!st.cache_hit)
-    add_tokens(key, resp->usage.prompt_tokens, resp->usage.completion_tokens);
-  if (!st.cache_hit && st.estimated_tokens > 0)
-    estimated_tokens_[key] += static_cast<uint64_t>(st.estimated_tokens);
-  if (st.cost_usd && !st.cache_hit)
-    cost_[key] += *st.cost_usd;
-  if (!st.cache_hit)
+  if (!st.cache_hit) {
+    add_work({scope, source},
+             spent_work{resp->usage.prompt_tokens, resp->usage.completion_tokens,
+                        st.estimated_tokens, st.cost_usd});
     add_spent(scope, st.unreturned);
+  }
   if (st.ttft_ms)
     ttft_[scope].observe(*st.ttft_ms / 1000.0);
   overhead_[scope].observe(std::max(0.0, total_s - st.generation_ms / 1000.0));

@@ -151,7 +151,6 @@ void finish_side(context& ctx, const served_scope& scope, double total_s,
   const auto* split = split_by_source(*result);
   if (split != nullptr) {
     counted.stats.cost_usd = caf::none; // counted by source below
-    counted.stats.estimated_tokens = 0;
   } else if (usage_known(counted)) {
     counted.usage.prompt_tokens = stats.prompt_tokens;
     counted.usage.completion_tokens = stats.completion_tokens;

@@ -521,10 +521,11 @@ TEST_CASE("serve: a hedge loser stopped before its answer counts its "
   // The winner reported its usage: nothing of it is estimated.
   CHECK(m->body.find(R"(pgw_tokens_estimated_total{scope="HEDGED",source="a"})")
         == std::string::npos);
-  auto cost_at = m->body.find(R"(pgw_cost_usd_total{scope="HEDGED",source="h"} )");
+  const std::string cost = R"(pgw_cost_usd_total{scope="HEDGED",source="h"} )";
+  auto cost_at = m->body.find(cost);
   REQUIRE(cost_at != std::string::npos);
-  auto value = m->body.substr(cost_at).substr(m->body.substr(cost_at).find(' ') + 1);
-  CHECK(std::stod(value) == doctest::Approx(77 * 2000 / 1e6));
+  CHECK(std::stod(m->body.substr(cost_at + cost.size()))
+        == doctest::Approx(77 * 2000 / 1e6));
   std::ofstream(f.dir + "/metrics.txt") << m->body;
   auto check = run_program({"/bin/sh", "-c", "promtool check metrics < \"$0\"",
                             f.dir + "/metrics.txt"});

@@ -43,3 +43,29 @@ TEST_CASE("settlement follows the SPEC 8 table") {
   CHECK(settle_cancelled(true, est) == est);
   CHECK(settle_cancelled(false, est) == 0);
 }
+
+TEST_CASE("settled_work: usable usage as reported, else what settled by "
+          "estimate, none when nothing settled") {
+  const int64_t est = 1000;
+  auto work = [&](attempt_result r) { return settled_work(&r, est); };
+  auto reported = work(result(outcome::ok, true, 30, 12));
+  REQUIRE(reported);
+  CHECK(reported->prompt_tokens == 30);
+  CHECK(reported->completion_tokens == 12);
+  CHECK(reported->estimated_tokens == 0);
+  // Usage that settle_amount refuses (a negative count) is an estimate.
+  auto refused = work(result(outcome::ok, true, -1, 12));
+  REQUIRE(refused);
+  CHECK(refused->prompt_tokens == 0);
+  CHECK(refused->estimated_tokens == est);
+  // A 503 after sending settles est; a connect failure and a 429 settle 0.
+  auto sent = work(result(outcome::transient, false));
+  REQUIRE(sent);
+  CHECK(sent->estimated_tokens == est);
+  CHECK(!work(result(outcome::transient, false, 0, 0, false)));
+  CHECK(!work(result(outcome::rate_limited, false)));
+  // Stopped before its outcome: counted as started.
+  auto stopped = settled_work(nullptr, est);
+  REQUIRE(stopped);
+  CHECK(stopped->estimated_tokens == est);
+}
