@@ -4,6 +4,7 @@
 #include "actors/structured_schema.hpp"
 
 #include "actors/structured_repair.hpp"
+#include "config/json_text.hpp"
 #include "config/url.hpp"
 #include "messages/errors.hpp"
 
@@ -728,7 +729,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
                         + " bytes, larger than "
                         + std::to_string(max_schema_bytes) + " bytes");
   json::error_code ec;
-  auto doc = json::parse(text, ec);
+  auto doc = parse_json(text, ec);
   if (ec)
     return make_error(error_code::invalid_request,
                       "schema: not valid JSON (" + ec.message() + ")");
@@ -801,12 +802,12 @@ structured_check check_answer(const compiled_schema& schema,
   json::error_code ec;
   json::parse_options depth_bound;
   depth_bound.max_depth = max_answer_depth;
-  auto value = json::parse(content, ec, {}, depth_bound);
+  auto value = parse_json(content, ec, nullptr, depth_bound);
   if (ec) {
     auto fixed = repair_json(content);
     json::error_code ec2;
     if (fixed.changed)
-      value = json::parse(fixed.text, ec2, {}, depth_bound);
+      value = parse_json(fixed.text, ec2, nullptr, depth_bound);
     if (!fixed.changed || ec2) {
       out.issues.push_back(
         {"", "the answer is not valid JSON (" + ec.message() + ")"});
@@ -814,7 +815,7 @@ structured_check check_answer(const compiled_schema& schema,
     }
     out.repaired = true;
   }
-  out.json = json::serialize(value);
+  out.json = json_text(value);
   if (schema.has_patterns) {
     long_strings(value, "", out.issues);
     if (!out.issues.empty())

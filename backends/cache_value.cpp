@@ -1,5 +1,6 @@
 #include "backends/cache_value.hpp"
 
+#include "config/json_text.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -69,7 +70,7 @@ std::string encode_cached_answer(const cached_answer& x) {
   };
   if (r.stats.cost_usd)
     doc["cost_usd"] = *r.stats.cost_usd;
-  return json::serialize(doc);
+  return json_text(doc);
 }
 
 namespace {
@@ -123,7 +124,7 @@ caf::expected<cached_answer> decode_cached_answer(const std::string& text) {
                       "cache: a stored value is corrupt: " + why);
   };
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = parse_json(text, ec);
   if (ec)
     return bad("not JSON (" + ec.message() + ")");
   if (!v.is_object())

@@ -7,7 +7,7 @@
 /// -9223372036854775808), and a literal beyond a double's range (1e400) as
 /// infinity, which JSON cannot write. A literal with a fraction or an
 /// exponent (1e20, 2.5) is a double as written: passed on, it keeps its
-/// value.
+/// value (the nearest double, as `parse_json` reads it).
 
 #include <optional>
 #include <string>

@@ -1,6 +1,7 @@
 #include "config/json_text.hpp"
 
 #include <boost/json.hpp>
+#include <boost/json/basic_parser_impl.hpp>
 #include <fmt/format.h>
 
 #include <charconv>
@@ -116,6 +117,103 @@ void write(std::string& out, const json::value& v) {
 }
 
 } // namespace
+
+namespace {
+
+/// Boost.JSON's own value-building handler (json::parser's), but a double
+/// is converted from its text by std::from_chars, which rounds correctly.
+struct precise_handler {
+  static constexpr size_t max_object_size = json::object::max_size();
+  static constexpr size_t max_array_size = json::array::max_size();
+  static constexpr size_t max_key_size = json::string::max_size();
+  static constexpr size_t max_string_size = json::string::max_size();
+
+  json::value_stack st;
+  std::string number; ///< a number's text read so far (split writes)
+
+  precise_handler(unsigned char* temp, size_t size) : st({}, temp, size) {}
+
+  bool on_document_begin(json::error_code&) { return true; }
+  bool on_document_end(json::error_code&) { return true; }
+  bool on_object_begin(json::error_code&) { return true; }
+  bool on_object_end(size_t n, json::error_code&) {
+    st.push_object(n);
+    return true;
+  }
+  bool on_array_begin(json::error_code&) { return true; }
+  bool on_array_end(size_t n, json::error_code&) {
+    st.push_array(n);
+    return true;
+  }
+  bool on_key_part(json::string_view s, size_t, json::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_key(json::string_view s, size_t, json::error_code&) {
+    st.push_key(s);
+    return true;
+  }
+  bool on_string_part(json::string_view s, size_t, json::error_code&) {
+    st.push_chars(s);
+    return true;
+  }
+  bool on_string(json::string_view s, size_t, json::error_code&) {
+    st.push_string(s);
+    return true;
+  }
+  bool on_number_part(json::string_view s, json::error_code&) {
+    number.append(s.data(), s.size());
+    return true;
+  }
+  bool on_int64(int64_t i, json::string_view, json::error_code&) {
+    number.clear();
+    st.push_int64(i);
+    return true;
+  }
+  bool on_uint64(uint64_t u, json::string_view, json::error_code&) {
+    number.clear();
+    st.push_uint64(u);
+    return true;
+  }
+  bool on_double(double d, json::string_view s, json::error_code&) {
+    std::string_view text{s.data(), s.size()};
+    if (!number.empty())
+      text = number.append(s.data(), s.size());
+    // Out of a double's range, from_chars leaves `d` as Boost read it
+    // (infinity, or 0 for an underflow).
+    std::from_chars(text.data(), text.data() + text.size(), d);
+    number.clear();
+    st.push_double(d);
+    return true;
+  }
+  bool on_bool(bool b, json::error_code&) {
+    st.push_bool(b);
+    return true;
+  }
+  bool on_null(json::error_code&) {
+    st.push_null();
+    return true;
+  }
+  bool on_comment_part(json::string_view, json::error_code&) { return true; }
+  bool on_comment(json::string_view, json::error_code&) { return true; }
+};
+
+} // namespace
+
+json::value parse_json(std::string_view text, json::error_code& ec,
+                       size_t* consumed, const json::parse_options& opts) {
+  unsigned char temp[4096]; // the value stack's first buffer
+  json::basic_parser<precise_handler> p(opts, temp, sizeof temp);
+  p.handler().st.reset();
+  auto n = p.write_some(false, text.data(), text.size(), ec);
+  if (!ec && n < text.size())
+    ec = json::error::extra_data;
+  if (consumed != nullptr)
+    *consumed = n;
+  if (ec)
+    return nullptr;
+  return p.handler().st.release();
+}
 
 std::string json_text(const json::value& v) {
   std::string out;

@@ -219,7 +219,7 @@ caf::expected<json::object> parse_object(const std::string& text,
                                           error_code code,
                                           const std::string& what) {
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = parse_json(text, ec);
   if (ec)
     return make_error(code, what + ": not valid JSON (" + ec.message() + ")");
   if (!v.is_object())
@@ -251,7 +251,7 @@ void add_extra(json::object& obj, const std::string& extra) {
   if (extra.empty())
     return;
   json::error_code ec;
-  auto v = json::parse(extra, ec);
+  auto v = parse_json(extra, ec);
   if (ec || !v.is_object())
     return;
   for (auto& kv : v.get_object())
@@ -477,7 +477,7 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
   auto pass_json = [&body](const char* key, const std::string& text) {
     json::error_code ec;
     if (!text.empty())
-      if (auto v = json::parse(text, ec); !ec)
+      if (auto v = parse_json(text, ec); !ec)
         body[key] = std::move(v);
   };
   pass_json("tools", req.tools);
@@ -543,7 +543,7 @@ void decode_chat_completion(const std::string& body, attempt_result& out) {
     out.reason = "malformed_body";
   };
   json::error_code ec;
-  auto v = json::parse(body, ec);
+  auto v = parse_json(body, ec);
   if (ec || !v.is_object())
     return malformed();
   auto& obj = v.get_object();
@@ -597,7 +597,7 @@ stream_accumulator::step stream_accumulator::on_event(const sse_event& ev) {
   if (data == "[DONE]")
     return step::done;
   json::error_code ec;
-  auto v = json::parse(data, ec);
+  auto v = parse_json({data.data(), data.size()}, ec);
   auto fail = [this](const std::string& error_json) {
     error_result_ = std::make_unique<attempt_result>();
     classify_stream_error(error_json, *error_result_);

@@ -1,5 +1,6 @@
 #include "transport/ocr_codec.hpp"
 
+#include "config/json_text.hpp"
 #include "config/scrub.hpp"
 #include "messages/errors.hpp"
 
@@ -289,7 +290,7 @@ bool take_layout(const json::object& obj, const char* content_key,
   out.kind = outcome::ok;
   out.reason = "ok";
   out.content = std::move(text);
-  blocks_json = json::serialize(blocks);
+  blocks_json = json_text(blocks);
   return true;
 }
 
@@ -312,7 +313,7 @@ std::optional<std::string> fenced_body(const std::string& text) {
 
 void decode_monkey_text(const std::string& body, attempt_result& out) {
   boost::system::error_code ec;
-  auto doc = json::parse(body, ec);
+  auto doc = parse_json(body, ec);
   if (ec)
     doc = nullptr;
   auto obj = monkey_success(doc, out);
@@ -329,7 +330,7 @@ void decode_monkey_text(const std::string& body, attempt_result& out) {
 void decode_monkey_layout(const std::string& body, attempt_result& out,
                           std::string& blocks_json) {
   boost::system::error_code ec;
-  auto doc = json::parse(body, ec);
+  auto doc = parse_json(body, ec);
   if (ec)
     doc = nullptr;
   auto obj = monkey_success(doc, out);
@@ -371,10 +372,10 @@ void decode_vision_layout(attempt_result& out, std::string& blocks_json) {
   // The answer as it is first: a JSON object whose text holds a fence of
   // its own (a code block in the markdown) is still that object.
   boost::system::error_code ec;
-  auto doc = json::parse(out.content, ec);
+  auto doc = parse_json(out.content, ec);
   if (ec)
     if (auto inner = fenced_body(out.content))
-      doc = json::parse(*inner, ec);
+      doc = parse_json(*inner, ec);
   auto obj = !ec ? doc.if_object() : nullptr;
   std::string why;
   if (obj == nullptr

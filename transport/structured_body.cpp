@@ -1,5 +1,6 @@
 #include "transport/structured_body.hpp"
 
+#include "config/json_text.hpp"
 #include "messages/errors.hpp"
 
 #include <boost/json.hpp>
@@ -112,7 +113,7 @@ bool fits_strict_subset(const json::value& schema) {
 caf::error apply_structured(json::object& body, const std::string& schema_text,
                             schema_strategy rung) {
   json::error_code ec;
-  auto schema = json::parse(schema_text, ec);
+  auto schema = parse_json(schema_text, ec);
   if (ec)
     return make_error(error_code::invalid_request,
                       "schema: not valid JSON (" + ec.message() + ")");
@@ -130,7 +131,7 @@ caf::error apply_structured(json::object& body, const std::string& schema_text,
     body["response_format"] = json::object{{"type", "json_object"}};
   else
     body.erase("response_format");
-  auto text = schema_instructions(json::serialize(schema));
+  auto text = schema_instructions(json_text(schema));
   auto& messages = body["messages"];
   if (!messages.is_array())
     messages = json::array{};

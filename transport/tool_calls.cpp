@@ -1,5 +1,6 @@
 #include "transport/tool_calls.hpp"
 
+#include "config/json_text.hpp"
 #include "config/scrub.hpp"
 
 #include <boost/json.hpp>
@@ -19,7 +20,7 @@ std::string text_of(const json::object& obj, std::string_view key) {
   if (v->is_string())
     return std::string(v->get_string());
   if (v->is_object() || v->is_array())
-    return json::serialize(*v);
+    return json_text(*v);
   return {};
 }
 

@@ -120,6 +120,14 @@ std::string head_too_large(size_t max_head) {
          + " bytes";
 }
 
+/// The bytes of an unfinished line from `at` on, not counting a CR that
+/// ends them (its LF may be in the next read): a line of exactly the limit
+/// is not refused when a read happens to end between its CR and LF.
+size_t so_far(std::string_view in, size_t at) {
+  auto n = in.size() - at;
+  return n > 0 && in.back() == '\r' ? n - 1 : n;
+}
+
 /// Where a chunked body ends, scanned from `cursor` on (moved past each
 /// whole chunk, so that the next call starts at the first one not yet
 /// whole): whole (and where), bad, or partial.
@@ -129,7 +137,7 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
   for (;;) {
     auto at = cursor.at;
     auto eol = in.find("\r\n", at);
-    if (eol == npos ? in.size() - at > max_chunk_line
+    if (eol == npos ? so_far(in, at) > max_chunk_line
                     : eol - at > max_chunk_line)
       return refuse(400, "a chunk-size line is longer than "
                            + std::to_string(max_chunk_line) + " bytes");
@@ -154,7 +162,7 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
       // head is.
       for (auto field = data;;) {
         auto end = in.find("\r\n", field);
-        if ((end == npos ? in.size() : end) - data > max_head)
+        if ((end == npos ? data + so_far(in, data) : end) - data > max_head)
           return refuse(431, "the trailer section is larger than "
                                + std::to_string(max_head) + " bytes");
         if (end == npos)
@@ -184,12 +192,18 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
 request_frame frame_request(std::string_view in, size_t max_head,
                             size_t max_body, chunk_cursor* cursor) {
   request_frame out;
+  // Each check below judges the bytes a read of any size would have
+  // judged first, so that whether and why a request is refused does not
+  // depend on where the reads ended: nothing at or past offset `max_head`
+  // is looked at in a head that does not end before it (431).
   // The request line, judged as soon as it is complete.
   auto eol = in.find("\r\n");
+  if (eol != npos && eol + 1 > max_head)
+    eol = npos; // its LF comes after the head's limit
   // A head with bare LF line ends would never complete here (it waited for
   // the read timeout): refused as soon as the LF comes.
   auto head_end = in.find("\r\n\r\n");
-  auto head_part = in.substr(0, std::min(head_end, in.size()));
+  auto head_part = in.substr(0, std::min({head_end, in.size(), max_head + 1}));
   for (auto lf = head_part.find('\n'); lf != npos;
        lf = head_part.find('\n', lf + 1))
     if (lf == 0 || head_part[lf - 1] != '\r') {

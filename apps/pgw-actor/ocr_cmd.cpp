@@ -40,9 +40,12 @@ std::string ocr_json(const ocr_response& resp, bool layout) {
                    {"model", resp.model},
                    {"call_id", resp.call_id},
                    {"call_stats", json::parse(call_stats_json(resp.stats))}};
-  if (layout)
-    out["blocks"] = json::parse(resp.blocks_json.empty() ? "[]"
-                                                         : resp.blocks_json);
+  if (layout) {
+    // Read back as written: coordinates keep their values.
+    json::error_code ec;
+    auto blocks = parse_json(resp.blocks_json, ec);
+    out["blocks"] = ec ? json::value(json::array{}) : std::move(blocks);
+  }
   return json_text(out);
 }
 

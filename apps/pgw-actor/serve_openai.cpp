@@ -259,14 +259,14 @@ bool usage_known(const chat_response& resp) {
 
 std::optional<std::string> parse_request(const std::string& body,
                                          openai_request& out) {
-  // A parser rather than json::parse: it tells how far it got, and the
-  // README promises messages that say where a body went wrong.
-  unsigned char stack[4096];
-  json::parser reader(json::storage_ptr(), json::parse_options(), stack);
   if (body.empty()) // no Content-Length on a POST is an empty body
     return std::string("the body is empty (a JSON object is expected)");
+  // It tells how far it got (the README promises messages that say where a
+  // body went wrong), and keeps the numbers passed on as the caller wrote
+  // them.
   json::error_code ec;
-  auto consumed = reader.write(body.data(), body.size(), ec);
+  size_t consumed = 0;
+  auto v = parse_json(body, ec, &consumed);
   if (ec) {
     // Boost.JSON calls invalid UTF-8 a syntax error; say what it is.
     if (auto bad_byte = invalid_utf8_at(body); bad_byte && *bad_byte <= consumed)
@@ -275,7 +275,6 @@ std::optional<std::string> parse_request(const std::string& body,
     return "the body is not valid JSON (" + ec.message() + " at byte offset "
            + std::to_string(consumed) + ")";
   }
-  auto v = reader.release();
   if (!v.is_object())
     return std::string("the body must be a JSON object");
   auto& obj = v.get_object();

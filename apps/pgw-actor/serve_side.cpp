@@ -374,7 +374,7 @@ bool start_ocr(context& ctx, json::object& body, httplib::Response& res,
                         {"dimensions", nullptr}};
       if (layout) {
         boost::system::error_code ec;
-        auto blocks = json::parse(resp.blocks_json, ec);
+        auto blocks = parse_json(resp.blocks_json, ec);
         page["blocks"] = ec ? json::value(json::array{}) : std::move(blocks);
       }
       json::object out_body{

@@ -2238,7 +2238,7 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
 
 } // TEST_SUITE
 
-TEST_CASE("serve: a message's and a content part's other members, an image's detail and large numbers reach the upstream unchanged") {
+TEST_CASE("serve: a message's and a content part's other members, an image's detail and numbers large or long reach the upstream unchanged") {
   // Dropped before: cache_control, prefix and image_url.detail never left
   // serve (the request-level unknown fields did).
   std::mutex mtx;
@@ -2270,7 +2270,10 @@ TEST_CASE("serve: a message's and a content part's other members, an image's det
               // uint64 (refused before: a double of 2^64 or more could have
               // been a rounded integer).
               R"("metadata":{"big":1e20,"lo":-9223372036854775808,)"
-              R"("hi":18446744073709551615}})";
+              R"("hi":18446744073709551615,)"
+              // Literals Boost.JSON 1.81's own parse reads off by an ulp or
+              // more: they reach the upstream as the same doubles.
+              R"("exact":[2.5e229,0.75438530415285798,-0.94930120289264419]}})";
   auto r = cli.Post("/v1/chat/completions", f.auth(), body, "application/json");
   REQUIRE(r);
   INFO(r->body);
@@ -2294,4 +2297,10 @@ TEST_CASE("serve: a message's and a content part's other members, an image's det
   CHECK(sent.find(R"("big":100000000000000000000)") != std::string::npos);
   CHECK(sent.find(R"("lo":-9223372036854775808)") != std::string::npos);
   CHECK(sent.find(R"("hi":18446744073709551615)") != std::string::npos);
+  json::error_code ec;
+  auto exact = pgw::parse_json(sent, ec).at("metadata").at("exact").as_array();
+  REQUIRE(exact.size() == 3);
+  CHECK(exact[0].as_double() == std::strtod("2.5e229", nullptr));
+  CHECK(exact[1].as_double() == std::strtod("0.75438530415285798", nullptr));
+  CHECK(exact[2].as_double() == std::strtod("-0.94930120289264419", nullptr));
 }

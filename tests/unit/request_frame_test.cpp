@@ -322,3 +322,38 @@ TEST_CASE("request frame: an HTTP/1.0 request's Expect 100-continue is "
   CHECK(r.what == state::partial);
   CHECK_FALSE(r.expects_continue);
 }
+
+TEST_CASE("request frame: a refusal does not depend on where the reads "
+          "ended (found by fuzz_serve_request)") {
+  // A chunk-size line of exactly the limit (1024 bytes), the read ending
+  // between its CR and LF: more is needed (it was refused as too long).
+  auto head = post("Transfer-Encoding: chunked\r\n");
+  auto line = "5;" + std::string(1022, 'x');
+  REQUIRE(line.size() == 1024);
+  CHECK(frame(head + line + "\r").what == state::partial);
+  auto whole = frame(head + line + "\r\nhello\r\n0\r\n\r\n");
+  CHECK(whole.what == state::whole);
+  CHECK(frame(head + line + "x\r").what == state::bad); // 1025 bytes
+  // A trailer section of the most the head's limit allows (its fields and
+  // their CRLFs; the blank line after), cut the same way before its LF.
+  std::string trailer = "T: " + std::string(max_head - 5, 'v') + "\r\n";
+  REQUIRE(trailer.size() == max_head);
+  CHECK(frame(head + "0\r\n" + trailer + "\r").what == state::partial);
+  CHECK(frame(head + "0\r\n" + trailer + "\r\n").what == state::whole);
+  CHECK(frame(head + "0\r\nU" + trailer + "\r\n").what == state::bad);
+
+  // A head that does not end within its limit is refused for its size
+  // (431), whatever comes after the limit: a read of max_head + 1 bytes
+  // sees only that. Before, the whole input was refused for a bare LF or a
+  // malformed request line found past the limit (400).
+  auto long_line = "GET /" + std::string(max_head, 'a');
+  for (auto tail : {std::string(" HTTP/1.1\n\r\n"),
+                    std::string(" HTTP/9\r\nHost: x\r\n\r\n")}) {
+    auto in = long_line + tail;
+    CHECK(frame(in.substr(0, max_head + 1)).status == 431);
+    CHECK(frame(in).status == 431);
+  }
+  // Within the limit the same faults are refused for what they are.
+  CHECK(frame("GET / HTTP/1.1\n\r\n").status == 400);
+  CHECK(frame("GET / HTTP/9\r\nHost: x\r\n\r\n").status == 400);
+}
