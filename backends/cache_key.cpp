@@ -1,5 +1,7 @@
 #include "backends/cache_key.hpp"
 
+#include "config/json_text.hpp"
+
 #include <boost/json.hpp>
 #include <openssl/evp.h>
 
@@ -112,7 +114,7 @@ json::value json_field(const std::string& text) {
   if (text.empty())
     return nullptr;
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = parse_json(text, ec);
   if (ec)
     return json::object{{"unparsed", text}};
   return v;
@@ -154,7 +156,7 @@ json::value message_value(const chat_message& m) {
 std::string canonical_json_text(const std::string& text) {
   std::string out;
   json::error_code ec;
-  auto v = json::parse(text, ec);
+  auto v = parse_json(text, ec);
   if (ec)
     write_string(out, text);
   else

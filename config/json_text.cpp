@@ -116,10 +116,6 @@ void write(std::string& out, const json::value& v) {
   }
 }
 
-} // namespace
-
-namespace {
-
 /// Boost.JSON's own value-building handler (json::parser's), but a double
 /// is converted from its text by std::from_chars, which rounds correctly.
 struct precise_handler {

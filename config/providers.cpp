@@ -2,6 +2,7 @@
 // PGW_PROVIDERS_PATH names.
 
 #include "config/file.hpp"
+#include "config/json_text.hpp"
 #include "config/loader.hpp"
 #include "config/keys.hpp"
 #include "messages/errors.hpp"
@@ -113,7 +114,7 @@ caf::error parse_effort(const std::string& origin, const std::string& name,
                   fmt::format("{}.values.{}: must not be null (leave the "
                               "name out to not send the effort)",
                               where, level_name));
-    mapped[level_name] = json::serialize(value);
+    mapped[level_name] = json_text(value);
   }
   out.effort_field = std::move(path);
   out.effort_values = std::move(mapped);

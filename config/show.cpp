@@ -71,7 +71,7 @@ json::object masked_headers(const source_config& src) {
 /// that skipped validate) is kept as a string.
 json::value overlay_value(const source_config& src) {
   boost::system::error_code ec;
-  auto doc = json::parse(src.overlay, ec);
+  auto doc = parse_json(src.overlay, ec);
   if (ec)
     return json::string(src.overlay);
   return doc;

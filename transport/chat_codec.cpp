@@ -498,7 +498,7 @@ caf::expected<std::string> build_chat_body(const chat_request& req,
       // The table holds JSON value text; a bare word that is not JSON
       // ("low" without quotes) is taken as a string.
       json::error_code ec;
-      auto value = json::parse(i->second, ec);
+      auto value = parse_json(i->second, ec);
       if (ec)
         value = json::string(i->second);
       set_path(body, profile.effort_field, std::move(value));

@@ -1,5 +1,6 @@
 #include "transport/classify.hpp"
 
+#include "config/json_text.hpp"
 #include "config/scrub.hpp"
 
 #include <boost/json.hpp>
@@ -92,7 +93,7 @@ std::string text_of(const json::value& v) {
     return std::string(v.get_string());
   if (v.is_null())
     return {};
-  return json::serialize(v);
+  return json_text(v);
 }
 
 /// Reads `message`, `code`, `type` and a numeric status from an error object
@@ -117,7 +118,7 @@ void read_error_value(const json::value& v, error_fields& f) {
     if (c->is_string())
       f.code = std::string(c->get_string());
     else if (c->is_number())
-      f.code = json::serialize(*c);
+      f.code = json_text(*c);
     if (auto st = as_status(*c))
       f.numeric_status = st;
   }

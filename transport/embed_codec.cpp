@@ -1,5 +1,6 @@
 #include "transport/embed_codec.hpp"
 
+#include "config/json_text.hpp"
 #include "transport/classify.hpp"
 
 #include <boost/json.hpp>
@@ -36,7 +37,7 @@ std::string build_embed_body(const source_config& src,
                              size_t begin, size_t end) {
   json::object body;
   boost::system::error_code ec;
-  auto overlay = json::parse(src.overlay, ec);
+  auto overlay = parse_json(src.overlay, ec);
   if (!ec && overlay.is_object())
     for (auto& kv : overlay.as_object())
       body[kv.key()] = kv.value();
@@ -48,7 +49,7 @@ std::string build_embed_body(const source_config& src,
   body["input"] = std::move(input);
   if (!body.contains("encoding_format"))
     body["encoding_format"] = "float";
-  return json::serialize(body);
+  return json_text(body);
 }
 
 void decode_embeddings(const std::string& body, size_t expected,

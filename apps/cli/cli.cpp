@@ -179,7 +179,7 @@ std::string response_json(const chat_response& resp) {
   // Structured output: the validated value beside the raw content.
   if (!resp.parsed.empty()) {
     json::error_code ec;
-    out["parsed"] = json::parse(resp.parsed, ec);
+    out["parsed"] = parse_json(resp.parsed, ec);
     out["call_stats"].as_object()["repaired"] = resp.stats.repaired;
     out["call_stats"].as_object()["reasks"] = resp.stats.reasks;
   }

@@ -5,6 +5,7 @@
 #include "actors/structured_schema.hpp"
 #include "backends/cache_value.hpp"
 #include "transport/chat_codec.hpp"
+#include "transport/embed_codec.hpp"
 #include "transport/ocr_codec.hpp"
 
 #include <boost/json.hpp>
@@ -142,6 +143,17 @@ TEST_CASE("a caller's numbers reach the upstream with the values written") {
           .as_double()
         == std::strtod(misread[1], nullptr));
   CHECK(sent.at("top_k").as_double() == std::strtod(misread[2], nullptr));
+
+  // An embeddings request's OVERLAY, in plain decimal (was 2E-1).
+  src.overlay = R"({"dimensions":256,"temperature":0.2,"x":)"
+                + std::string(misread[3]) + "}";
+  auto embed = build_embed_body(src, {"a"}, 0, 1);
+  INFO(embed);
+  CHECK(embed.find(R"("temperature":0.2,)") != std::string::npos);
+  auto embed_sent = parse_json(embed, ec);
+  REQUIRE(!ec);
+  CHECK(embed_sent.at("x").as_double() == std::strtod(misread[3], nullptr));
+  CHECK(embed_sent.at("dimensions").as_int64() == 256);
 }
 
 TEST_CASE("an upstream's numbers reach the caller with the values written, "
