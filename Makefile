@@ -13,7 +13,7 @@ PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
        clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4 \
-       libtcmalloc-minimal4
+       libtcmalloc-minimal4 libre2-dev
 
 # -- sanitizer and fuzz builds ------------------------------------------------
 ASAN_BUILD ?= build-asan
@@ -37,7 +37,7 @@ TSAN_ENV = TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1:atexit_sleep_ms=
 # machine allows (setarch -R), as they are when they start in a test.
 NOASLR := $(shell setarch $$(uname -m) -R true >/dev/null 2>&1 && echo setarch $$(uname -m) -R)
 
-FUZZ_TARGETS = fuzz_sse_parser fuzz_retry_after fuzz_config_loader fuzz_chat_decoder fuzz_usage_settlement fuzz_side_decoders fuzz_serve_request
+FUZZ_TARGETS = fuzz_sse_parser fuzz_retry_after fuzz_config_loader fuzz_chat_decoder fuzz_usage_settlement fuzz_side_decoders fuzz_serve_request fuzz_structured
 FUZZ_SMOKE_SECONDS ?= 15
 FUZZ_SECONDS ?= 300
 FUZZ_FLAGS ?= -timeout=10 -rss_limit_mb=2048 -print_final_stats=1

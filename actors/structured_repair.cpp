@@ -13,17 +13,34 @@ std::string_view trim(std::string_view s) {
   return s;
 }
 
+/// Where a ``` that starts a line (after white space only) is in `s`, or
+/// npos. A fence starts a line (CommonMark); one inside a JSON string
+/// cannot, since a JSON string holds no raw line break.
+size_t fence_at(std::string_view s) {
+  for (auto at = s.find("```"); at != std::string_view::npos;
+       at = s.find("```", at + 1)) {
+    auto line = s.rfind('\n', at == 0 ? 0 : at - 1);
+    line = line == std::string_view::npos || at == 0 ? 0 : line + 1;
+    if (s.substr(line, at - line).find_first_not_of(" \t\r")
+        == std::string_view::npos)
+      return at;
+  }
+  return std::string_view::npos;
+}
+
 /// The body of the first ``` fence (its info string such as `json` dropped),
-/// or `s` when there is none. An unclosed fence runs to the end.
+/// or `s` when there is none. An unclosed fence runs to the end. Only
+/// fences that start a line count, so a ``` inside the JSON's strings (a
+/// Markdown field) neither opens nor closes one.
 std::string_view strip_fence(std::string_view s) {
-  auto open = s.find("```");
+  auto open = fence_at(s);
   if (open == std::string_view::npos)
     return s;
   auto body_start = s.find('\n', open + 3);
   if (body_start == std::string_view::npos)
     return s;
   auto body = s.substr(body_start + 1);
-  auto close = body.find("```");
+  auto close = fence_at(body);
   return close == std::string_view::npos ? body : body.substr(0, close);
 }
 
@@ -70,7 +87,8 @@ std::string_view outermost_value(std::string_view s) {
   return s;
 }
 
-/// Drops each `,` that is followed (after whitespace) by `}` or `]`.
+/// Drops each `,` that is followed (after whitespace and other commas) by
+/// `}` or `]`: a run of them goes at once (`[1,,]` is `[1]`).
 std::string drop_trailing_commas(std::string_view s) {
   std::string out;
   out.reserve(s.size());
@@ -78,7 +96,7 @@ std::string drop_trailing_commas(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (!text.in_literal(c) && c == ',') {
-      auto next = s.find_first_not_of(" \t\r\n", i + 1);
+      auto next = s.find_first_not_of(" \t\r\n,", i + 1);
       if (next != std::string_view::npos && (s[next] == '}' || s[next] == ']'))
         continue;
     }
@@ -90,9 +108,10 @@ std::string drop_trailing_commas(std::string_view s) {
 } // namespace
 
 repaired_json repair_json(std::string_view answer) {
-  auto value = outermost_value(trim(strip_fence(answer)));
+  auto value = outermost_value(trim(strip_fence(trim(answer))));
   repaired_json out;
-  out.text = drop_trailing_commas(trim(value));
+  // Trimmed after the commas go: a dropped leading one may uncover space.
+  out.text = std::string(trim(drop_trailing_commas(value)));
   out.changed = out.text != answer;
   return out;
 }

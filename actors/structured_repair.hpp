@@ -15,11 +15,14 @@ struct repaired_json {
 };
 
 /// Repairs the usual wrapping of a JSON answer, in this order: strips a
-/// Markdown code fence (```json … ```), takes the outermost balanced JSON
+/// Markdown code fence (```json … ```; a fence starts a line, so a ``` in
+/// the JSON's strings is not one), takes the outermost balanced JSON
 /// object or array (dropping text before and after it; strings and escapes
-/// are respected), and drops trailing commas before `}` or `]` outside
-/// strings. Never invents content: an answer without a balanced value is
-/// returned trimmed, and whether the result parses is the caller's check.
+/// are respected), and drops trailing commas (a run of them) before `}` or
+/// `]` outside strings. Never invents content (its text is a subsequence of
+/// the answer) and repairs once (its text repairs to itself): an answer
+/// without a balanced value is returned trimmed, and whether the result
+/// parses is the caller's check.
 repaired_json repair_json(std::string_view answer);
 
 } // namespace pgw

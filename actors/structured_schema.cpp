@@ -17,6 +17,7 @@
 
 #include <boost/json.hpp>
 #include <openssl/evp.h>
+#include <re2/re2.h>
 #include <valijson/adapters/boost_json_adapter.hpp>
 #include <valijson/schema.hpp>
 #include <valijson/schema_parser.hpp>
@@ -29,8 +30,9 @@
 #include <map>
 #include <mutex>
 #include <optional>
-#include <regex>
+#include <new>
 #include <set>
+#include <stdexcept>
 #include <string_view>
 
 namespace pgw {
@@ -41,7 +43,8 @@ class compiled_schema {
 public:
   json::value document;
   valijson::Schema schema;
-  /// The schema uses `pattern` or `patternProperties` (std::regex).
+  /// The schema uses `pattern` (matched by RE2 on strings of at most
+  /// `max_pattern_subject` bytes).
   bool has_patterns = false;
   /// Some subschema says `uniqueItems: true` (valijson compares every pair).
   bool has_unique_items = false;
@@ -98,10 +101,83 @@ constexpr const char* draft7_meta_schema =
 /// Schemas kept compiled at most; the cache starts over when full.
 constexpr size_t cache_capacity = 256;
 
-/// Longest string (value or key) checked against a `pattern`: libstdc++'s
-/// std::regex recurses per character and overflows an 8 MiB stack near
-/// 20,000 characters, and upstream answers are untrusted.
+/// Longest string (value or key) checked against a `pattern` or a
+/// date/time `format`: RE2 (pattern) is linear in it, but valijson checks
+/// formats with std::regex, which recurses per character and overflows an
+/// 8 MiB stack near 20,000 characters, and upstream answers are untrusted.
 constexpr size_t max_pattern_subject = 2048;
+
+// -- `pattern` in linear time ---------------------------------------------------
+
+/// What `pattern` is renamed to before valijson parses a schema. valijson
+/// 1.0 matches `pattern` with std::regex, a backtracking matcher: a
+/// caller's pattern such as `^(a+)+$` takes exponential time on a model's
+/// answer (26 characters: 6 s; the answers it checks run to 2048), inside
+/// the call's actor, which no deadline interrupts. Renamed, the keyword is
+/// a constraint of ours that matches with RE2, whose time is linear in the
+/// subject.
+constexpr const char* linear_pattern_keyword = "x-pgw-pattern";
+
+/// `pattern` compiled for RE2 (ECMA-262 `pattern` is a search, as RE2's
+/// PartialMatch), or the reason it cannot be.
+std::shared_ptr<const RE2> compile_pattern(std::string_view text,
+                                           std::string* why) {
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  opts.set_never_capture(true);
+  auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()),
+                                        opts);
+  if (re->ok())
+    return re;
+  if (why != nullptr)
+    *why = re->error();
+  return nullptr;
+}
+
+class linear_pattern final : public valijson::constraints::PolyConstraint {
+public:
+  explicit linear_pattern(std::shared_ptr<const RE2> re) : re_(std::move(re)) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    if (!target.isString())
+      return true;
+    if (RE2::PartialMatch(target.asString(), *re_))
+      return true;
+    if (results != nullptr)
+      results->pushError(context, "Failed to match regex specified by "
+                                  "'pattern' constraint.");
+    return false;
+  }
+
+private:
+  valijson::constraints::Constraint* cloneInto(void* at) const override {
+    return new (at) linear_pattern(*this);
+  }
+
+  size_t sizeOf() const override {
+    return sizeof(linear_pattern);
+  }
+
+  std::shared_ptr<const RE2> re_;
+};
+
+class linear_pattern_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    std::string text;
+    std::string why;
+    if (!value.asString(text))
+      throw std::runtime_error("pattern: must be a string");
+    auto re = compile_pattern(text, &why);
+    if (!re)
+      throw std::runtime_error("pattern: " + why);
+    return new linear_pattern(std::move(re));
+  }
+};
 
 std::string sha256_hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -116,7 +192,39 @@ std::string sha256_hex(const std::string& text) {
   return out;
 }
 
-/// valijson's context ("<root>", "[name]", "[0]", ...) as a JSON pointer.
+/// The most bytes of one answer key in an issue's pointer, and of an
+/// issue's message (valijson quotes answer keys and values in it): issues
+/// reach re-ask prompts, error messages and the terminal.
+constexpr size_t max_shown_key = 64;
+constexpr size_t max_shown_message = 300;
+
+/// Answer text as an issue shows it: a control byte as JSON writes it
+/// (\u001b), so that a model's answer can neither move a terminal's cursor
+/// nor split a log line; at most `max` bytes, cut on a UTF-8 boundary,
+/// "..." after.
+std::string shown(std::string_view text, size_t max) {
+  std::string out;
+  for (size_t i = 0; i < text.size(); ++i) {
+    auto c = static_cast<unsigned char>(text[i]);
+    // A UTF-8 sequence is not cut: its continuation bytes go with it.
+    if (out.size() >= max && (c & 0xC0) != 0x80) {
+      out += "...";
+      break;
+    }
+    if (c < 0x20 || c == 0x7f) {
+      static constexpr char hex[] = "0123456789abcdef";
+      out += "\\u00";
+      out += hex[c >> 4];
+      out += hex[c & 0xf];
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out;
+}
+
+/// valijson's context ("<root>", "[name]", "[0]", ...) as a JSON pointer,
+/// each key as `shown`.
 std::string to_pointer(const std::vector<std::string>& context) {
   std::string out;
   for (auto& part : context) {
@@ -126,7 +234,7 @@ std::string to_pointer(const std::vector<std::string>& context) {
                    ? part.substr(1, part.size() - 2)
                    : part;
     out += '/';
-    for (char c : token) {
+    for (char c : shown(token, max_shown_key)) {
       if (c == '~')
         out += "~0";
       else if (c == '/')
@@ -158,7 +266,8 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
                      + std::to_string(max_listed_work) + " checks)"}};
     validator.validate(schema, target, &results);
   } catch (const std::exception& e) {
-    // A `pattern` that std::regex rejects surfaces only here.
+    // What valijson throws while applying a schema (a pattern that would
+    // not compile is refused when the schema is compiled).
     return {{"", std::string("the schema could not be applied: ") + e.what()}};
   }
   std::vector<valijson::ValidationResults::Error> errors;
@@ -193,7 +302,8 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
     if (general[i])
       continue;
     if (++kept <= max_schema_issues)
-      out.push_back({to_pointer(errors[i].context), errors[i].description});
+      out.push_back({to_pointer(errors[i].context),
+                     shown(errors[i].description, max_shown_message)});
   }
   if (kept > max_schema_issues)
     out.push_back({"", "... and " + std::to_string(kept - max_schema_issues)
@@ -244,6 +354,21 @@ std::optional<std::string> decode_token(std::string token) {
   return percent_decode(token);
 }
 
+/// The member or item of `node` a decoded pointer token names (arrays
+/// indexed by digits), or nullptr.
+const json::value* child(const json::value& node, const std::string& token) {
+  if (node.is_object())
+    return node.get_object().if_contains(token);
+  if (node.is_array() && !token.empty() && token.size() < 10
+      && std::all_of(token.begin(), token.end(),
+                     [](char c) { return c >= '0' && c <= '9'; })) {
+    auto index = std::stoul(token);
+    auto& arr = node.get_array();
+    return index < arr.size() ? &arr[index] : nullptr;
+  }
+  return nullptr;
+}
+
 /// The node a `$ref` fragment names, read as valijson reads it (empty
 /// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed
 /// by digits), or nullptr.
@@ -259,19 +384,8 @@ const json::value* resolve(const json::value& root,
     start = end;
     if (!token)
       return nullptr;
-    if (token->empty())
-      continue;
-    if (node->is_object()) {
-      node = node->get_object().if_contains(*token);
-    } else if (node->is_array() && token->size() < 10
-               && std::all_of(token->begin(), token->end(),
-                              [](char c) { return c >= '0' && c <= '9'; })) {
-      auto index = std::stoul(*token);
-      auto& arr = node->get_array();
-      node = index < arr.size() ? &arr[index] : nullptr;
-    } else {
-      node = nullptr;
-    }
+    if (!token->empty())
+      node = child(*node, *token);
   }
   return node;
 }
@@ -283,8 +397,8 @@ struct schema_problem {
 };
 
 /// Walks the subschemas of `node` (draft 7 keywords that hold schemas):
-/// every `pattern` and `patternProperties` key must compile as a
-/// std::regex (valijson would only fail later, on every answer), and every
+/// every `pattern` must compile for RE2 (it would only fail later, on
+/// every answer), `patternProperties` is refused, and every
 /// `$ref` must be local, resolve and not loop (valijson aborts, fetches or
 /// recurses forever otherwise). A `$ref`'s target is walked too: valijson
 /// parses it as a schema wherever it sits.
@@ -304,19 +418,22 @@ public:
                                   + std::to_string(max_walk_depth)
                                   + " subschemas (counting $ref targets)"};
     auto& obj = node.get_object();
+    if (auto f = obj.if_contains("format"); f && f->is_string())
+      has_patterns = true; // date, time, date-time: std::regex in valijson
     if (auto p = obj.if_contains("pattern"); p && p->is_string()) {
       has_patterns = true;
       if (auto err = regex_error(p->get_string()))
         return schema_problem{at + "/pattern", *err};
     }
-    if (auto pp = obj.if_contains("patternProperties"); pp && pp->is_object()) {
-      has_patterns = true;
-      for (auto& kv : pp->get_object())
-        if (auto err = regex_error(kv.key()))
-          return schema_problem{at + "/patternProperties/"
-                                  + pointer_token(kv.key()),
-                                *err};
-    }
+    // valijson matches these against an answer's keys with std::regex,
+    // which no pattern of ours replaces: refused rather than run in a
+    // time a caller's pattern can make exponential.
+    if (obj.contains("patternProperties"))
+      return schema_problem{at + "/patternProperties",
+                            "patternProperties is not supported (its "
+                            "patterns would run in a backtracking matcher "
+                            "whose time pgw cannot bound): name the "
+                            "properties, or use additionalProperties"};
     if (auto u = obj.if_contains("uniqueItems"); u && u->is_bool())
       has_unique_items = has_unique_items || u->get_bool();
     // The meta-schema says these are unique; checked here, in linear time
@@ -387,13 +504,12 @@ private:
   }
 
   static std::optional<std::string> regex_error(std::string_view pattern) {
-    try {
-      std::regex re{std::string(pattern)};
+    std::string why;
+    if (compile_pattern(pattern, &why))
       return std::nullopt;
-    } catch (const std::regex_error& e) {
-      return std::string("not a regular expression this validator accepts (")
-             + e.what() + ")";
-    }
+    return "not a regular expression pgw runs (" + why
+           + "; patterns are matched by RE2, in linear time: no lookaround "
+             "or backreferences)";
   }
 
   static constexpr int max_walk_depth = 64;
@@ -410,14 +526,107 @@ private:
     if (target == nullptr)
       return schema_problem{at, "$ref \"" + ref
                                   + "\" does not resolve in the schema"};
+    refs.push_back({at, ref.substr(1), target});
     if (!walked_targets_.insert(target).second)
       return std::nullopt;
     return walk(*target, ref.substr(1), depth + 1);
   }
 
+public:
+  /// Each `$ref` followed: where it is, its fragment, what it names.
+  struct followed_ref {
+    std::string at;
+    std::string fragment;
+    const json::value* target;
+  };
+  std::vector<followed_ref> refs;
+
+private:
+
   const json::value& root_;
   std::set<const json::value*> walked_targets_;
 };
+
+/// A copy of `node` (a subschema) for valijson: each `pattern` of a
+/// subschema renamed to `linear_pattern_keyword`, the rest as it is. Names
+/// (properties, definitions) and data (enum, const, default, examples)
+/// are copied unchanged. `schemas` collects the subschemas of the original
+/// document, so that a `$ref` to anything else can be refused (valijson
+/// would read it as a schema with its `pattern` unrenamed).
+json::value linear_patterns(const json::value& node,
+                            std::set<const json::value*>& schemas) {
+  schemas.insert(&node); // true and false are subschemas too
+  if (!node.is_object())
+    return node;
+  json::object out;
+  for (auto& kv : node.get_object()) {
+    std::string key(kv.key());
+    auto& v = kv.value();
+    if (key == "pattern" && v.is_string()) {
+      out[linear_pattern_keyword] = v;
+    } else if ((key == "properties" || key == "definitions" || key == "$defs"
+                || key == "dependencies")
+               && v.is_object()) {
+      json::object subs;
+      for (auto& sub : v.get_object())
+        subs[sub.key()] = linear_patterns(sub.value(), schemas);
+      out[kv.key()] = std::move(subs);
+    } else if ((key == "allOf" || key == "anyOf" || key == "oneOf"
+                || key == "items")
+               && v.is_array()) {
+      json::array subs;
+      for (auto& sub : v.get_array())
+        subs.push_back(linear_patterns(sub, schemas));
+      out[kv.key()] = std::move(subs);
+    } else if (key == "items" || key == "additionalItems"
+               || key == "additionalProperties" || key == "not" || key == "if"
+               || key == "then" || key == "else" || key == "contains"
+               || key == "propertyNames") {
+      out[kv.key()] = linear_patterns(v, schemas);
+    } else {
+      out[kv.key()] = v;
+    }
+  }
+  return out;
+}
+
+/// True when `fragment` (a `$ref`'s, read as `resolve` reads it) names
+/// data that validation compares (inside an enum, const, default or
+/// examples), which valijson would also read as a schema.
+bool names_data(const json::value& root, const std::string& fragment) {
+  enum class at { schema, name, unknown } pos = at::schema;
+  const json::value* node = &root;
+  size_t start = 0;
+  while (node != nullptr && start < fragment.size()) {
+    auto end = std::min(fragment.find('/', start + 1), fragment.size());
+    auto token = decode_token(fragment.substr(start + 1, end - start - 1));
+    start = end;
+    if (!token || token->empty())
+      continue;
+    if (pos == at::schema) {
+      auto& t = *token;
+      if (t == "enum" || t == "const" || t == "default" || t == "examples")
+        return true;
+      bool names = t == "properties" || t == "patternProperties"
+                   || t == "definitions" || t == "$defs" || t == "dependencies"
+                   || t == "allOf" || t == "anyOf" || t == "oneOf";
+      bool one = t == "additionalItems" || t == "additionalProperties"
+                 || t == "not" || t == "if" || t == "then" || t == "else"
+                 || t == "contains" || t == "propertyNames";
+      auto* next = child(*node, t);
+      if (t == "items")
+        pos = next != nullptr && next->is_array() ? at::name : at::schema;
+      else
+        pos = names ? at::name : one ? at::schema : at::unknown;
+      node = next;
+    } else {
+      if (pos == at::name)
+        pos = at::schema;
+      node = child(*node, *token);
+    }
+  }
+  return false;
+}
 
 // -- what validating an answer can cost ------------------------------------------
 
@@ -748,9 +957,33 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   out->has_patterns = walker.has_patterns;
   out->has_unique_items = walker.has_unique_items;
   out->fanout = cost.fanout;
-  out->document = std::move(doc);
+  std::set<const json::value*> subschemas;
+  out->document = linear_patterns(doc, subschemas);
+  // A `$ref` may name a node under a key of the author's (OpenAPI's
+  // components/schemas, say): valijson reads it as a schema, so its
+  // patterns are renamed there too, outer targets first. Data is refused.
+  auto refs = walker.refs;
+  std::stable_sort(refs.begin(), refs.end(), [](auto& a, auto& b) {
+    return a.fragment.size() < b.fragment.size();
+  });
+  for (auto& r : refs) {
+    if (names_data(doc, r.fragment))
+      return invalid_schema(r.at, "$ref \"#" + r.fragment
+                                    + "\" names data (an enum, const, default "
+                                      "or examples value), not a subschema");
+    if (subschemas.count(r.target) != 0)
+      continue;
+    // The copy has the original's shape: the same fragment names the same
+    // place in it (replaced whole: no other node of the copy moves).
+    auto* slot = resolve(out->document, r.fragment);
+    if (slot != nullptr)
+      *const_cast<json::value*>(slot) = linear_patterns(*r.target, subschemas);
+  }
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
+    // The parser owns (and deletes) its builders.
+    parser.addConstraintBuilder(linear_pattern_keyword,
+                                new linear_pattern_builder);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
   } catch (const std::exception& e) {

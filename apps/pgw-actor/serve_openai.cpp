@@ -257,8 +257,8 @@ bool usage_known(const chat_response& resp) {
   return resp.stats.usage_source == "reported";
 }
 
-std::optional<std::string> parse_request(const std::string& body,
-                                         openai_request& out) {
+std::optional<std::string> parse_body_object(const std::string& body,
+                                             json::value& v) {
   if (body.empty()) // no Content-Length on a POST is an empty body
     return std::string("the body is empty (a JSON object is expected)");
   // It tells how far it got (the README promises messages that say where a
@@ -266,7 +266,7 @@ std::optional<std::string> parse_request(const std::string& body,
   // them.
   json::error_code ec;
   size_t consumed = 0;
-  auto v = parse_json(body, ec, &consumed);
+  v = parse_json(body, ec, &consumed);
   if (ec) {
     // Boost.JSON calls invalid UTF-8 a syntax error; say what it is.
     if (auto bad_byte = invalid_utf8_at(body); bad_byte && *bad_byte <= consumed)
@@ -277,6 +277,14 @@ std::optional<std::string> parse_request(const std::string& body,
   }
   if (!v.is_object())
     return std::string("the body must be a JSON object");
+  return {};
+}
+
+std::optional<std::string> parse_request(const std::string& body,
+                                         openai_request& out) {
+  json::value v;
+  if (auto problem = parse_body_object(body, v))
+    return problem;
   auto& obj = v.get_object();
   auto& req = out.req;
   json::object extra;

@@ -7,6 +7,7 @@
 #include "messages/errors.hpp"
 #include "messages/stream.hpp"
 
+#include <boost/json/value.hpp>
 #include <caf/error.hpp>
 
 #include <optional>
@@ -21,6 +22,13 @@ struct openai_request {
   bool stream = false;
   bool include_usage = false; ///< `stream_options.include_usage`
 };
+
+/// Parses a request body that must be a JSON object (numbers as written,
+/// `parse_json`); on bad input returns a message saying what is wrong and
+/// where: empty, not UTF-8 (the byte offset), not JSON (Boost's reason and
+/// the byte offset), not an object.
+std::optional<std::string> parse_body_object(const std::string& body,
+                                             boost::json::value& out);
 
 /// Decodes a request body. Every field pgw models is mapped (messages with
 /// tool calls, tools, tool_choice, response_format, seed, user, stop, n,

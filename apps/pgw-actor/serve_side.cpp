@@ -415,10 +415,9 @@ void handle_side(context& ctx, const httplib::Request& req,
 
 bool start_side(context& ctx, const httplib::Request& req,
                 httplib::Response& res, side_start& out) {
-  boost::system::error_code ec;
-  auto doc = json::parse(req.body, ec);
-  if (ec || !doc.is_object()) {
-    send_bad_request(res, "the body is not a JSON object");
+  json::value doc;
+  if (auto problem = parse_body_object(req.body, doc)) {
+    send_bad_request(res, *problem);
     return false;
   }
   if (req.path == "/v1/ocr")

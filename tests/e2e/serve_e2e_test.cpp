@@ -1945,6 +1945,15 @@ TEST_CASE("serve: /v1/embeddings rejects dimensions, bad formats and token "
           == "invalid_request_error");
     return std::make_pair(res->status, res->body);
   };
+  // A body that is not a JSON object says what is wrong and where, as a
+  // chat body's does (it said only "not a JSON object").
+  auto cut = post(R"({"model":"EMBED","input":)");
+  CHECK(cut.first == 400);
+  CHECK(cut.second.find("the body is not valid JSON (incomplete JSON at byte "
+                        "offset 25)")
+        != std::string::npos);
+  CHECK(post("[1]").second.find("the body must be a JSON object")
+        != std::string::npos);
   auto dims = post(R"({"model":"EMBED","input":"x","dimensions":4})");
   CHECK(dims.first == 400);
   CHECK(dims.second.find("`dimensions` is not supported") != std::string::npos);
@@ -2214,6 +2223,9 @@ TEST_CASE("serve: /v1/ocr reads a data: URL image and a PDF document, "
     CHECK(r->body.find(words) != std::string::npos);
     CHECK(json::parse(r->body).at("error").is_object());
   };
+  error("", 400, "the body is empty");
+  error("{\"model\":\"OCR\",\xff}", 400,
+        "the body is not valid UTF-8 at byte offset 15");
   error(body("image_url", "https://example.com/a.png"), 400, "only data: URLs");
   error(body("image_url", data_url("image/png", png + std::string(1200, 'x'))),
         400, "MAX_IMAGE_BYTES=1000");

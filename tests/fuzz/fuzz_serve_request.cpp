@@ -24,6 +24,7 @@
 #include "apps/cli/request_frame.hpp"
 #include "apps/pgw-actor/serve_openai.hpp"
 #include "config/json_text.hpp"
+#include "fuzz_require.hpp"
 #include "transport/chat_codec.hpp"
 
 #include <boost/json.hpp>
@@ -40,14 +41,6 @@ namespace {
 using pgw::cli::request_frame;
 using state = request_frame::state;
 
-/// Stops the run naming the property that failed.
-#define require(holds)                                                         \
-  do {                                                                         \
-    if (!(holds)) {                                                            \
-      std::fprintf(stderr, "property failed, line %d: %s\n", __LINE__, #holds); \
-      std::abort();                                                            \
-    }                                                                          \
-  } while (false)
 
 bool printable(const std::string& s) {
   for (unsigned char c : s)
@@ -57,13 +50,13 @@ bool printable(const std::string& s) {
 }
 
 void same_end(const request_frame& a, const request_frame& b) {
-  require(a.what == b.what);
+  FUZZ_REQUIRE(a.what == b.what);
   if (a.what == state::whole)
-    require(a.bytes == b.bytes && a.head_bytes == b.head_bytes
+    FUZZ_REQUIRE(a.bytes == b.bytes && a.head_bytes == b.head_bytes
             && a.trailer_at == b.trailer_at && a.close == b.close
             && a.no_length == b.no_length);
   if (a.what == state::bad)
-    require(a.status == b.status);
+    FUZZ_REQUIRE(a.status == b.status);
 }
 
 void check_frame(std::string_view in, size_t max_head, size_t max_body,
@@ -71,26 +64,26 @@ void check_frame(std::string_view in, size_t max_head, size_t max_body,
   auto once = pgw::cli::frame_request(in, max_head, max_body);
   auto again = pgw::cli::frame_request(in, max_head, max_body);
   same_end(once, again);
-  require(once.reason == again.reason);
+  FUZZ_REQUIRE(once.reason == again.reason);
 
   switch (once.what) {
     case state::whole:
-      require(once.head_bytes > 0 && once.head_bytes <= once.bytes
+      FUZZ_REQUIRE(once.head_bytes > 0 && once.head_bytes <= once.bytes
               && once.bytes <= in.size());
-      require(once.head_bytes <= max_head);
-      require(once.trailer_at == 0
+      FUZZ_REQUIRE(once.head_bytes <= max_head);
+      FUZZ_REQUIRE(once.trailer_at == 0
               || (once.trailer_at >= once.head_bytes
                   && once.trailer_at <= once.bytes));
       // A Content-Length body within its limit (a chunked body's size on
       // the wire includes its framing).
       if (once.trailer_at == 0)
-        require(once.bytes - once.head_bytes <= max_body);
-      require(!once.expects_continue);
+        FUZZ_REQUIRE(once.bytes - once.head_bytes <= max_body);
+      FUZZ_REQUIRE(!once.expects_continue);
       break;
     case state::bad:
-      require(once.status == 400 || once.status == 413 || once.status == 431
+      FUZZ_REQUIRE(once.status == 400 || once.status == 413 || once.status == 431
               || once.status == 501);
-      require(!once.reason.empty() && printable(once.reason));
+      FUZZ_REQUIRE(!once.reason.empty() && printable(once.reason));
       break;
     case state::partial:
       break;
@@ -123,14 +116,14 @@ void check_frame(std::string_view in, size_t max_head, size_t max_body,
         continue;
       auto early = pgw::cli::frame_request(in.substr(0, n), max_head,
                                            max_body);
-      require(early.what == state::partial);
+      FUZZ_REQUIRE(early.what == state::partial);
     }
     std::string copy{in.substr(0, once.bytes)};
     auto line = copy.find("\r\n");
     auto shorter = pgw::cli::to_origin_form(copy);
-    require(shorter < line);
-    require(copy.size() + shorter == once.bytes);
-    require(copy.compare(line - shorter, std::string::npos,
+    FUZZ_REQUIRE(shorter < line);
+    FUZZ_REQUIRE(copy.size() + shorter == once.bytes);
+    FUZZ_REQUIRE(copy.compare(line - shorter, std::string::npos,
                          in.substr(line, once.bytes - line))
             == 0); // only the request line changed
   }
@@ -184,12 +177,12 @@ void check_body(const std::string& body) {
   auto pa = pgw::serve::parse_request(body, a);
   pgw::serve::openai_request b;
   auto pb = pgw::serve::parse_request(body, b);
-  require(pa.has_value() == pb.has_value());
+  FUZZ_REQUIRE(pa.has_value() == pb.has_value());
   if (pa) {
-    require(*pa == *pb && !pa->empty());
+    FUZZ_REQUIRE(*pa == *pb && !pa->empty());
     return;
   }
-  require(!a.model.empty() && a.model == b.model && a.stream == b.stream
+  FUZZ_REQUIRE(!a.model.empty() && a.model == b.model && a.stream == b.stream
           && a.req.messages.size() == b.req.messages.size()
           && a.req.extra_body == b.req.extra_body);
   if (pgw::check_request(a.req) || !a.req.schema.empty())
@@ -199,34 +192,34 @@ void check_body(const std::string& body) {
   src.model = "fuzz-model";
   for (bool stream : {false, true}) {
     auto built = pgw::build_chat_body(a.req, src, stream);
-    require(static_cast<bool>(built));
+    FUZZ_REQUIRE(static_cast<bool>(built));
     boost::json::error_code ec;
     auto v = pgw::parse_json(*built, ec);
-    require(!ec && v.is_object());
+    FUZZ_REQUIRE(!ec && v.is_object());
     auto& obj = v.get_object();
     auto* model = obj.if_contains("model");
-    require(model && model->is_string() && model->get_string() == "fuzz-model");
+    FUZZ_REQUIRE(model && model->is_string() && model->get_string() == "fuzz-model");
     auto* messages = obj.if_contains("messages");
-    require(messages && messages->is_array()
+    FUZZ_REQUIRE(messages && messages->is_array()
             && messages->get_array().size() == a.req.messages.size());
     auto* streamed = obj.if_contains("stream");
-    require(streamed && streamed->is_bool() && streamed->get_bool() == stream);
+    FUZZ_REQUIRE(streamed && streamed->is_bool() && streamed->get_bool() == stream);
     if (a.req.extra_body.empty())
       continue;
     // Each passed-through field holds what the caller wrote (read as
     // written, not as Boost.JSON's own parse rounds numbers).
     auto caller = pgw::parse_json(body, ec);
-    require(!ec && caller.is_object());
+    FUZZ_REQUIRE(!ec && caller.is_object());
     auto extra = pgw::parse_json(a.req.extra_body, ec);
-    require(!ec && extra.is_object());
+    FUZZ_REQUIRE(!ec && extra.is_object());
     for (auto& kv : extra.get_object()) {
       auto* written = caller.get_object().if_contains(kv.key());
-      require(written && same_json(*written, kv.value()));
+      FUZZ_REQUIRE(written && same_json(*written, kv.value()));
       if (kv.key() == "model" || kv.key() == "stream" || kv.key() == "messages"
           || kv.key() == "stream_options")
         continue;
       auto* sent = obj.if_contains(kv.key());
-      require(sent && same_json(*sent, kv.value()));
+      FUZZ_REQUIRE(sent && same_json(*sent, kv.value()));
     }
   }
 }

@@ -68,12 +68,24 @@ TEST_CASE("structured: repair strips fences, surrounding text and trailing comma
     {R"({"s":"a\"}b"} tail)", R"({"s":"a\"}b"})", true},
     {"  no json at all  ", "no json at all", true},
     {"{\"open\": 1", "{\"open\": 1", false},
+    // A ``` inside a string is not a fence (it starts no line): the
+    // trailing comma is repaired and the string kept (found by
+    // fuzz_structured; the string's fence used to be taken for one).
+    {"{\"md\":\"```py\",\n\"b\":1,\n}", "{\"md\":\"```py\",\n\"b\":1\n}", true},
+    {"```json\n{\"md\":\"see ```x```\"}\n```", "{\"md\":\"see ```x```\"}", true},
+    // A run of trailing commas goes at once (it took one repair each).
+    {"[1,,]", "[1]", true},
+    {",\n] x", "] x", true}, // no value: trimmed once the comma goes
+    // A fence indented, or after leading blank lines, is a fence.
+    {"\r\n  ```json\n{\"a\":1}\n  ```", "{\"a\":1}", true},
+    {"{\"a\":[1, ,\n],,}", "{\"a\":[1 \n]}", true},
   };
   for (auto& r : rows) {
     CAPTURE(r.in);
     auto fixed = repair_json(r.in);
     CHECK(fixed.text == r.out);
     CHECK(fixed.changed == r.changed);
+    CHECK(repair_json(fixed.text).text == fixed.text); // repairs once
   }
 }
 
@@ -183,7 +195,20 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
     // A target outside the keywords walked is still parsed by valijson.
     {R"({"$ref":"#/x","x":{"properties":{"a":{"$ref":"other.json"}}}})",
      R"(schema /x/properties/a/$ref: $ref "other.json": only local $ref)"},
-    {R"({"patternProperties":{"a(":{}}})", "schema /patternProperties/a(: "},
+    // Refused rather than matched by valijson's backtracking std::regex.
+    {R"({"patternProperties":{"a(":{}}})",
+     "schema /patternProperties: patternProperties is not supported"},
+    {R"({"patternProperties":{"^x":{}}})",
+     "schema /patternProperties: patternProperties is not supported"},
+    // Patterns run on RE2: no lookaround, no backreference.
+    {R"({"pattern":"^(?=a)a$"})",
+     "schema /pattern: not a regular expression pgw runs ("},
+    {R"({"pattern":"^(a)\\1$"})",
+     "schema /pattern: not a regular expression pgw runs ("},
+    // A $ref into data would be read as a schema (its pattern by
+    // std::regex): refused.
+    {R"({"enum":[{"pattern":"^(a+)+$"}],"items":{"$ref":"#/enum/0"}})",
+     R"(schema /items/$ref: $ref "#/enum/0" names data)"},
   };
   for (auto& r : rows) {
     CAPTURE(r.schema);
@@ -488,6 +513,66 @@ TEST_CASE("structured: the issues on one line") {
   CHECK(format_issues(check.issues).find('\n') != std::string::npos);
   auto line = format_issues_line(check.issues);
   CHECK(line.find('\n') == std::string::npos);
-  CHECK(contains(line, "a; b"));
-  CHECK(contains(line, "'a; b'.; (root): Missing required property 'c'."));
+  // A line break inside a name shows as JSON writes it (issues show answer
+  // and schema text inert: no control byte reaches a terminal or a log).
+  CHECK(contains(line, "'a\\u000ab'.; (root): Missing required property 'c'."));
+}
+
+TEST_CASE("structured: an answer's control bytes and long keys show inert "
+          "and bounded in its issues (found by fuzz_structured)") {
+  auto schema = compiled(R"({"type":"object","additionalProperties":false,)"
+                         R"("properties":{"a":{"type":"object",)"
+                         R"("additionalProperties":{"type":"string"}}}})");
+  std::string long_key(5000, 'k');
+  auto check = check_answer(
+    *schema, R"({"a":{"\u001b]0;title\u0007":1,")" + long_key + R"(":2}})");
+  REQUIRE_FALSE(check.valid);
+  bool escaped = false;
+  for (auto& issue : check.issues) {
+    CAPTURE(issue.pointer);
+    CAPTURE(issue.message);
+    for (unsigned char c : issue.pointer + issue.message)
+      CHECK((c >= 0x20 && c != 0x7f));
+    CHECK(issue.pointer.size() <= 3 + 64 + 3); // "/a/", the key cut, "..."
+    CHECK(issue.message.size() <= 300 + 3 + 6);
+    escaped = escaped || contains(issue.pointer, "\\u001b]0;title\\u0007");
+  }
+  CHECK(escaped);
+}
+
+TEST_CASE("structured: a caller's pattern runs in linear time on a model's "
+          "answer (RE2, not valijson's backtracking std::regex)") {
+  // ^(a+)+$ backtracks exponentially in std::regex: 26 characters took
+  // 6 s, these 2000 would not end (found by fuzz_structured).
+  using clock = std::chrono::steady_clock;
+  auto seconds_since = [](clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  };
+  std::string subject = "\"" + std::string(1999, 'a') + "b\"";
+  auto t0 = clock::now();
+  auto direct = compiled(R"({"type":"string","pattern":"^(a+)+$"})");
+  auto check = check_answer(*direct, subject);
+  CHECK_FALSE(check.valid);
+  REQUIRE(check.issues.size() == 1);
+  CHECK(check.issues[0].message
+        == "Failed to match regex specified by 'pattern' constraint.");
+  CHECK(check_answer(*direct, "\"aaa\"").valid);
+  // Under a key of the author's, reached by $ref (OpenAPI's layout), and
+  // inside an array's items: the same.
+  auto nested = compiled(
+    R"({"type":"array","items":{"$ref":"#/components/schemas/S"},)"
+    R"("components":{"schemas":{"S":{"type":"string","pattern":"^(a|a)*$"}}}})");
+  CHECK_FALSE(check_answer(*nested, "[" + subject + "]").valid);
+  CHECK(check_answer(*nested, R"(["aa","a"])").valid);
+  CHECK(seconds_since(t0) < 2.0);
+  // Patterns search (ECMA-262), as before: unanchored matches anywhere.
+  auto search = compiled(R"({"type":"string","pattern":"b+"})");
+  CHECK(check_answer(*search, "\"abba\"").valid);
+  CHECK_FALSE(check_answer(*search, "\"aaa\"").valid);
+  // A date format's subject is bounded as a pattern's (valijson checks
+  // formats with std::regex, which recurses per character).
+  auto date = compiled(R"({"type":"string","format":"date"})");
+  auto huge = check_answer(*date, "\"" + std::string(100000, '1') + "\"");
+  CHECK_FALSE(huge.valid);
+  CHECK(check_answer(*date, "\"2026-12-06\"").valid);
 }

@@ -1,0 +1,105 @@
+// libFuzzer target: structured output (issue 15) on what neither pgw nor
+// the caller controls — a model's answer — and on what a caller sends — a
+// JSON Schema (serve's response_format.json_schema). The input is a schema
+// and an answer separated by a NUL byte; without one, the whole input is
+// the answer to a fixed schema.
+//
+// Properties:
+//  - repair_json never invents content (its text is a subsequence of the
+//    answer) and repairs once (its text repairs to itself);
+//  - compiling and checking are deterministic;
+//  - a valid answer has its parsed value, which reads back as JSON, and no
+//    issues; an invalid one has at least one issue and at most
+//    max_schema_issues + 1, each message and pointer printable (they
+//    reach error messages and the terminal);
+//  - validation ends (libFuzzer's -timeout catches a schema or answer that
+//    makes it run away: a pattern's backtracking, a recursive $ref).
+
+#include "actors/structured_repair.hpp"
+#include "actors/structured_schema.hpp"
+#include "config/json_text.hpp"
+#include "fuzz_require.hpp"
+
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+#include <string_view>
+
+namespace {
+
+const char* const fixed_schema = R"({
+  "type": "object",
+  "required": ["name", "items"],
+  "properties": {
+    "name": {"type": "string", "minLength": 1, "pattern": "^[a-z]+$"},
+    "count": {"type": "integer", "minimum": 0, "maximum": 10},
+    "ratio": {"type": "number", "exclusiveMaximum": 1},
+    "items": {"type": "array", "uniqueItems": true,
+              "items": {"$ref": "#/definitions/item"}},
+    "kind": {"enum": ["a", "b", null]}
+  },
+  "additionalProperties": false,
+  "definitions": {
+    "item": {"anyOf": [{"type": "string", "maxLength": 8},
+                       {"type": "object",
+                        "properties": {"id": {"type": "integer"}},
+                        "required": ["id"]}]}
+  }
+})";
+
+bool subsequence(std::string_view part, std::string_view whole) {
+  size_t at = 0;
+  for (char c : part) {
+    at = whole.find(c, at);
+    if (at == std::string_view::npos)
+      return false;
+    ++at;
+  }
+  return true;
+}
+
+bool printable(const std::string& s) {
+  for (unsigned char c : s)
+    if (c < 0x20 && c != '\n' && c != '\t')
+      return false;
+  return true;
+}
+
+} // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  std::string_view in{reinterpret_cast<const char*>(data), size};
+  auto nul = in.find('\0');
+  std::string schema_text{nul == std::string_view::npos ? fixed_schema
+                                                        : in.substr(0, nul)};
+  std::string answer{nul == std::string_view::npos ? in : in.substr(nul + 1)};
+
+  auto repaired = pgw::repair_json(answer);
+  FUZZ_REQUIRE(subsequence(repaired.text, answer));
+  auto again = pgw::repair_json(repaired.text);
+  FUZZ_REQUIRE(again.text == repaired.text);
+
+  auto schema = pgw::compile_schema(schema_text);
+  auto schema2 = pgw::compile_schema(schema_text);
+  FUZZ_REQUIRE(static_cast<bool>(schema) == static_cast<bool>(schema2));
+  if (!schema)
+    return 0;
+  auto check = pgw::check_answer(**schema, answer);
+  auto check2 = pgw::check_answer(**schema2, answer);
+  FUZZ_REQUIRE(check.valid == check2.valid && check.json == check2.json
+          && check.issues.size() == check2.issues.size());
+  if (check.valid) {
+    FUZZ_REQUIRE(check.issues.empty() && !check.json.empty());
+    boost::json::error_code ec;
+    pgw::parse_json(check.json, ec);
+    FUZZ_REQUIRE(!ec);
+  } else {
+    FUZZ_REQUIRE(!check.issues.empty()
+            && check.issues.size() <= pgw::max_schema_issues + 1);
+  }
+  for (auto& issue : check.issues)
+    FUZZ_REQUIRE(!issue.message.empty() && printable(issue.message)
+            && printable(issue.pointer));
+  return 0;
+}
