@@ -17,13 +17,19 @@ std::string_view trim(std::string_view s) {
 /// npos. A fence starts a line (CommonMark); one inside a JSON string
 /// cannot, since a JSON string holds no raw line break.
 size_t fence_at(std::string_view s) {
-  for (auto at = s.find("```"); at != std::string_view::npos;
-       at = s.find("```", at + 1)) {
-    auto line = s.rfind('\n', at == 0 ? 0 : at - 1);
-    line = line == std::string_view::npos || at == 0 ? 0 : line + 1;
-    if (s.substr(line, at - line).find_first_not_of(" \t\r")
-        == std::string_view::npos)
-      return at;
+  // One pass: each line's first byte that is not white space, checked once
+  // (a search per ``` back to its line's start was quadratic on a long
+  // line of them).
+  for (size_t line = 0; line < s.size();) {
+    auto first = s.find_first_not_of(" \t\r", line);
+    if (first == std::string_view::npos)
+      break;
+    if (s.compare(first, 3, "```") == 0)
+      return first;
+    auto eol = s.find('\n', first);
+    if (eol == std::string_view::npos)
+      break;
+    line = eol + 1;
   }
   return std::string_view::npos;
 }
@@ -96,9 +102,18 @@ std::string drop_trailing_commas(std::string_view s) {
   for (size_t i = 0; i < s.size(); ++i) {
     char c = s[i];
     if (!text.in_literal(c) && c == ',') {
+      // The whole run of commas and white space is judged at once (one
+      // look per comma would be quadratic in a long run): its commas go
+      // when a `}` or `]` ends it, its white space stays.
       auto next = s.find_first_not_of(" \t\r\n,", i + 1);
-      if (next != std::string_view::npos && (s[next] == '}' || s[next] == ']'))
-        continue;
+      auto end = next == std::string_view::npos ? s.size() : next;
+      bool drop = next != std::string_view::npos
+                  && (s[next] == '}' || s[next] == ']');
+      for (; i < end; ++i)
+        if (!drop || s[i] != ',')
+          out += s[i];
+      --i;
+      continue;
     }
     out += c;
   }

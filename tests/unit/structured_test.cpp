@@ -87,6 +87,17 @@ TEST_CASE("structured: repair strips fences, surrounding text and trailing comma
     CHECK(fixed.changed == r.changed);
     CHECK(repair_json(fixed.text).text == fixed.text); // repairs once
   }
+  // Long runs in linear time: a line of 300,000 ``` and a run of 300,000
+  // commas (each was a search back or ahead over the run: quadratic).
+  auto t0 = std::chrono::steady_clock::now();
+  std::string fences = "x";
+  for (int i = 0; i < 300000; ++i)
+    fences += "```";
+  CHECK(repair_json(fences).text == fences);
+  CHECK(repair_json("[1" + std::string(300000, ',') + "]").text == "[1]");
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count()
+        < 2.0);
 }
 
 TEST_CASE("structured: answers are validated with JSON pointers") {
