@@ -390,6 +390,31 @@ const json::value* resolve(const json::value& root,
   return node;
 }
 
+/// What a draft-7 keyword of a subschema holds, for the walks that must
+/// agree on where subschemas are (the checks, the pattern renaming).
+enum class keyword_holds {
+  named_schemas, ///< properties, definitions, ...: name -> subschema
+  schema_list,   ///< allOf, anyOf, oneOf, items as an array
+  schema,        ///< items, not, if, additionalProperties, ...
+  other,         ///< data (enum, const, ...) or not a keyword
+};
+
+keyword_holds holds_of(std::string_view key, const json::value& v) {
+  if ((key == "properties" || key == "patternProperties"
+       || key == "definitions" || key == "$defs" || key == "dependencies")
+      && v.is_object())
+    return keyword_holds::named_schemas;
+  if ((key == "allOf" || key == "anyOf" || key == "oneOf" || key == "items")
+      && v.is_array())
+    return keyword_holds::schema_list;
+  if (key == "items" || key == "additionalItems"
+      || key == "additionalProperties" || key == "not" || key == "if"
+      || key == "then" || key == "else" || key == "contains"
+      || key == "propertyNames")
+    return keyword_holds::schema;
+  return keyword_holds::other;
+}
+
 /// A problem found in the schema document, with its pointer.
 struct schema_problem {
   std::string pointer;
@@ -454,29 +479,27 @@ public:
                              depth))
         return p;
     for (auto& kv : obj) {
-      std::string key(kv.key());
       auto& v = kv.value();
-      auto here = at + "/" + pointer_token(key);
-      if (key == "properties" || key == "patternProperties"
-          || key == "definitions" || key == "$defs" || key == "dependencies") {
-        if (v.is_object())
+      auto here = at + "/" + pointer_token(kv.key());
+      switch (holds_of(kv.key(), v)) {
+        case keyword_holds::named_schemas:
           for (auto& sub : v.get_object())
             if (auto p = walk(sub.value(), here + "/" + pointer_token(sub.key()),
                               depth + 1))
               return p;
-      } else if (key == "allOf" || key == "anyOf" || key == "oneOf"
-                 || (key == "items" && v.is_array())) {
-        if (v.is_array())
+          break;
+        case keyword_holds::schema_list:
           for (size_t i = 0; i < v.get_array().size(); ++i)
             if (auto p = walk(v.get_array()[i], here + "/" + std::to_string(i),
                               depth + 1))
               return p;
-      } else if (key == "items" || key == "additionalItems"
-                 || key == "additionalProperties" || key == "not"
-                 || key == "if" || key == "then" || key == "else"
-                 || key == "contains" || key == "propertyNames") {
-        if (auto p = walk(v, here, depth + 1))
-          return p;
+          break;
+        case keyword_holds::schema:
+          if (auto p = walk(v, here, depth + 1))
+            return p;
+          break;
+        case keyword_holds::other:
+          break;
       }
     }
     return std::nullopt;
@@ -551,8 +574,7 @@ private:
 /// subschema renamed to `linear_pattern_keyword`, the rest as it is. Names
 /// (properties, definitions) and data (enum, const, default, examples)
 /// are copied unchanged. `schemas` collects the subschemas of the original
-/// document, so that a `$ref` to anything else can be refused (valijson
-/// would read it as a schema with its `pattern` unrenamed).
+/// document (for `names_data`).
 json::value linear_patterns(const json::value& node,
                             std::set<const json::value*>& schemas) {
   schemas.insert(&node); // true and false are subschemas too
@@ -560,41 +582,45 @@ json::value linear_patterns(const json::value& node,
     return node;
   json::object out;
   for (auto& kv : node.get_object()) {
-    std::string key(kv.key());
     auto& v = kv.value();
-    if (key == "pattern" && v.is_string()) {
+    if (kv.key() == "pattern" && v.is_string()) {
       out[linear_pattern_keyword] = v;
-    } else if ((key == "properties" || key == "definitions" || key == "$defs"
-                || key == "dependencies")
-               && v.is_object()) {
-      json::object subs;
-      for (auto& sub : v.get_object())
-        subs[sub.key()] = linear_patterns(sub.value(), schemas);
-      out[kv.key()] = std::move(subs);
-    } else if ((key == "allOf" || key == "anyOf" || key == "oneOf"
-                || key == "items")
-               && v.is_array()) {
-      json::array subs;
-      for (auto& sub : v.get_array())
-        subs.push_back(linear_patterns(sub, schemas));
-      out[kv.key()] = std::move(subs);
-    } else if (key == "items" || key == "additionalItems"
-               || key == "additionalProperties" || key == "not" || key == "if"
-               || key == "then" || key == "else" || key == "contains"
-               || key == "propertyNames") {
-      out[kv.key()] = linear_patterns(v, schemas);
-    } else {
-      out[kv.key()] = v;
+      continue;
+    }
+    switch (holds_of(kv.key(), v)) {
+      case keyword_holds::named_schemas: {
+        json::object subs;
+        for (auto& sub : v.get_object())
+          subs[sub.key()] = linear_patterns(sub.value(), schemas);
+        out[kv.key()] = std::move(subs);
+        break;
+      }
+      case keyword_holds::schema_list: {
+        json::array subs;
+        for (auto& sub : v.get_array())
+          subs.push_back(linear_patterns(sub, schemas));
+        out[kv.key()] = std::move(subs);
+        break;
+      }
+      case keyword_holds::schema:
+        out[kv.key()] = linear_patterns(v, schemas);
+        break;
+      case keyword_holds::other:
+        out[kv.key()] = v;
+        break;
     }
   }
   return out;
 }
 
-/// True when `fragment` (a `$ref`'s, read as `resolve` reads it) names
-/// data that validation compares (inside an enum, const, default or
-/// examples), which valijson would also read as a schema.
-bool names_data(const json::value& root, const std::string& fragment) {
-  enum class at { schema, name, unknown } pos = at::schema;
+/// True when `fragment` (a `$ref`'s, read as `resolve` reads it) passes
+/// through the enum, const, default or examples of a subschema (one of
+/// `schemas` or of `targets`, the `$ref` targets, which valijson reads as
+/// schemas wherever they sit): data that validation compares, which
+/// valijson would also read as a schema.
+bool names_data(const json::value& root, const std::string& fragment,
+                const std::set<const json::value*>& schemas,
+                const std::set<const json::value*>& targets) {
   const json::value* node = &root;
   size_t start = 0;
   while (node != nullptr && start < fragment.size()) {
@@ -603,27 +629,11 @@ bool names_data(const json::value& root, const std::string& fragment) {
     start = end;
     if (!token || token->empty())
       continue;
-    if (pos == at::schema) {
-      auto& t = *token;
-      if (t == "enum" || t == "const" || t == "default" || t == "examples")
-        return true;
-      bool names = t == "properties" || t == "patternProperties"
-                   || t == "definitions" || t == "$defs" || t == "dependencies"
-                   || t == "allOf" || t == "anyOf" || t == "oneOf";
-      bool one = t == "additionalItems" || t == "additionalProperties"
-                 || t == "not" || t == "if" || t == "then" || t == "else"
-                 || t == "contains" || t == "propertyNames";
-      auto* next = child(*node, t);
-      if (t == "items")
-        pos = next != nullptr && next->is_array() ? at::name : at::schema;
-      else
-        pos = names ? at::name : one ? at::schema : at::unknown;
-      node = next;
-    } else {
-      if (pos == at::name)
-        pos = at::schema;
-      node = child(*node, *token);
-    }
+    auto& t = *token;
+    if ((schemas.count(node) != 0 || targets.count(node) != 0)
+        && (t == "enum" || t == "const" || t == "default" || t == "examples"))
+      return true;
+    node = child(*node, t);
   }
   return false;
 }
@@ -957,8 +967,9 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   out->has_patterns = walker.has_patterns;
   out->has_unique_items = walker.has_unique_items;
   out->fanout = cost.fanout;
-  std::set<const json::value*> subschemas;
-  out->document = linear_patterns(doc, subschemas);
+  // The subschemas whose copy has its patterns renamed.
+  std::set<const json::value*> renamed;
+  out->document = linear_patterns(doc, renamed);
   // A `$ref` may name a node under a key of the author's (OpenAPI's
   // components/schemas, say): valijson reads it as a schema, so its
   // patterns are renamed there too, outer targets first. Data is refused.
@@ -966,18 +977,21 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   std::stable_sort(refs.begin(), refs.end(), [](auto& a, auto& b) {
     return a.fragment.size() < b.fragment.size();
   });
+  std::set<const json::value*> targets;
+  for (auto& r : refs)
+    targets.insert(r.target);
   for (auto& r : refs) {
-    if (names_data(doc, r.fragment))
+    if (names_data(doc, r.fragment, renamed, targets))
       return invalid_schema(r.at, "$ref \"#" + r.fragment
                                     + "\" names data (an enum, const, default "
                                       "or examples value), not a subschema");
-    if (subschemas.count(r.target) != 0)
+    if (renamed.count(r.target) != 0)
       continue;
     // The copy has the original's shape: the same fragment names the same
     // place in it (replaced whole: no other node of the copy moves).
     auto* slot = resolve(out->document, r.fragment);
     if (slot != nullptr)
-      *const_cast<json::value*>(slot) = linear_patterns(*r.target, subschemas);
+      *const_cast<json::value*>(slot) = linear_patterns(*r.target, renamed);
   }
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};

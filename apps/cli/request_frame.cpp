@@ -162,7 +162,7 @@ request_frame frame_chunks(std::string_view in, chunk_cursor& cursor,
       // head is.
       for (auto field = data;;) {
         auto end = in.find("\r\n", field);
-        if ((end == npos ? data + so_far(in, data) : end) - data > max_head)
+        if ((end == npos ? so_far(in, data) : end - data) > max_head)
           return refuse(431, "the trailer section is larger than "
                                + std::to_string(max_head) + " bytes");
         if (end == npos)

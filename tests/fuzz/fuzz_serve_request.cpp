@@ -42,13 +42,6 @@ using pgw::cli::request_frame;
 using state = request_frame::state;
 
 
-bool printable(const std::string& s) {
-  for (unsigned char c : s)
-    if (c < 0x20 || c == 0x7f)
-      return false;
-  return true;
-}
-
 void same_end(const request_frame& a, const request_frame& b) {
   FUZZ_REQUIRE(a.what == b.what);
   if (a.what == state::whole)
@@ -100,8 +93,6 @@ void check_frame(std::string_view in, size_t max_head, size_t max_body,
     if (piecewise.what != state::partial)
       break;
   }
-  if (in.empty())
-    piecewise = once;
   same_end(piecewise, once);
 
   if (once.what == state::whole) {

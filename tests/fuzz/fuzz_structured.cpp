@@ -59,13 +59,6 @@ bool subsequence(std::string_view part, std::string_view whole) {
   return true;
 }
 
-bool printable(const std::string& s) {
-  for (unsigned char c : s)
-    if (c < 0x20 && c != '\n' && c != '\t')
-      return false;
-  return true;
-}
-
 } // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -277,3 +277,18 @@ TEST_CASE("cache key: sha256 of a known text") {
   CHECK(sha256_hex("abc")
         == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
 }
+
+TEST_CASE("cache key: two numbers Boost.JSON reads as one double are two "
+          "keys") {
+  // 0.75438530415285798 and 0.7543853041528579 are neighbouring doubles;
+  // Boost.JSON 1.81's parse reads both as the second, so two requests that
+  // differ only there shared a key (and a cached answer).
+  auto a = base_request();
+  a.extra_body = R"({"logit_bias_scale":0.75438530415285798})";
+  auto b = base_request();
+  b.extra_body = R"({"logit_bias_scale":0.7543853041528579})";
+  CHECK(key_of(a) != key_of(b));
+  auto c = base_request();
+  c.extra_body = R"({"logit_bias_scale":0.754385304152858})"; // a's, shortest
+  CHECK(key_of(a) == key_of(c));
+}

@@ -220,6 +220,11 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
     // std::regex): refused.
     {R"({"enum":[{"pattern":"^(a+)+$"}],"items":{"$ref":"#/enum/0"}})",
      R"(schema /items/$ref: $ref "#/enum/0" names data)"},
+    // ... also the enum of a schema under a key of the author's that a
+    // $ref names (the enum value would have been renamed in valijson's copy).
+    {R"({"$ref":"#/x","x":{"enum":[{"pattern":"a"}],)"
+     R"("items":{"$ref":"#/x/enum/0"}}})",
+     R"(schema /x/items/$ref: $ref "#/x/enum/0" names data)"},
   };
   for (auto& r : rows) {
     CAPTURE(r.schema);
