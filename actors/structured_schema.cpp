@@ -3,6 +3,7 @@
 
 #include "actors/structured_schema.hpp"
 
+#include "actors/structured_format.hpp"
 #include "actors/structured_repair.hpp"
 #include "config/json_text.hpp"
 #include "config/url.hpp"
@@ -43,9 +44,6 @@ class compiled_schema {
 public:
   json::value document;
   valijson::Schema schema;
-  /// The schema uses `pattern` (matched by RE2 on strings of at most
-  /// `max_pattern_subject` bytes).
-  bool has_patterns = false;
   /// Some subschema says `uniqueItems: true` (valijson compares every pair).
   bool has_unique_items = false;
   /// Subschema checks one answer value may take at most (weighted).
@@ -101,11 +99,23 @@ constexpr const char* draft7_meta_schema =
 /// Schemas kept compiled at most; the cache starts over when full.
 constexpr size_t cache_capacity = 256;
 
-/// Longest string (value or key) checked against a `pattern` or a
-/// date/time `format`: RE2 (pattern) is linear in it, but valijson checks
-/// formats with std::regex, which recurses per character and overflows an
-/// 8 MiB stack near 20,000 characters, and upstream answers are untrusted.
+/// Longest string (value or key) always checked against a `pattern`; a
+/// longer one is checked while its length times the pattern's RE2 program
+/// size stays within `max_pattern_work`, and all of an answer's strings
+/// while the sum stays within `max_answer_pattern_work`. RE2 is linear in
+/// the subject, but not cheap per instruction when a pattern defeats its
+/// DFA: `(?:[ab]?){800}(?:[ab]){800}c` (2,405 instructions) took 14.6 µs
+/// per byte, 6 ns per byte and instruction (Release, this VM). So one
+/// string's match is bounded to about 0.1 s, one answer's to about 0.8 s,
+/// whatever the caller's patterns; a plain `^[a-z]+$` still checks
+/// megabytes.
 constexpr size_t max_pattern_subject = 2048;
+constexpr uint64_t max_pattern_work = uint64_t{1} << 24;
+constexpr uint64_t max_answer_pattern_work = uint64_t{1} << 27;
+
+/// Pattern work left to the check running on this thread (`validate` sets
+/// it before each pass; compiled schemas are shared between threads).
+thread_local uint64_t pattern_work_left = max_answer_pattern_work;
 
 // -- `pattern` in linear time ---------------------------------------------------
 
@@ -136,7 +146,11 @@ std::shared_ptr<const RE2> compile_pattern(std::string_view text,
 
 class linear_pattern final : public valijson::constraints::PolyConstraint {
 public:
-  explicit linear_pattern(std::shared_ptr<const RE2> re) : re_(std::move(re)) {
+  explicit linear_pattern(std::shared_ptr<const RE2> re)
+    : re_(std::move(re)),
+      size_(static_cast<uint64_t>(std::max(re_->ProgramSize(), 1))),
+      longest_(std::max<uint64_t>(max_pattern_subject,
+                                  max_pattern_work / size_)) {
   }
 
   bool validate(const valijson::adapters::Adapter& target,
@@ -144,7 +158,29 @@ public:
                 valijson::ValidationResults* results) const override {
     if (!target.isString())
       return true;
-    if (RE2::PartialMatch(target.asString(), *re_))
+    auto subject = target.asString();
+    if (subject.size() > longest_) {
+      if (results != nullptr)
+        results->pushError(context,
+                           "a string of " + std::to_string(subject.size())
+                             + " bytes is longer than "
+                             + std::to_string(longest_)
+                             + ", the most checked against this pattern");
+      return false;
+    }
+    auto work = std::max<uint64_t>(subject.size(), 1) * size_;
+    if (work > pattern_work_left) {
+      if (results != nullptr)
+        results->pushError(context,
+                           "the answer's strings are too long for the "
+                           "schema's patterns: checking them would take more "
+                           "than "
+                             + std::to_string(max_answer_pattern_work)
+                             + " steps (bytes times pattern size)");
+      return false;
+    }
+    pattern_work_left -= work;
+    if (RE2::PartialMatch(subject, *re_))
       return true;
     if (results != nullptr)
       results->pushError(context, "Failed to match regex specified by "
@@ -162,6 +198,10 @@ private:
   }
 
   std::shared_ptr<const RE2> re_;
+  /// Its RE2 program size (instructions, at least 1).
+  uint64_t size_;
+  /// The longest subject matched (see `max_pattern_work`).
+  uint64_t longest_;
 };
 
 class linear_pattern_builder final : public valijson::ConstraintBuilder {
@@ -176,6 +216,52 @@ public:
     if (!re)
       throw std::runtime_error("pattern: " + why);
     return new linear_pattern(std::move(re));
+  }
+};
+
+/// What `format` is renamed to before valijson parses a schema: valijson
+/// 1.0 checks the date and time formats with std::regex (see
+/// actors/structured_format.hpp); renamed, the keyword is a constraint of
+/// ours that reads them in one pass.
+constexpr const char* linear_format_keyword = "x-pgw-format";
+
+class linear_format final : public valijson::constraints::PolyConstraint {
+public:
+  explicit linear_format(std::string format) : format_(std::move(format)) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    // Draft 7: a format constrains strings only.
+    if (!target.isString())
+      return true;
+    auto problem = format_problem(format_, target.asString());
+    if (problem && results != nullptr)
+      results->pushError(context, *problem);
+    return !problem;
+  }
+
+private:
+  valijson::constraints::Constraint* cloneInto(void* at) const override {
+    return new (at) linear_format(*this);
+  }
+
+  size_t sizeOf() const override {
+    return sizeof(linear_format);
+  }
+
+  std::string format_;
+};
+
+class linear_format_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    std::string format;
+    if (!value.asString(format))
+      throw std::runtime_error("format: must be a string");
+    return new linear_format(std::move(format));
   }
 };
 
@@ -258,12 +344,14 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
   valijson::ValidationResults results;
   valijson::adapters::BoostJsonAdapter target(value);
   try {
+    pattern_work_left = max_answer_pattern_work;
     if (validator.validate(schema, target, nullptr))
       return {};
     if (!list)
       return {{"", "the value does not match the schema (too large to list "
                    "the errors: more than "
                      + std::to_string(max_listed_work) + " checks)"}};
+    pattern_work_left = max_answer_pattern_work;
     validator.validate(schema, target, &results);
   } catch (const std::exception& e) {
     // What valijson throws while applying a schema (a pattern that would
@@ -443,10 +531,7 @@ public:
                                   + std::to_string(max_walk_depth)
                                   + " subschemas (counting $ref targets)"};
     auto& obj = node.get_object();
-    if (auto f = obj.if_contains("format"); f && f->is_string())
-      has_patterns = true; // date, time, date-time: std::regex in valijson
     if (auto p = obj.if_contains("pattern"); p && p->is_string()) {
-      has_patterns = true;
       if (auto err = regex_error(p->get_string()))
         return schema_problem{at + "/pattern", *err};
     }
@@ -505,7 +590,6 @@ public:
     return std::nullopt;
   }
 
-  bool has_patterns = false;
   /// Some subschema says `uniqueItems: true`.
   bool has_unique_items = false;
 
@@ -570,12 +654,13 @@ private:
   std::set<const json::value*> walked_targets_;
 };
 
-/// A copy of `node` (a subschema) for valijson: each `pattern` of a
-/// subschema renamed to `linear_pattern_keyword`, the rest as it is. Names
+/// A copy of `node` (a subschema) for valijson: each `pattern` and
+/// `format` of a subschema renamed to `linear_pattern_keyword` and
+/// `linear_format_keyword` (std::regex is never run), the rest as it is. Names
 /// (properties, definitions) and data (enum, const, default, examples)
 /// are copied unchanged. `schemas` collects the subschemas of the original
 /// document (for `names_data`).
-json::value linear_patterns(const json::value& node,
+json::value linear_keywords(const json::value& node,
                             std::set<const json::value*>& schemas) {
   schemas.insert(&node); // true and false are subschemas too
   if (!node.is_object())
@@ -587,23 +672,27 @@ json::value linear_patterns(const json::value& node,
       out[linear_pattern_keyword] = v;
       continue;
     }
+    if (kv.key() == "format" && v.is_string()) {
+      out[linear_format_keyword] = v;
+      continue;
+    }
     switch (holds_of(kv.key(), v)) {
       case keyword_holds::named_schemas: {
         json::object subs;
         for (auto& sub : v.get_object())
-          subs[sub.key()] = linear_patterns(sub.value(), schemas);
+          subs[sub.key()] = linear_keywords(sub.value(), schemas);
         out[kv.key()] = std::move(subs);
         break;
       }
       case keyword_holds::schema_list: {
         json::array subs;
         for (auto& sub : v.get_array())
-          subs.push_back(linear_patterns(sub, schemas));
+          subs.push_back(linear_keywords(sub, schemas));
         out[kv.key()] = std::move(subs);
         break;
       }
       case keyword_holds::schema:
-        out[kv.key()] = linear_patterns(v, schemas);
+        out[kv.key()] = linear_keywords(v, schemas);
         break;
       case keyword_holds::other:
         out[kv.key()] = v;
@@ -895,30 +984,6 @@ private:
   std::vector<size_t> order_;
 };
 
-/// Strings and keys of `value` too long to check against a pattern.
-void long_strings(const json::value& value, const std::string& at,
-                  std::vector<schema_issue>& out) {
-  auto too_long = [&](size_t n, const std::string& where) {
-    if (n > max_pattern_subject && out.size() < max_schema_issues)
-      out.push_back({where, "a string of " + std::to_string(n)
-                              + " bytes is longer than "
-                              + std::to_string(max_pattern_subject)
-                              + ", the most checked against a pattern"});
-  };
-  if (value.is_string()) {
-    too_long(value.get_string().size(), at);
-  } else if (value.is_array()) {
-    for (size_t i = 0; i < value.get_array().size(); ++i)
-      long_strings(value.get_array()[i], at + "/" + std::to_string(i), out);
-  } else if (value.is_object()) {
-    for (auto& kv : value.get_object()) {
-      auto here = at + "/" + pointer_token(kv.key());
-      too_long(kv.key().size(), here);
-      long_strings(kv.value(), here, out);
-    }
-  }
-}
-
 const valijson::Schema& meta_schema() {
   static const auto compiled = [] {
     auto doc = json::parse(draft7_meta_schema);
@@ -964,15 +1029,15 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   if (auto problem = cost.check())
     return invalid_schema(problem->pointer, problem->message);
   auto out = std::make_shared<compiled_schema>();
-  out->has_patterns = walker.has_patterns;
   out->has_unique_items = walker.has_unique_items;
   out->fanout = cost.fanout;
-  // The subschemas whose copy has its patterns renamed.
+  // The subschemas whose copy has its patterns and formats renamed.
   std::set<const json::value*> renamed;
-  out->document = linear_patterns(doc, renamed);
+  out->document = linear_keywords(doc, renamed);
   // A `$ref` may name a node under a key of the author's (OpenAPI's
   // components/schemas, say): valijson reads it as a schema, so its
-  // patterns are renamed there too, outer targets first. Data is refused.
+  // patterns and formats are renamed there too, outer targets first. Data
+  // is refused.
   auto refs = walker.refs;
   std::stable_sort(refs.begin(), refs.end(), [](auto& a, auto& b) {
     return a.fragment.size() < b.fragment.size();
@@ -991,13 +1056,15 @@ caf::expected<schema_ptr> compile(const std::string& text) {
     // place in it (replaced whole: no other node of the copy moves).
     auto* slot = resolve(out->document, r.fragment);
     if (slot != nullptr)
-      *const_cast<json::value*>(slot) = linear_patterns(*r.target, renamed);
+      *const_cast<json::value*>(slot) = linear_keywords(*r.target, renamed);
   }
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
     // The parser owns (and deletes) its builders.
     parser.addConstraintBuilder(linear_pattern_keyword,
                                 new linear_pattern_builder);
+    parser.addConstraintBuilder(linear_format_keyword,
+                                new linear_format_builder);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
   } catch (const std::exception& e) {
@@ -1063,11 +1130,6 @@ structured_check check_answer(const compiled_schema& schema,
     out.repaired = true;
   }
   out.json = json_text(value);
-  if (schema.has_patterns) {
-    long_strings(value, "", out.issues);
-    if (!out.issues.empty())
-      return out;
-  }
   answer_size size;
   measure_answer(value, size);
   auto work = size.values * schema.fanout

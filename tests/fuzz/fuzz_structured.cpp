@@ -13,8 +13,11 @@
 //    max_schema_issues + 1, each message and pointer printable (they
 //    reach error messages and the terminal);
 //  - validation ends (libFuzzer's -timeout catches a schema or answer that
-//    makes it run away: a pattern's backtracking, a recursive $ref).
+//    makes it run away: a pattern's backtracking, a recursive $ref);
+//  - the date and time formats agree: the answer's bytes are a date-time
+//    exactly when they are a date, a T (or t) and a time.
 
+#include "actors/structured_format.hpp"
 #include "actors/structured_repair.hpp"
 #include "actors/structured_schema.hpp"
 #include "config/json_text.hpp"
@@ -37,7 +40,8 @@ const char* const fixed_schema = R"({
     "ratio": {"type": "number", "exclusiveMaximum": 1},
     "items": {"type": "array", "uniqueItems": true,
               "items": {"$ref": "#/definitions/item"}},
-    "kind": {"enum": ["a", "b", null]}
+    "kind": {"enum": ["a", "b", null]},
+    "when": {"type": "string", "format": "date-time"}
   },
   "additionalProperties": false,
   "definitions": {
@@ -67,6 +71,12 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   std::string schema_text{nul == std::string_view::npos ? fixed_schema
                                                         : in.substr(0, nul)};
   std::string answer{nul == std::string_view::npos ? in : in.substr(nul + 1)};
+
+  auto date_time = !pgw::format_problem("date-time", answer);
+  auto parts = answer.size() > 11 && (answer[10] == 'T' || answer[10] == 't')
+               && !pgw::format_problem("date", answer.substr(0, 10))
+               && !pgw::format_problem("time", answer.substr(11));
+  FUZZ_REQUIRE(date_time == parts);
 
   auto repaired = pgw::repair_json(answer);
   FUZZ_REQUIRE(subsequence(repaired.text, answer));

@@ -232,7 +232,7 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
   }
 }
 
-TEST_CASE("structured: recursive schemas validate, long strings never reach std::regex") {
+TEST_CASE("structured: recursive schemas validate, long strings are checked against a pattern") {
   auto tree = compiled(R"({"definitions":{"node":{"type":"object","properties":{"next":{"$ref":"#/definitions/node"}}}},"$ref":"#/definitions/node"})");
   CHECK(check_answer(*tree, R"({"next":{"next":{"next":{}}}})").valid);
   CHECK_FALSE(check_answer(*tree, R"({"next":{"next":3}})").valid);
@@ -242,17 +242,50 @@ TEST_CASE("structured: recursive schemas validate, long strings never reach std:
   CHECK(check_answer(*escaped, R"({"s":"x","i":1})").valid);
   CHECK_FALSE(check_answer(*escaped, R"({"s":1})").valid);
   CHECK_FALSE(check_answer(*escaped, R"({"i":"x"})").valid);
-  // std::regex recurses per character: a 100 kB string would overflow the
-  // stack. With a pattern in the schema, such strings are an issue instead.
-  auto id = compiled(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"}}})");
+  // RE2 is linear in the subject: a small pattern checks a long string
+  // (std::regex overflowed the stack near 20,000 characters).
+  auto id = compiled(R"({"type":"object","properties":{"id":{"type":"string","pattern":"^[a-z]+$"},"summary":{"type":"string"}}})");
   CHECK(check_answer(*id, R"({"id":"abc"})").valid);
   CHECK_FALSE(check_answer(*id, R"({"id":"ab1"})").valid);
   auto huge = R"({"id":")" + std::string(100000, 'a') + R"("})";
-  auto check = check_answer(*id, huge);
+  CHECK(check_answer(*id, huge).valid);
+  CHECK_FALSE(check_answer(*id, R"({"id":")" + std::string(100000, 'a') + R"(1"})").valid);
+  // A string no pattern applies to is not bounded by one elsewhere in
+  // the schema (a 2 KiB bound on every string was: a long summary next to
+  // a patterned id failed validation).
+  auto summary = R"({"id":"abc","summary":")" + std::string(100000, 's') + R"("})";
+  CHECK(check_answer(*id, summary).valid);
+  auto uri = compiled(R"({"type":"object","properties":{"home":{"type":"string","format":"uri"},"summary":{"type":"string"}}})");
+  CHECK(check_answer(*uri, R"({"home":"https://x.test/","summary":")" + std::string(100000, 's') + R"("})").valid);
+  // A large pattern checks shorter strings: at most 2^24 / its RE2 program
+  // size bytes (3,002 instructions here: 5,588), never fewer than 2048.
+  auto big = compiled(R"({"type":"string","pattern":"^(?:x{1000}y{1000}z{1000})*$"})");
+  auto three = std::string(1000, 'x') + std::string(1000, 'y') + std::string(1000, 'z');
+  std::string long_subject;
+  for (int i = 0; i < 40; ++i)
+    long_subject += three;
+  auto check = check_answer(*big, "\"" + long_subject + "\"");
   CHECK_FALSE(check.valid);
   REQUIRE(check.issues.size() == 1);
-  CHECK(check.issues[0].pointer == "/id");
-  CHECK(contains(check.issues[0].message, "longer than 2048"));
+  CHECK(check.issues[0].pointer == "");
+  CHECK(contains(check.issues[0].message, "a string of 120000 bytes is longer than "));
+  CHECK(contains(check.issues[0].message, "the most checked against this pattern"));
+  CHECK(check_answer(*big, "\"" + three + "\"").valid);
+  CHECK_FALSE(check_answer(*big, "\"" + three + "x\"").valid);
+  // And all of an answer's strings together at most 2^27 steps (bytes
+  // times program size): 1,002 instructions, 15,000-byte strings, 8 fit.
+  auto many = compiled(R"({"type":"array","items":{"type":"string","pattern":"^(?:a{1000})*$"}})");
+  std::string items;
+  for (int i = 0; i < 10; ++i)
+    items += (i == 0 ? "\"" : ",\"") + std::string(15000, 'a') + "\"";
+  auto spent = check_answer(*many, "[" + items + "]");
+  CHECK_FALSE(spent.valid);
+  REQUIRE(spent.issues.size() == 2);
+  CHECK(spent.issues[0].pointer == "/8");
+  CHECK(spent.issues[1].pointer == "/9");
+  CHECK(contains(spent.issues[0].message, "too long for the schema's patterns"));
+  // The bound is per check: the next answer starts afresh.
+  CHECK(check_answer(*many, "[\"" + std::string(15000, 'a') + "\"]").valid);
   // Without a pattern, long strings are validated as usual.
   auto plain = compiled(R"({"type":"object","properties":{"id":{"type":"string"}}})");
   CHECK(check_answer(*plain, huge).valid);
@@ -585,10 +618,80 @@ TEST_CASE("structured: a caller's pattern runs in linear time on a model's "
   auto search = compiled(R"({"type":"string","pattern":"b+"})");
   CHECK(check_answer(*search, "\"abba\"").valid);
   CHECK_FALSE(check_answer(*search, "\"aaa\"").valid);
-  // A date format's subject is bounded as a pattern's (valijson checks
-  // formats with std::regex, which recurses per character).
+}
+
+TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") {
+  struct row {
+    const char* format;
+    const char* text;
+    bool valid;
+  };
+  const row rows[] = {
+    {"date", "2026-12-07", true},
+    {"date", "2024-02-29", true},        // leap year
+    {"date", "2000-02-29", true},        // divisible by 400
+    {"date", "2026-02-29", false},       // valijson: valid (any year)
+    {"date", "1900-02-29", false},       // divisible by 100
+    {"date", "2026-04-31", false},
+    {"date", "2026-13-01", false},
+    {"date", "2026-00-10", false},
+    {"date", "2026-01-00", false},
+    {"date", "12026-01-01", false},      // valijson: valid (any digits)
+    {"date", "2026-1-01", false},
+    {"date", "2026-01-01T00:00:00Z", false},
+    {"date", " 2026-01-01", false},
+    {"time", "16:52:45Z", true},
+    {"time", "16:52:45.123456+02:00", true},
+    {"time", "16:52:45z", true},
+    {"time", "23:59:60Z", true},         // a leap second
+    {"time", "15:59:60-08:00", true},    // the same second, 8 h west
+    {"time", "22:59:60Z", false},        // valijson: valid (any minute)
+    {"time", "16:52:45", false},         // no offset
+    {"time", "16:52:45|02:00", false},   // valijson: valid ('|' as a sign)
+    {"time", "24:00:00Z", false},
+    {"time", "16:60:00Z", false},
+    {"time", "16:52:45.Z", false},
+    {"time", "16:52:45+2:00", false},
+    {"date-time", "2026-12-07T16:52:45Z", true},
+    {"date-time", "2026-12-07t16:52:45.5-03:30", true},
+    {"date-time", "1998-12-31T23:59:60Z", true},
+    {"date-time", "2026-12-07 16:52:45Z", false},
+    {"date-time", "2026-02-30T00:00:00Z", false},
+    {"date-time", "2026-12-07T16:52:45Zjunk", false},
+    {"email", "not checked", true},      // draft 7 lets a validator ignore it
+  };
+  for (auto& r : rows) {
+    CAPTURE(r.format);
+    CAPTURE(r.text);
+    auto schema = compiled(std::string(R"({"type":"string","format":")") + r.format + "\"}");
+    auto check = check_answer(*schema, std::string("\"") + r.text + "\"");
+    CHECK(check.valid == r.valid);
+    if (!r.valid) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(contains(check.issues[0].message, "RFC 3339"));
+    }
+  }
+  // A format constrains strings only (valijson threw on a number: "the
+  // schema could not be applied").
+  auto either = compiled(R"({"type":["string","integer"],"format":"date"})");
+  CHECK(check_answer(*either, "5").valid);
+  // Keys too, through propertyNames; and under a $ref'd key of the
+  // author's.
+  auto keys = compiled(R"({"type":"object","propertyNames":{"format":"date"}})");
+  CHECK(check_answer(*keys, R"({"2026-12-07":1})").valid);
+  CHECK_FALSE(check_answer(*keys, R"({"yesterday":1})").valid);
+  auto ref = compiled(R"({"$ref":"#/components/schemas/D","components":{"schemas":{"D":{"type":"string","format":"date-time"}}}})");
+  CHECK(check_answer(*ref, R"("2026-12-07T00:00:00Z")").valid);
+  CHECK_FALSE(check_answer(*ref, R"("2026-12-07")").valid);
+  // Linear: std::regex recursed per character and overflowed the stack
+  // near 20,000; a megabyte is read in one pass, not bounded away.
+  auto t0 = std::chrono::steady_clock::now();
   auto date = compiled(R"({"type":"string","format":"date"})");
-  auto huge = check_answer(*date, "\"" + std::string(100000, '1') + "\"");
+  auto huge = check_answer(*date, "\"" + std::string(1000000, '1') + "\"");
   CHECK_FALSE(huge.valid);
-  CHECK(check_answer(*date, "\"2026-12-06\"").valid);
+  REQUIRE(huge.issues.size() == 1);
+  CHECK(contains(huge.issues[0].message, "valid date"));
+  auto long_time = compiled(R"({"type":"string","format":"time"})");
+  CHECK(check_answer(*long_time, "\"16:52:45." + std::string(1000000, '1') + "Z\"").valid);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2.0);
 }
