@@ -131,9 +131,11 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       if (st.handle)
         st.handle->cancel();
       // The upstream may have generated tokens: settle the estimate unless
-      // nothing was sent. Waiting is not death: no breaker feed.
-      auto amount = settle_cancelled(static_cast<bool>(st.handle),
-                                     st.args.granted_permit.est);
+      // the request never left (no call, or the gate withheld it: by the
+      // supervisor when it stopped this leg, or now). Waiting is not
+      // death: no breaker feed.
+      bool left = st.handle && !(st.args.gate && st.args.gate->withhold());
+      auto amount = settle_cancelled(left, st.args.granted_permit.est);
       settle(self, amount);
       write_row(self, st.stop_label, nullptr, amount);
       log_end(self, st.stop_label, nullptr);
@@ -159,6 +161,7 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
     call.body = std::move(*body);
     call.stream = st.args.stream;
     call.forward_deltas = st.args.forward_deltas;
+    call.gate = st.args.gate;
     st.handle = st.args.transport->start(std::move(call),
                                          caf::actor_cast<caf::actor>(self),
                                          st.args.leg);

@@ -33,6 +33,10 @@ struct attempt_args {
   permit granted_permit;
   uint64_t epoch = 0;
   bool probe = false;
+  /// Shared with the supervisor and the transport: whether a stopped
+  /// attempt's request left (SPEC §8: settles its estimate) or never will
+  /// (settles 0). Null: a stopped attempt counts as sent.
+  std::shared_ptr<send_gate> gate;
   // -- telemetry --
   /// The call's id (the request's: no copy per attempt, issue 17).
   const std::string& call_id() const {

@@ -49,8 +49,10 @@ bool contains(const std::vector<std::string>& xs, const std::string& x) {
 }
 
 /// What `leg`'s source did as its permit settles it (SPEC §8): a running
-/// leg is stopped mid-answer.
+/// leg is stopped mid-answer, or before its request left (nothing).
 std::optional<spent_work> settled_work(const plan_leg& leg) {
+  if (!leg.done && leg.unsent)
+    return std::nullopt;
   return settled_work(leg.done ? &leg.result() : nullptr, leg.est);
 }
 
@@ -424,6 +426,7 @@ void call_plan::account_loser(const plan_leg& leg) {
 /// Stops a running leg and counts it as a loser labelled `label`.
 void call_plan::stop(plan_leg& leg, outcome label) {
   leg.label = label;
+  leg.unsent = args_.withhold && args_.withhold(leg);
   account_loser(leg);
   call_decision d;
   d.what = act::stop_leg;

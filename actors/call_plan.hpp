@@ -42,6 +42,9 @@ struct plan_leg {
   /// Why the plan stopped it: hedge_cancelled (lost to another leg) or
   /// cancelled (deadline, caller, stall); none when it ended.
   std::optional<outcome> label;
+  /// Stopped before its request left (`call_plan_args::withhold`): it
+  /// generated nothing and settles 0, not its estimate (SPEC §8).
+  bool unsent = false;
 
   /// Its outcome once done, a default one before. Held on the heap from
   /// the first write: a leg in flight (most of a call's life) holds no
@@ -102,6 +105,10 @@ struct call_plan_args {
   caf::optional<double> deadline_s;
   /// Seed of the backoff jitter.
   uint64_t seed = 0;
+  /// Called as a running leg is stopped: true when its request has not
+  /// left and now never will (the transport's `send_gate`); unset: a
+  /// stopped leg counts as sent.
+  std::function<bool(const plan_leg&)> withhold;
   /// The cost of a leg that did not win (see actors/accounting.hpp).
   std::function<std::optional<double>(const plan_leg&)> cost;
   /// Structured output: moves the leg's source one rung down when its 400

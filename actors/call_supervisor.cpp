@@ -46,7 +46,7 @@ caf::optional<double> leg_cost(self_ptr self, const plan_leg& leg) {
                                                       : leg.model;
   return attempt_cost(st.args.prices.get(), st.args.scope->name, leg.source,
                       model, kind, leg.done ? &leg.result() : nullptr,
-                      leg.done ? 0 : leg.est);
+                      leg.done || leg.unsent ? 0 : leg.est);
 }
 
 /// Writes the call row (and the terminal failure row of a failed call).
@@ -287,8 +287,10 @@ void start_leg(self_ptr self, uint64_t id, admit_result& admitted,
   aa.prices = st.args.prices;
   aa.wall_offset_ms = st.args.wall_offset_ms;
   aa.telemetry_content = st.args.telemetry_content;
+  aa.gate = std::make_shared<send_gate>();
   auto& handle = st.leg_actors[id];
   handle.rung = rung;
+  handle.gate = aa.gate;
   handle.actor = self->spawn(attempt, std::move(aa));
   self->monitor(handle.actor);
 }
@@ -405,6 +407,11 @@ call_plan_args plan_args(self_ptr self) {
   pa.structured = !st.args.request->schema.empty();
   pa.deadline_s = st.args.deadline_s;
   pa.seed = st.args.seed;
+  pa.withhold = [self](const plan_leg& leg) {
+    auto& legs = self->state.leg_actors;
+    auto it = legs.find(leg.id);
+    return it != legs.end() && it->second.gate && it->second.gate->withhold();
+  };
   pa.cost = [self](const plan_leg& leg) -> std::optional<double> {
     if (auto c = leg_cost(self, leg))
       return *c;

@@ -62,6 +62,8 @@ struct call_args {
 /// The actor side of one leg (the rest is the plan's `plan_leg`).
 struct call_leg_handle {
   attempt_actor actor;
+  /// Shared with its attempt and the transport: whether its request left.
+  std::shared_ptr<send_gate> gate;
   /// Structured output: the rung it was asked with.
   schema_strategy rung = schema_strategy::auto_select;
 };

@@ -674,6 +674,13 @@ struct beast_call : std::enable_shared_from_this<beast_call>, body_sink {
   }
 
   void send_request() {
+    // Whoever stops the call may have decided first that its request
+    // never leaves (it then settles 0): the cancel is on its way.
+    if (call.gate && !call.gate->pass()) {
+      cancelled = true;
+      self.cancelled.fetch_add(1, std::memory_order_relaxed);
+      return finish();
+    }
     connected = true;
     parser.emplace(*reader, *this);
     buf.clear();

@@ -613,7 +613,13 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   // written with write(2): a peer that reset the connection must not end
   // the process with SIGPIPE.
   sigpipe_guard no_sigpipe;
-  bool sent = cli->send(req, resp, err);
+  // Whoever stops the call may have decided first that its request never
+  // leaves (it settles 0; the cancel is on its way). httplib connects
+  // inside send: from the connect on, the request counts as sent.
+  bool go = !st->call.gate || st->call.gate->pass();
+  if (!go)
+    cancelled.fetch_add(1, std::memory_order_relaxed);
+  bool sent = go && cli->send(req, resp, err);
   // A reused keep-alive connection the upstream closed while it was idle
   // fails before any response byte: retried once on a fresh connection,
   // transparently (no breaker, no retry budget). Only a failed write, or a
@@ -642,7 +648,7 @@ void httplib_transport::impl::run(const std::shared_ptr<call_state>& st) {
   auto fired = static_cast<timeout_kind>(st->timeout.load());
   bool cancelled_by_caller = st->cancelled.load() && fired == timeout_kind::none;
   finished.fetch_add(1, std::memory_order_relaxed);
-  if (cancelled_by_caller)
+  if (cancelled_by_caller || !go)
     return; // the attempt is gone; it settles on its own (SPEC §8)
   res.latency_ms = ms_between(st->started, ended);
 

@@ -11,6 +11,7 @@
 
 #include <caf/actor.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -33,6 +34,39 @@ enum class upstream_kind : uint8_t {
   ocr_parse,
 };
 
+/// Whether a call's request has left, decided once between the transport
+/// and whoever stops the call. A call stopped before its request left
+/// certainly generated nothing upstream and settles 0 (SPEC §8); one
+/// stopped after may have and settles its estimate. Without a gate (null)
+/// a stopped call counts as sent. Safe from any thread.
+class send_gate {
+public:
+  /// The transport, right before the request's first byte is written:
+  /// true = send (the request counts as sent from now on, also on a
+  /// retried connection); false = the call was stopped first: do not.
+  bool pass() {
+    auto expected = open;
+    return state_.compare_exchange_strong(expected, sent,
+                                          std::memory_order_acq_rel)
+           || expected == sent;
+  }
+
+  /// Whoever stops the call: true when its request has not left, and now
+  /// never will; false when it has.
+  bool withhold() {
+    auto expected = open;
+    return state_.compare_exchange_strong(expected, withheld,
+                                          std::memory_order_acq_rel)
+           || expected == withheld;
+  }
+
+private:
+  static constexpr uint8_t open = 0;
+  static constexpr uint8_t sent = 1;
+  static constexpr uint8_t withheld = 2;
+  std::atomic<uint8_t> state_{open};
+};
+
 /// One upstream request as the attempt asks for it.
 struct upstream_call {
   std::shared_ptr<const source_config> source;
@@ -45,6 +79,9 @@ struct upstream_call {
   /// arrives (see `transport::start`). Transports get this for free by
   /// feeding events through a `stream_relay` (transport/stream_relay.hpp).
   bool forward_deltas = false;
+  /// Decides whether a stopped call's request left (see `send_gate`);
+  /// null: a stopped call counts as sent.
+  std::shared_ptr<send_gate> gate;
 };
 
 /// How long a pooled keep-alive connection may stay idle (both transports'

@@ -58,6 +58,13 @@ fake_step fake_step::never() {
   return s;
 }
 
+fake_step fake_step::connecting() {
+  fake_step s;
+  s.hang = true;
+  s.unsent = true;
+  return s;
+}
+
 fake_step& fake_step::after(caf::timespan d) {
   delay = d;
   result.latency_ms = std::chrono::duration<double, std::milli>(d).count();
@@ -144,6 +151,14 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
     index = calls_.size();
     calls_.push_back(std::move(rec));
   }
+  auto handle = std::make_shared<fake_handle>(this, index);
+  if (step.unsent)
+    return handle;
+  // The request leaves now, unless the call was stopped first.
+  if (call.gate && !call.gate->pass()) {
+    mark_cancelled(index);
+    return handle;
+  }
   step.result.stream = call.stream;
   if (step.respond)
     step.respond(call.body, step.result);
@@ -167,7 +182,7 @@ fake_transport::start(upstream_call call, caf::actor sink, uint64_t tag) {
     else
       caf::delayed_anon_send(sink, step.delay, atom::done_v, tag, step.result);
   }
-  return std::make_shared<fake_handle>(this, index);
+  return handle;
 }
 
 std::vector<fake_call> fake_transport::calls() const {

@@ -28,6 +28,10 @@ struct fake_step {
   caf::optional<caf::timespan> first_token_after;
   /// Never sends `done` (a hang); a first token may still come.
   bool hang = false;
+  /// The request never leaves (a connect or TLS handshake that hangs): the
+  /// call's `send_gate` stays open for whoever stops the call; nothing is
+  /// ever sent back.
+  bool unsent = false;
   /// When set, fills the result from the request body (embeddings).
   std::function<void(const std::string& body, attempt_result&)> respond;
   /// Live streaming: with `upstream_call::forward_deltas`, each piece is
@@ -45,6 +49,8 @@ struct fake_step {
   static fake_step rate_limited(caf::optional<double> retry_after_s);
   static fake_step transient(std::string reason);
   static fake_step never();
+  /// Hangs before its request leaves (see `unsent`).
+  static fake_step connecting();
   fake_step& after(caf::timespan d);
   fake_step& token_after(caf::timespan d);
   /// Streams `pieces` (first token after `first`, then one per `gap`);

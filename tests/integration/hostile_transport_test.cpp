@@ -797,6 +797,43 @@ PGW_TRANSPORT_CASE(fixture, "an https source on a TCP server that never "
   CHECK(silent.connections() == 1); // the TCP connect succeeded
 }
 
+PGW_TRANSPORT_CASE(fixture, "a call stopped before its request left never "
+                            "sends it (SPEC §8: it settles 0)") {
+  std::atomic<int> requests{0};
+  raw_upstream up{[&](raw_upstream& u, int fd, const std::string& request) {
+    if (!request.empty()) {
+      ++requests;
+      u.send_all(fd, response(200, "", R"({"choices":[{"index":0,"message":{"role":"assistant","content":"x"},"finish_reason":"stop"}]})"));
+    }
+  }};
+  auto src = source(up);
+  caf::scoped_actor self{sys};
+  upstream_call call;
+  call.body = R"({"model":"m","messages":[{"role":"user","content":"hi"}]})";
+  call.source = src;
+  call.gate = std::make_shared<send_gate>();
+  // Whoever stops the call decided first: the request never leaves, and
+  // the transport ends the call as cancelled (the cancel is on its way).
+  REQUIRE(call.gate->withhold());
+  auto handle = tp->start(call, caf::actor_cast<caf::actor>(self), 1);
+  REQUIRE(eventually([&] { return made.stats().finished == 1; }));
+  auto st = made.stats();
+  CHECK(st.cancelled == 1);
+  // beast connected (the request is written after the connect); httplib
+  // connects inside its send, which never ran. Either way no request byte
+  // reached the upstream: every connection it accepted ended empty.
+  CHECK(st.connections_opened == (kind == "beast" ? 1u : 0u));
+  REQUIRE(eventually([&] {
+    return up.ended() == static_cast<int>(st.connections_opened);
+  }));
+  CHECK(requests.load() == 0);
+  CHECK_FALSE(call.gate->pass());
+  // The gate passed first, the same call is sent and answered.
+  auto ok = run(src, false);
+  CHECK(ok.result.kind == outcome::ok);
+  CHECK(requests.load() == 1);
+}
+
 PGW_TRANSPORT_CASE(fixture, "TLS names the host in SNI, and a failed handshake "
                             "is tls_handshake and never reached") {
   // A listener that reads the ClientHello and hangs up.

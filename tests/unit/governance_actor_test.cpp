@@ -293,17 +293,25 @@ TEST_CASE_FIXTURE(actor_fixture, "health_aware moves load away from a failing so
   CHECK(fake->count("a") < 15);
 }
 
-TEST_CASE_FIXTURE(actor_fixture, "a call cancelled while its request is in flight settles the estimate") {
+TEST_CASE_FIXTURE(actor_fixture, "a call cancelled while its request is in flight settles the estimate, 0 before it left") {
   auto sc = test_scope({"a"});
   sc.sources[0].tpm = 100000;
   sc.sources[0].est_tokens = 1000;
-  fake->script("a", {fake_step::never()});
+  // connecting: the request never left (SPEC §8: nothing was generated).
+  bool sent = true;
+  SUBCASE("in flight") {
+    fake->script("a", {fake_step::never()});
+  }
+  SUBCASE("still connecting") {
+    fake->script("a", {fake_step::connecting()});
+    sent = false;
+  }
   auto gw = spawn_gateway(sc);
   auto req = hello();
   req.deadline_s = 5;
-  call(gw, req);
+  CHECK(code_of(call(gw, req)->error) == error_code::call_deadline_exceeded);
   auto st = status(gw);
-  CHECK(source(st, "a").limiter.tpm_used == 1000);
+  CHECK(source(st, "a").limiter.tpm_used == (sent ? 1000 : 0));
   CHECK(source(st, "a").outcomes.at("cancelled") == 1);
   // Waiting is not death: nothing reached the breaker.
   CHECK(source(st, "a").breaker.window_attempts == 0);

@@ -134,6 +134,39 @@ TEST_CASE_FIXTURE(actor_fixture, "hedge: the winner settles actual, the loser es
   check_balanced(st);
 }
 
+TEST_CASE_FIXTURE(actor_fixture, "hedge: a loser stopped before its request left settles 0 (SPEC §8)") {
+  auto sc = hedged();
+  for (auto& src : sc.sources) {
+    src.tpm = 100000;
+    src.est_tokens = 700;
+  }
+  SUBCASE("still connecting: nothing was generated, nothing is charged") {
+    fake->script("a", {fake_step::connecting()});
+    fake->script("b", {fake_step::ok("b", 30, 12).after(100ms)});
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    CHECK(out->response->source == "b");
+    // Neither the call's unreturned work nor the limiter counts the loser.
+    CHECK(out->response->stats.unreturned.count("a") == 0);
+    auto st = status(gw);
+    CHECK(source(st, "a").limiter.tpm_used == 0);
+    CHECK(source(st, "b").limiter.tpm_used == 42);
+    CHECK(source(st, "a").outcomes.at("hedge_cancelled") == 1);
+    check_balanced(st);
+  }
+  SUBCASE("its request out, no answer yet: the estimate") {
+    fake->script("a", {fake_step::never()});
+    fake->script("b", {fake_step::ok("b", 30, 12).after(100ms)});
+    auto gw = spawn_gateway(sc);
+    auto out = call(gw, hello());
+    REQUIRE(out->response);
+    REQUIRE(out->response->stats.unreturned.count("a") == 1);
+    CHECK(out->response->stats.unreturned.at("a").estimated_tokens == 700);
+    CHECK(source(status(gw), "a").limiter.tpm_used == 700);
+  }
+}
+
 TEST_CASE_FIXTURE(actor_fixture, "hedge: a primary that finishes first after the hedge started wins back") {
   fake->script("a", {fake_step::ok("a late").after(1500ms)});
   fake->script("b", {fake_step::never()});
