@@ -79,6 +79,39 @@ TEST_CASE("status --json: an unreachable node is an error object on stdout") {
         == "invalid_request");
 }
 
+TEST_CASE("status: a refused port and an unreachable network are named") {
+  // Nothing listens on port 1: the connection is refused.
+  auto refused = run_program({PGW_ACTOR_BIN, "status", "--connect",
+                              "127.0.0.1:1", "--json"});
+  CHECK(refused.exit_code == 1);
+  CHECK(std::string(json::parse(refused.out).at("error").at("message")
+                      .as_string())
+        == "cannot reach 127.0.0.1:1: connection refused (nothing listens "
+           "there)");
+  // A network namespace of its own (unshare -rn; the user namespace makes
+  // the test root in it) has a loopback that is down and no route: the
+  // kernel answers ENETUNREACH at once.
+  const char* unshare = "/usr/bin/unshare";
+  auto probe = run_program({unshare, "-rn", "/bin/true"});
+  if (probe.exit_code != 0) {
+    MESSAGE("skipped: unshare -rn is not permitted here (" << probe.err
+                                                           << ")");
+    return;
+  }
+  auto plain = run_program({unshare, "-rn", PGW_ACTOR_BIN, "status",
+                            "--connect", "10.255.255.1:5000"});
+  CHECK(plain.exit_code == 1);
+  CHECK(plain.err.find("cannot reach 10.255.255.1:5000: the host is "
+                       "unreachable (no route to it)")
+        != std::string::npos);
+  auto js = run_program({unshare, "-rn", PGW_ACTOR_BIN, "status",
+                         "--connect", "10.255.255.1:5000", "--json"});
+  CHECK(js.exit_code == 1);
+  CHECK(std::string(json::parse(js.out).at("error").at("message").as_string())
+        == "cannot reach 10.255.255.1:5000: the host is unreachable (no "
+           "route to it)");
+}
+
 namespace {
 
 /// A loopback port that completes TCP connections (the kernel's backlog)
