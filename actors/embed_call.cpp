@@ -45,6 +45,7 @@ void end_request(self_ptr self, embed_batch_state& b, outcome kind,
                      retry_after, res, cost, false, self->clock().now());
   } else {
     b.req.handle.reset();
+    b.req.gate.reset();
     b.req.admitted = admit_result{};
   }
 }
@@ -78,7 +79,8 @@ void maybe_deliver(self_ptr self) {
 }
 
 /// Ends the call with `code`: running sub-batches are cancelled and settled
-/// with their estimate (S7: their request was sent).
+/// with their estimate (S7: their request was sent), or 0 when their
+/// request had not left (the gate, withheld now, decides).
 void fail(self_ptr self, error_code code, std::string message,
           const attempt_result* upstream = nullptr) {
   auto& st = self->state;
@@ -88,8 +90,8 @@ void fail(self_ptr self, error_code code, std::string message,
     if (b.at == phase::running) {
       if (b.req.handle)
         b.req.handle->cancel();
-      auto amount = settle_cancelled(static_cast<bool>(b.req.handle),
-                                     b.req.admitted.granted_permit.est);
+      bool left = b.req.handle && !(b.req.gate && b.req.gate->withhold());
+      auto amount = settle_cancelled(left, b.req.admitted.granted_permit.est);
       end_request(self, b, outcome::cancelled, amount, caf::none, nullptr);
       b.at = phase::done;
     }
@@ -162,6 +164,8 @@ void start_request(self_ptr self, size_t i, admit_result& r) {
   call.kind = upstream_kind::embeddings;
   call.body = build_embed_body(*src->config, *st.args.inputs, b.range.begin,
                                b.range.end);
+  b.req.gate = std::make_shared<send_gate>();
+  call.gate = b.req.gate;
   b.req.handle = st.args.transport->start(
     std::move(call), caf::actor_cast<caf::actor>(self), b.req.tag);
 }

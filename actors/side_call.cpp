@@ -250,6 +250,7 @@ void end_side_request(const side_call_args& args, const call_source& src,
                  res, amount, cost};
   write_side_row(args.telemetry, src, a, now, args.wall_offset_ms);
   req.handle.reset();
+  req.gate.reset();
   req.admitted = admit_result{};
 }
 

@@ -76,6 +76,9 @@ struct side_request {
   uint64_t attempt = 0; ///< 1, 2, ... within the call (its telemetry row)
   admit_result admitted;
   std::shared_ptr<call_handle> handle;
+  /// Shared with the transport: whether a stopped request left (SPEC §8;
+  /// see `send_gate`). Null: a stopped request counts as sent.
+  std::shared_ptr<send_gate> gate;
   caf::actor_clock::time_point sent_at;
 };
 

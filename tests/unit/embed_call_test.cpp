@@ -284,6 +284,33 @@ TEST_CASE_FIXTURE(embed_fixture,
 }
 
 TEST_CASE_FIXTURE(embed_fixture,
+                  "embed: a sub-batch cancelled before its request left "
+                  "settles 0 (SPEC §8)") {
+  // The first sub-batch's request is out, the second's still connecting.
+  fake->script("a", {fake_step::never(), fake_step::connecting()});
+  auto sc = embed_scope({"a"}, 2, 4);
+  sc.sources[0].max_batch_tokens = 1000;
+  auto gw = spawn_gateway(sc);
+  embed_request req;
+  req.call_id = "emb-2";
+  req.inputs = {std::string(40, 'x'), std::string(40, 'y'), "z"};
+  auto out = start_embed(gw, req);
+  sched.run();
+  CHECK(fake->calls().size() == 2);
+  caf::anon_send(gw, atom::cancel_v, std::string{"emb-2"});
+  sched.run();
+  REQUIRE(out->answers == 1);
+  CHECK(code_of(out->error) == error_code::cancelled);
+  settle();
+  auto st = status(gw);
+  check_balanced(st);
+  // 11 + 11 for the first sub-batch; nothing for the second (its estimate
+  // was 1).
+  CHECK(source(st, "a").limiter.tpm_used == 22);
+  CHECK(source(st, "a").outcomes.at("cancelled") == 2);
+}
+
+TEST_CASE_FIXTURE(embed_fixture,
                   "embed: a caller that goes away cancels the call") {
   fake->script("a", {fake_step::never()});
   auto gw = spawn_gateway(embed_scope({"a"}, 2, 4));
