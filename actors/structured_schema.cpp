@@ -46,6 +46,8 @@ public:
   valijson::Schema schema;
   /// Some subschema says `uniqueItems: true` (valijson compares every pair).
   bool has_unique_items = false;
+  /// Its patterns (each may hold up to `max_pattern_memory`).
+  size_t patterns = 0;
   /// Subschema checks one answer value may take at most (weighted).
   uint64_t fanout = 1;
 };
@@ -96,8 +98,27 @@ constexpr const char* draft7_meta_schema =
     R"pgw("oneOf":{"$ref":"#/definitions/schemaArray"},"not":{"$ref":"#"}},"defa)pgw"
     R"pgw(ult":true})pgw";
 
-/// Schemas kept compiled at most; the cache starts over when full.
+/// Schemas kept compiled at most, and patterns in them: the cache starts
+/// over when either would be passed (a pattern may hold up to
+/// `max_pattern_memory` of RE2 state for as long as its schema is kept).
 constexpr size_t cache_capacity = 256;
+constexpr size_t cache_pattern_capacity = 256;
+
+/// RE2 memory of one pattern: its program (about 16 bytes an instruction,
+/// at most a third of this: ~21,000 instructions; `^.{1,500}$` takes
+/// 4,501) and its DFA's states (the rest; when they would pass it, RE2
+/// starts its cache over or matches without one, as slowly as
+/// `max_pattern_work` assumes). RE2's default is 8 MiB.
+constexpr int64_t max_pattern_memory = int64_t{1} << 20;
+
+/// One schema's patterns at most, and their RE2 instructions together: a
+/// caller's 128 KiB schema of `\pL{300}` patterns (357,904 instructions,
+/// 111 ms to compile each) held gigabytes and stalled the gateway thread
+/// compiling it for most of a minute. Within these, compiling a schema's
+/// patterns takes tens of milliseconds and their memory is bounded by
+/// `max_schema_patterns` times `max_pattern_memory`.
+constexpr size_t max_schema_patterns = 256;
+constexpr int64_t max_schema_pattern_program = int64_t{1} << 17;
 
 /// Longest string (value or key) always checked against a `pattern`; a
 /// longer one is checked while its length times the pattern's RE2 program
@@ -135,6 +156,7 @@ std::shared_ptr<const RE2> compile_pattern(std::string_view text,
   RE2::Options opts;
   opts.set_log_errors(false);
   opts.set_never_capture(true);
+  opts.set_max_mem(max_pattern_memory);
   auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()),
                                         opts);
   if (re->ok())
@@ -511,7 +533,8 @@ struct schema_problem {
 
 /// Walks the subschemas of `node` (draft 7 keywords that hold schemas):
 /// every `pattern` must compile for RE2 (it would only fail later, on
-/// every answer), `patternProperties` is refused, and every
+/// every answer) within the schema's pattern bounds, `patternProperties`
+/// is refused, and every
 /// `$ref` must be local, resolve and not loop (valijson aborts, fetches or
 /// recurses forever otherwise). A `$ref`'s target is walked too: valijson
 /// parses it as a schema wherever it sits.
@@ -532,7 +555,7 @@ public:
                                   + " subschemas (counting $ref targets)"};
     auto& obj = node.get_object();
     if (auto p = obj.if_contains("pattern"); p && p->is_string()) {
-      if (auto err = regex_error(p->get_string()))
+      if (auto err = pattern_error(p->get_string()))
         return schema_problem{at + "/pattern", *err};
     }
     // valijson matches these against an answer's keys with std::regex,
@@ -592,6 +615,9 @@ public:
 
   /// Some subschema says `uniqueItems: true`.
   bool has_unique_items = false;
+  /// Patterns compiled, and their RE2 instructions together.
+  size_t patterns = 0;
+  int64_t pattern_program = 0;
 
 private:
   /// An array of strings that names one twice.
@@ -610,13 +636,29 @@ private:
     return std::nullopt;
   }
 
-  static std::optional<std::string> regex_error(std::string_view pattern) {
+  /// Compiles `pattern` and counts it against the schema's bounds.
+  std::optional<std::string> pattern_error(std::string_view pattern) {
     std::string why;
-    if (compile_pattern(pattern, &why))
-      return std::nullopt;
-    return "not a regular expression pgw runs (" + why
-           + "; patterns are matched by RE2, in linear time: no lookaround "
-             "or backreferences)";
+    auto re = compile_pattern(pattern, &why);
+    if (!re)
+      return "not a regular expression pgw runs (" + why
+             + "; patterns are matched by RE2, in linear time: no lookaround "
+               "or backreferences)";
+    ++patterns;
+    pattern_program += re->ProgramSize();
+    if (patterns > max_schema_patterns)
+      return "more than " + std::to_string(max_schema_patterns)
+             + " patterns in one schema (each may hold up to "
+             + std::to_string(max_pattern_memory >> 10)
+             + " KiB of matching state)";
+    if (pattern_program > max_schema_pattern_program)
+      return "the schema's patterns compile to more than "
+             + std::to_string(max_schema_pattern_program)
+             + " RE2 instructions together (this one: "
+             + std::to_string(re->ProgramSize())
+             + "; a repetition {n} copies what it repeats n times): use "
+               "fewer or smaller patterns";
+    return std::nullopt;
   }
 
   static constexpr int max_walk_depth = 64;
@@ -1030,6 +1072,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
     return invalid_schema(problem->pointer, problem->message);
   auto out = std::make_shared<compiled_schema>();
   out->has_unique_items = walker.has_unique_items;
+  out->patterns = walker.patterns;
   out->fanout = cost.fanout;
   // The subschemas whose copy has its patterns and formats renamed.
   std::set<const json::value*> renamed;
@@ -1076,6 +1119,8 @@ caf::expected<schema_ptr> compile(const std::string& text) {
 struct schema_cache {
   std::mutex mtx;
   std::map<std::string, schema_ptr> by_digest;
+  /// Patterns of the schemas in `by_digest`.
+  size_t patterns = 0;
 };
 
 schema_cache& cache() {
@@ -1099,9 +1144,15 @@ caf::expected<schema_ptr> compile_schema(const std::string& schema_text) {
   if (!compiled)
     return compiled;
   std::lock_guard<std::mutex> guard{c.mtx};
-  if (c.by_digest.size() >= cache_capacity)
+  if (c.by_digest.size() >= cache_capacity
+      || c.patterns + (*compiled)->patterns > cache_pattern_capacity) {
     c.by_digest.clear();
-  return c.by_digest.emplace(digest, *compiled).first->second;
+    c.patterns = 0;
+  }
+  auto [at, added] = c.by_digest.emplace(digest, *compiled);
+  if (added)
+    c.patterns += (*compiled)->patterns;
+  return at->second;
 }
 
 size_t compiled_schema_count() {

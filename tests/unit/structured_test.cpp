@@ -291,6 +291,58 @@ TEST_CASE("structured: recursive schemas validate, long strings are checked agai
   CHECK(check_answer(*plain, huge).valid);
 }
 
+TEST_CASE("structured: a schema's patterns are bounded in number and size") {
+  auto with_patterns = [](size_t n, const std::string& pattern,
+                          const std::string& title) {
+    std::string s = R"({"title":")" + title + R"(","type":"object","properties":{)";
+    for (size_t i = 0; i < n; ++i)
+      s += (i ? ",\"p" : "\"p") + std::to_string(i) + R"(":{"type":"string","pattern":")" + pattern + "\"}";
+    return s + "}}";
+  };
+  auto t0 = std::chrono::steady_clock::now();
+  // 256 patterns compile; the 257th is refused, naming where.
+  CHECK(compile_schema(with_patterns(256, "^[a-z]+$", "many")));
+  CHECK(contains(compile_error(with_patterns(257, "^[a-z]+$", "too-many")),
+                 "schema /properties/p256/pattern: more than 256 patterns"));
+  // One pattern holds at most 1 MiB of RE2 state: \pL{300} (357,904
+  // instructions) is refused; ^.{1,500}$ (4,501) compiles.
+  CHECK(contains(compile_error(with_patterns(1, "\\\\pL{300}", "big")),
+                 "pattern too large"));
+  auto bounded = compiled(with_patterns(1, "^.{1,500}$", "dots"));
+  CHECK(check_answer(*bounded, R"({"p0":"abc"})").valid);
+  CHECK_FALSE(check_answer(*bounded, R"({"p0":""})").valid);
+  // Together at most 2^17 instructions: .{1000} is 8,004, 16 fit.
+  CHECK(compile_schema(with_patterns(16, ".{1000}", "dots-16")));
+  CHECK(contains(compile_error(with_patterns(17, ".{1000}", "dots-17")),
+                 "schema /properties/p16/pattern: the schema's patterns "
+                 "compile to more than 131072 RE2 instructions together "
+                 "(this one: 8004"));
+  // A 128 KiB schema of such patterns is refused at once (it held
+  // gigabytes and compiled for most of a minute).
+  auto huge = with_patterns(400, "\\\\pL{300}", "huge");
+  CHECK(huge.size() > 16000);
+  CHECK(contains(compile_error(huge), "pattern too large"));
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 5.0);
+}
+
+TEST_CASE("structured: the schema cache holds at most 256 patterns") {
+  auto with_patterns = [](size_t n, const std::string& title) {
+    std::string s = R"({"title":")" + title + R"(","properties":{)";
+    for (size_t i = 0; i < n; ++i)
+      s += (i ? ",\"p" : "\"p") + std::to_string(i) + R"(":{"pattern":"^a"})";
+    return s + "}}";
+  };
+  auto a = compiled(with_patterns(200, "cache-a"));
+  auto before = compiled_schema_count();
+  CHECK(compiled(with_patterns(200, "cache-a")).get() == a.get());
+  // 200 + 200 would pass 256: the cache starts over with the new one.
+  auto b = compiled(with_patterns(200, "cache-b"));
+  CHECK(compiled_schema_count() == 1);
+  CHECK(compiled(with_patterns(200, "cache-a")).get() != a.get());
+  CHECK(before >= 1);
+  CHECK(b);
+}
+
 TEST_CASE("structured: a schema is compiled once per digest") {
   auto text = R"({"type":"object","title":"digest-test-1"})";
   auto before = compiled_schema_count();
