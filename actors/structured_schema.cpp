@@ -161,8 +161,17 @@ std::shared_ptr<const RE2> compile_pattern(std::string_view text,
                                         opts);
   if (re->ok())
     return re;
-  if (why != nullptr)
-    *why = re->error();
+  if (why == nullptr)
+    return nullptr;
+  if (re->error_code() == RE2::ErrorPatternTooLarge)
+    *why = "larger than pgw runs: it would take more than "
+           + std::to_string(max_pattern_memory >> 10)
+           + " KiB of RE2 memory (a repetition {n} copies what it repeats n "
+             "times)";
+  else
+    *why = "not a regular expression pgw runs (" + re->error()
+           + "; patterns are matched by RE2, in linear time: no lookaround "
+             "or backreferences)";
   return nullptr;
 }
 
@@ -641,9 +650,7 @@ private:
     std::string why;
     auto re = compile_pattern(pattern, &why);
     if (!re)
-      return "not a regular expression pgw runs (" + why
-             + "; patterns are matched by RE2, in linear time: no lookaround "
-               "or backreferences)";
+      return why;
     ++patterns;
     pattern_program += re->ProgramSize();
     if (patterns > max_schema_patterns)
