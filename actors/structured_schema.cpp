@@ -3,7 +3,7 @@
 
 #include "actors/structured_schema.hpp"
 
-#include "actors/structured_format.hpp"
+#include "actors/structured_checks.hpp"
 #include "actors/structured_repair.hpp"
 #include "config/json_text.hpp"
 #include "config/url.hpp"
@@ -17,6 +17,7 @@
 #endif
 
 #include <boost/json.hpp>
+#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <re2/re2.h>
 #include <valijson/adapters/boost_json_adapter.hpp>
@@ -175,7 +176,20 @@ std::shared_ptr<const RE2> compile_pattern(std::string_view text,
   return nullptr;
 }
 
-class linear_pattern final : public valijson::constraints::PolyConstraint {
+/// A constraint of ours that valijson applies (a keyword renamed to it):
+/// valijson copies it into place and asks its size.
+template <class Self>
+class check_of_ours : public valijson::constraints::PolyConstraint {
+  valijson::constraints::Constraint* cloneInto(void* at) const override {
+    return new (at) Self(static_cast<const Self&>(*this));
+  }
+
+  size_t sizeOf() const override {
+    return sizeof(Self);
+  }
+};
+
+class linear_pattern final : public check_of_ours<linear_pattern> {
 public:
   explicit linear_pattern(std::shared_ptr<const RE2> re)
     : re_(std::move(re)),
@@ -220,14 +234,6 @@ public:
   }
 
 private:
-  valijson::constraints::Constraint* cloneInto(void* at) const override {
-    return new (at) linear_pattern(*this);
-  }
-
-  size_t sizeOf() const override {
-    return sizeof(linear_pattern);
-  }
-
   std::shared_ptr<const RE2> re_;
   /// Its RE2 program size (instructions, at least 1).
   uint64_t size_;
@@ -252,11 +258,11 @@ public:
 
 /// What `format` is renamed to before valijson parses a schema: valijson
 /// 1.0 checks the date and time formats with std::regex (see
-/// actors/structured_format.hpp); renamed, the keyword is a constraint of
+/// actors/structured_checks.hpp); renamed, the keyword is a constraint of
 /// ours that reads them in one pass.
 constexpr const char* linear_format_keyword = "x-pgw-format";
 
-class linear_format final : public valijson::constraints::PolyConstraint {
+class linear_format final : public check_of_ours<linear_format> {
 public:
   explicit linear_format(std::string format) : format_(std::move(format)) {
   }
@@ -274,14 +280,6 @@ public:
   }
 
 private:
-  valijson::constraints::Constraint* cloneInto(void* at) const override {
-    return new (at) linear_format(*this);
-  }
-
-  size_t sizeOf() const override {
-    return sizeof(linear_format);
-  }
-
   std::string format_;
 };
 
@@ -293,6 +291,56 @@ public:
     if (!value.asString(format))
       throw std::runtime_error("format: must be a string");
     return new linear_format(std::move(format));
+  }
+};
+
+/// What `multipleOf` is renamed to (see actors/structured_checks.hpp).
+constexpr const char* multiple_of_keyword = "x-pgw-multipleOf";
+
+class multiple_of_check final : public check_of_ours<multiple_of_check> {
+public:
+  multiple_of_check(double divisor, std::optional<int64_t> whole)
+    : divisor_(divisor), whole_(whole) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    if (!target.isNumber())
+      return true;
+    int64_t i = 0;
+    double x = 0;
+    bool ok = false;
+    if (target.isInteger() && target.asInteger(i))
+      ok = whole_ ? multiple_of(i, *whole_)
+                  : multiple_of(static_cast<double>(i), divisor_);
+    else if (target.isDouble() && target.asDouble(x))
+      ok = multiple_of(x, divisor_);
+    // else: an integer past int64's range, which the adapter cannot read
+    if (!ok && results != nullptr)
+      results->pushError(context, fmt::format("Value should be a multiple "
+                                              "of {}", divisor_));
+    return ok;
+  }
+
+private:
+  double divisor_;
+  /// The divisor, when the schema wrote an integer: exact.
+  std::optional<int64_t> whole_;
+};
+
+class multiple_of_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    int64_t whole = 0;
+    double divisor = 0;
+    if (value.isInteger() && value.asInteger(whole) && whole > 0)
+      return new multiple_of_check(static_cast<double>(whole), whole);
+    if (value.isDouble() && value.asDouble(divisor) && divisor > 0)
+      return new multiple_of_check(divisor, std::nullopt);
+    throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
+                             "can read");
   }
 };
 
@@ -698,14 +746,15 @@ public:
   std::vector<followed_ref> refs;
 
 private:
-
   const json::value& root_;
   std::set<const json::value*> walked_targets_;
 };
 
-/// A copy of `node` (a subschema) for valijson: each `pattern` and
-/// `format` of a subschema renamed to `linear_pattern_keyword` and
-/// `linear_format_keyword` (std::regex is never run), the rest as it is. Names
+/// A copy of `node` (a subschema) for valijson: each `pattern`, `format`
+/// and `multipleOf` of a subschema renamed to a keyword of ours
+/// (`linear_pattern_keyword`, `linear_format_keyword`,
+/// `multiple_of_keyword`: std::regex is never run, no double is cast to an
+/// integer), the rest as it is. Names
 /// (properties, definitions) and data (enum, const, default, examples)
 /// are copied unchanged. `schemas` collects the subschemas of the original
 /// document (for `names_data`).
@@ -723,6 +772,10 @@ json::value linear_keywords(const json::value& node,
     }
     if (kv.key() == "format" && v.is_string()) {
       out[linear_format_keyword] = v;
+      continue;
+    }
+    if (kv.key() == "multipleOf" && v.is_number()) {
+      out[multiple_of_keyword] = v;
       continue;
     }
     switch (holds_of(kv.key(), v)) {
@@ -1081,13 +1134,12 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   out->has_unique_items = walker.has_unique_items;
   out->patterns = walker.patterns;
   out->fanout = cost.fanout;
-  // The subschemas whose copy has its patterns and formats renamed.
+  // The subschemas whose copy has its checks renamed.
   std::set<const json::value*> renamed;
   out->document = linear_keywords(doc, renamed);
   // A `$ref` may name a node under a key of the author's (OpenAPI's
   // components/schemas, say): valijson reads it as a schema, so its
-  // patterns and formats are renamed there too, outer targets first. Data
-  // is refused.
+  // checks are renamed there too, outer targets first. Data is refused.
   auto refs = walker.refs;
   std::stable_sort(refs.begin(), refs.end(), [](auto& a, auto& b) {
     return a.fragment.size() < b.fragment.size();
@@ -1115,6 +1167,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
                                 new linear_pattern_builder);
     parser.addConstraintBuilder(linear_format_keyword,
                                 new linear_format_builder);
+    parser.addConstraintBuilder(multiple_of_keyword, new multiple_of_builder);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
   } catch (const std::exception& e) {

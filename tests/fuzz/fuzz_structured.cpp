@@ -17,7 +17,7 @@
 //  - the date and time formats agree: the answer's bytes are a date-time
 //    exactly when they are a date, a T (or t) and a time.
 
-#include "actors/structured_format.hpp"
+#include "actors/structured_checks.hpp"
 #include "actors/structured_repair.hpp"
 #include "actors/structured_schema.hpp"
 #include "config/json_text.hpp"

@@ -291,6 +291,51 @@ TEST_CASE("structured: recursive schemas validate, long strings are checked agai
   CHECK(check_answer(*plain, huge).valid);
 }
 
+TEST_CASE("structured: multipleOf is exact for integers and tolerant of decimal rounding") {
+  struct row {
+    const char* divisor;
+    const char* answer;
+    bool valid;
+  };
+  const row rows[] = {
+    {"1", "2", true},
+    {"1", "2.5", false},                   // valijson: valid (truncated)
+    {"3", "9", true},
+    {"3", "-9", true},
+    {"3", "10", false},
+    {"3", "3.5", false},                   // valijson: valid (truncated)
+    {"3", "-9223372036854775808", false},  // INT64_MIN: exact
+    {"3", "1e300", true},                  // valijson: undefined behaviour
+    {"3", "0", true},
+    {"0.1", "0.3", true},
+    {"0.01", "0.07", true},
+    {"0.0001", "0.0075", true},
+    {"0.0001", "0.00751", false},
+    {"0.1", "1e20", true},                 // a quotient past 2^53 is whole
+    {"1e-300", "1e300", false},            // the quotient overflows
+    {"2.5", "7.5", true},
+    {"2.5", "7", false},
+  };
+  for (auto& r : rows) {
+    std::string divisor = r.divisor, answer = r.answer;
+    CAPTURE(divisor);
+    CAPTURE(answer);
+    auto schema = compiled(std::string(R"({"multipleOf":)") + r.divisor + "}");
+    auto check = check_answer(*schema, r.answer);
+    CHECK(check.valid == r.valid);
+    if (!r.valid) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(check.issues[0].message
+            == std::string("Value should be a multiple of ") + r.divisor);
+    }
+  }
+  // Non-numbers pass; nested and under a $ref as anywhere else.
+  auto nested = compiled(R"({"type":"object","properties":{"n":{"$ref":"#/definitions/even"}},"definitions":{"even":{"multipleOf":2}}})");
+  CHECK(check_answer(*nested, R"({"n":4})").valid);
+  CHECK_FALSE(check_answer(*nested, R"({"n":4.5})").valid);
+  CHECK(check_answer(*compiled(R"({"multipleOf":2})"), R"("text")").valid);
+}
+
 TEST_CASE("structured: a schema's patterns are bounded in number and size") {
   auto with_patterns = [](size_t n, const std::string& pattern,
                           const std::string& title) {
@@ -713,8 +758,9 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
     {"email", "not checked", true},      // draft 7 lets a validator ignore it
   };
   for (auto& r : rows) {
-    CAPTURE(r.format);
-    CAPTURE(r.text);
+    std::string format = r.format, text = r.text;
+    CAPTURE(format);
+    CAPTURE(text);
     auto schema = compiled(std::string(R"({"type":"string","format":")") + r.format + "\"}");
     auto check = check_answer(*schema, std::string("\"") + r.text + "\"");
     CHECK(check.valid == r.valid);

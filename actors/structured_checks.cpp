@@ -1,4 +1,7 @@
-#include "actors/structured_format.hpp"
+#include "actors/structured_checks.hpp"
+
+#include <algorithm>
+#include <cmath>
 
 namespace pgw {
 
@@ -115,6 +118,25 @@ std::optional<std::string> format_problem(std::string_view format,
                        "+HH:MM or -HH:MM)"};
   }
   return std::nullopt;
+}
+
+bool multiple_of(int64_t x, int64_t divisor) {
+  // divisor > 0 (the meta-schema): no INT64_MIN / -1.
+  return divisor > 0 && x % divisor == 0;
+}
+
+bool multiple_of(double x, double divisor) {
+  if (!std::isfinite(x) || !(divisor > 0))
+    return false;
+  if (x == 0)
+    return true;
+  auto q = x / divisor;
+  if (!std::isfinite(q))
+    return false;
+  if (std::fabs(q) >= 9007199254740992.0) // 2^53: every double is whole
+    return true;
+  auto off = std::fabs(q - std::nearbyint(q));
+  return off <= std::max(1e-9, std::fabs(q) * 1e-15);
 }
 
 } // namespace pgw

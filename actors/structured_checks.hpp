@@ -1,0 +1,42 @@
+#pragma once
+
+/// Structured output: the JSON Schema checks pgw makes instead of
+/// valijson's (actors/structured_schema.cpp renames their keywords).
+///
+/// - `format`: draft 7's date and time formats (RFC 3339 §5.6), in one
+///   pass over the string. valijson 1.0 checks them with std::regex, which
+///   recurses per character (a 20,000 character answer string overflowed
+///   the stack), and reads them loosely (any number of year digits, 29
+///   February in every year, `|` as an offset's sign, a leap second at any
+///   minute).
+/// - `multipleOf`: valijson 1.0 truncates a non-integer answer for an
+///   integer divisor (2.5 passed `multipleOf: 1`, 3.5 `multipleOf: 3`;
+///   1e300 is undefined behaviour, a float-to-integer overflow) and
+///   compares a double remainder with an absolute epsilon (0.3 failed
+///   `multipleOf: 0.1`).
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace pgw {
+
+/// What is wrong with `text` as a `format` value, in words a model can act
+/// on (they reach re-ask prompts): "date" (full-date, 2026-12-07), "time"
+/// (full-time, 16:52:45Z or 16:52:45.5+02:00) or "date-time" (the two
+/// joined by T). nullopt when `text` is one, and for every other format
+/// (draft 7 lets a validator ignore a format; valijson ignores the rest).
+std::optional<std::string> format_problem(std::string_view format,
+                                          std::string_view text);
+
+/// True when the number `x` is an integer multiple of `divisor` (> 0).
+/// Exact for an integer answer and divisor; for others, the quotient is an
+/// integer up to the rounding of the two doubles (relative 1e-15, at least
+/// 1e-9): 0.3 is a multiple of 0.1, 0.00751 is not of 0.0001. A quotient
+/// past 2^53 is an integer; one that overflows, or a non-finite `x`, is not
+/// a multiple.
+bool multiple_of(int64_t x, int64_t divisor);
+bool multiple_of(double x, double divisor);
+
+} // namespace pgw
