@@ -29,6 +29,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -341,6 +342,105 @@ public:
       return new multiple_of_check(divisor, std::nullopt);
     throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
                              "can read");
+  }
+};
+
+/// What `type` is renamed to. valijson 1.0 takes "integer" for an int64
+/// alone: an answer's 5.0 or 1e3 (draft 7: a number with a zero
+/// fractional part is an integer) and an integer past int64's range
+/// (18446744073709551615, read as uint64) were "Value type not permitted".
+constexpr const char* type_keyword = "x-pgw-type";
+
+/// Draft 7's simple types, as bits.
+enum type_bit : unsigned {
+  type_null = 1,
+  type_boolean = 2,
+  type_object = 4,
+  type_array = 8,
+  type_string = 16,
+  type_number = 32,
+  type_integer = 64,
+};
+
+constexpr std::pair<const char*, unsigned> type_names[] = {
+  {"null", type_null},     {"boolean", type_boolean}, {"object", type_object},
+  {"array", type_array},   {"string", type_string},   {"number", type_number},
+  {"integer", type_integer},
+};
+
+/// The type of an answer value: integer for any whole number.
+unsigned type_of(const valijson::adapters::Adapter& v) {
+  if (v.isNull())
+    return type_null;
+  if (v.isBool())
+    return type_boolean;
+  if (v.isObject())
+    return type_object;
+  if (v.isArray())
+    return type_array;
+  if (v.isString())
+    return type_string;
+  double d = 0;
+  if (v.isDouble() && v.asDouble(d))
+    return std::isfinite(d) && d == std::trunc(d) ? type_integer : type_number;
+  return type_integer; // int64, or uint64 past int64's range
+}
+
+class type_check final : public check_of_ours<type_check> {
+public:
+  explicit type_check(unsigned allowed) : allowed_(allowed) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    auto is = type_of(target);
+    // An integer is a number too.
+    if ((allowed_ & is) != 0
+        || (is == type_integer && (allowed_ & type_number) != 0))
+      return true;
+    if (results != nullptr) {
+      std::string expected, found;
+      for (auto& [name, bit] : type_names) {
+        if ((allowed_ & bit) != 0)
+          expected += (expected.empty() ? "" : " or ") + std::string(name);
+        if (bit == is)
+          found = name;
+      }
+      results->pushError(context, "Value type not permitted by 'type' "
+                                  "constraint: expected "
+                                    + expected + ", found " + found + ".");
+    }
+    return false;
+  }
+
+private:
+  unsigned allowed_;
+};
+
+class type_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    unsigned allowed = 0;
+    auto add = [&allowed](const std::string& name) {
+      for (auto& [known, bit] : type_names)
+        if (name == known)
+          allowed |= bit;
+    };
+    std::string one;
+    if (value.asString(one)) {
+      add(one);
+    } else if (value.isArray()) {
+      value.applyToArray([&](const valijson::adapters::Adapter& item) {
+        std::string name;
+        if (item.asString(name))
+          add(name);
+        return true;
+      });
+    }
+    // The meta-schema let through only names of draft 7's types.
+    return new type_check(allowed);
   }
 };
 
@@ -750,11 +850,12 @@ private:
   std::set<const json::value*> walked_targets_;
 };
 
-/// A copy of `node` (a subschema) for valijson: each `pattern`, `format`
-/// and `multipleOf` of a subschema renamed to a keyword of ours
+/// A copy of `node` (a subschema) for valijson: each `pattern`, `format`,
+/// `multipleOf` and `type` of a subschema renamed to a keyword of ours
 /// (`linear_pattern_keyword`, `linear_format_keyword`,
-/// `multiple_of_keyword`: std::regex is never run, no double is cast to an
-/// integer), the rest as it is. Names
+/// `multiple_of_keyword`, `type_keyword`: std::regex is never run, no
+/// double is cast to an integer, a whole number is an integer), the rest
+/// as it is. Names
 /// (properties, definitions) and data (enum, const, default, examples)
 /// are copied unchanged. `schemas` collects the subschemas of the original
 /// document (for `names_data`).
@@ -776,6 +877,10 @@ json::value linear_keywords(const json::value& node,
     }
     if (kv.key() == "multipleOf" && v.is_number()) {
       out[multiple_of_keyword] = v;
+      continue;
+    }
+    if (kv.key() == "type" && (v.is_string() || v.is_array())) {
+      out[type_keyword] = v;
       continue;
     }
     switch (holds_of(kv.key(), v)) {
@@ -1168,6 +1273,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
     parser.addConstraintBuilder(linear_format_keyword,
                                 new linear_format_builder);
     parser.addConstraintBuilder(multiple_of_keyword, new multiple_of_builder);
+    parser.addConstraintBuilder(type_keyword, new type_builder);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
   } catch (const std::exception& e) {

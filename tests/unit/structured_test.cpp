@@ -291,6 +291,50 @@ TEST_CASE("structured: recursive schemas validate, long strings are checked agai
   CHECK(check_answer(*plain, huge).valid);
 }
 
+TEST_CASE("structured: a whole number is an integer, whatever its spelling or size") {
+  struct row {
+    const char* type;
+    const char* answer;
+    const char* issue; // empty: valid
+  };
+  const row rows[] = {
+    {R"("integer")", "5", ""},
+    {R"("integer")", "5.0", ""},                    // valijson: not permitted
+    {R"("integer")", "1e3", ""},                    // valijson: not permitted
+    {R"("integer")", "-0.0", ""},
+    {R"("integer")", "18446744073709551615", ""},   // valijson: not permitted
+    {R"("integer")", "5.5", "expected integer, found number."},
+    {R"("integer")", R"("5")", "expected integer, found string."},
+    {R"("number")", "18446744073709551615", ""},
+    {R"("number")", "5", ""},
+    {R"("number")", "true", "expected number, found boolean."},
+    {R"(["string","null"])", "null", ""},
+    {R"(["string","null"])", "3", "expected null or string, found integer."},
+    {R"(["object","array"])", "[]", ""},
+    {R"(["object","array"])", "{}", ""},
+    {R"("object")", "[]", "expected object, found array."},
+  };
+  for (auto& r : rows) {
+    std::string type = r.type, answer = r.answer;
+    CAPTURE(type);
+    CAPTURE(answer);
+    auto schema = compiled(R"({"type":)" + type + "}");
+    auto check = check_answer(*schema, answer);
+    CHECK(check.valid == (*r.issue == 0));
+    if (*r.issue != 0) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(check.issues[0].message
+            == std::string("Value type not permitted by 'type' constraint: ")
+                 + r.issue);
+    }
+  }
+  // The parsed value keeps the answer's spelling of the number.
+  auto big = compiled(R"({"type":"object","properties":{"id":{"type":"integer"}}})");
+  auto check = check_answer(*big, R"({"id":18446744073709551615})");
+  CHECK(check.valid);
+  CHECK(check.json == R"({"id":18446744073709551615})");
+}
+
 TEST_CASE("structured: multipleOf is exact for integers and tolerant of decimal rounding") {
   struct row {
     const char* divisor;
@@ -534,7 +578,7 @@ TEST_CASE("structured: which 4xx rejects the response format") {
 TEST_CASE("structured: the re-ask messages carry the bad answer and the errors") {
   std::vector<chat_message> original{{"system", "s", {}}, {"user", "u", {}}};
   auto msgs = reask_messages(original, R"({"age":"x"})",
-                             {{"/age", "Value type not permitted by 'type' constraint."},
+                             {{"/age", "Value type not permitted by 'type' constraint: expected integer, found string."},
                               {"", "Missing required property 'name'."}});
   REQUIRE(msgs.size() == 4);
   CHECK(msgs[2].role == "assistant");
@@ -543,7 +587,8 @@ TEST_CASE("structured: the re-ask messages carry the bad answer and the errors")
   CHECK(msgs[3].content
         == "Your previous answer does not match the required JSON Schema.\n"
            "Validation errors (JSON pointer: message):\n"
-           "/age: Value type not permitted by 'type' constraint.\n"
+           "/age: Value type not permitted by 'type' constraint: expected "
+           "integer, found string.\n"
            "(root): Missing required property 'name'.\n"
            "Answer again with one JSON value only that conforms to the "
            "schema, with no code fences and no text around it.");
