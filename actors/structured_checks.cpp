@@ -1,7 +1,28 @@
+// The checks pgw makes instead of valijson's: valijson constraints of ours
+// (PolyConstraint), given to the parser under renamed keywords.
+
 #include "actors/structured_checks.hpp"
+
+// As in actors/structured_schema.cpp: valijson throws rather than aborts.
+#if !VALIJSON_USE_EXCEPTIONS
+#error "valijson must be compiled with VALIJSON_USE_EXCEPTIONS=1"
+#endif
+
+#include <boost/json.hpp>
+#include <fmt/format.h>
+#include <re2/re2.h>
+#include <valijson/constraint_builder.hpp>
+#include <valijson/constraints/concrete_constraints.hpp>
+#include <valijson/internal/adapter.hpp>
+#include <valijson/schema_parser.hpp>
+#include <valijson/validation_results.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <new>
+#include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace pgw {
 
@@ -118,6 +139,357 @@ std::optional<std::string> format_problem(std::string_view format,
                        "+HH:MM or -HH:MM)"};
   }
   return std::nullopt;
+}
+
+namespace {
+
+/// Longest string (value or key) always checked against a `pattern`; a
+/// longer one is checked while its length times the pattern's RE2 program
+/// size stays within `max_pattern_work`, and all of an answer's strings
+/// while the sum stays within `max_answer_pattern_work`. RE2 is linear in
+/// the subject, but not cheap per instruction when a pattern defeats its
+/// DFA: `(?:[ab]?){800}(?:[ab]){800}c` (2,405 instructions) took 14.6 µs
+/// per byte, 6 ns per byte and instruction (Release, this VM). So one
+/// string's match is bounded to about 0.1 s, one answer's to about 0.8 s,
+/// whatever the caller's patterns; a plain `^[a-z]+$` still checks
+/// megabytes.
+constexpr size_t max_pattern_subject = 2048;
+constexpr uint64_t max_pattern_work = uint64_t{1} << 24;
+constexpr uint64_t max_answer_pattern_work = uint64_t{1} << 27;
+
+/// Pattern work left to the check running on this thread
+/// (`start_pattern_budget` before each pass; compiled schemas are shared
+/// between threads).
+thread_local uint64_t pattern_work_left = max_answer_pattern_work;
+
+// -- `pattern` in linear time ---------------------------------------------------
+
+/// What `pattern` is renamed to before valijson parses a schema. valijson
+/// 1.0 matches `pattern` with std::regex, a backtracking matcher: a
+/// caller's pattern such as `^(a+)+$` takes exponential time on a model's
+/// answer (26 characters: 6 s; the answers it checks run to 2048), inside
+/// the call's actor, which no deadline interrupts. Renamed, the keyword is
+/// a constraint of ours that matches with RE2, whose time is linear in the
+/// subject.
+constexpr const char* linear_pattern_keyword = "x-pgw-pattern";
+
+/// A constraint of ours that valijson applies (a keyword renamed to it):
+/// valijson copies it into place and asks its size.
+template <class Self>
+class check_of_ours : public valijson::constraints::PolyConstraint {
+  valijson::constraints::Constraint* cloneInto(void* at) const override {
+    return new (at) Self(static_cast<const Self&>(*this));
+  }
+
+  size_t sizeOf() const override {
+    return sizeof(Self);
+  }
+};
+
+class linear_pattern final : public check_of_ours<linear_pattern> {
+public:
+  explicit linear_pattern(std::shared_ptr<const RE2> re)
+    : re_(std::move(re)),
+      size_(static_cast<uint64_t>(std::max(re_->ProgramSize(), 1))),
+      longest_(std::max<uint64_t>(max_pattern_subject,
+                                  max_pattern_work / size_)) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    if (!target.isString())
+      return true;
+    auto subject = target.asString();
+    if (subject.size() > longest_) {
+      if (results != nullptr)
+        results->pushError(context,
+                           "a string of " + std::to_string(subject.size())
+                             + " bytes is longer than "
+                             + std::to_string(longest_)
+                             + ", the most checked against this pattern");
+      return false;
+    }
+    auto work = std::max<uint64_t>(subject.size(), 1) * size_;
+    if (work > pattern_work_left) {
+      if (results != nullptr)
+        results->pushError(context,
+                           "the answer's strings are too long for the "
+                           "schema's patterns: checking them would take more "
+                           "than "
+                             + std::to_string(max_answer_pattern_work)
+                             + " steps (bytes times pattern size)");
+      return false;
+    }
+    pattern_work_left -= work;
+    if (RE2::PartialMatch(subject, *re_))
+      return true;
+    if (results != nullptr)
+      results->pushError(context, "Failed to match regex specified by "
+                                  "'pattern' constraint.");
+    return false;
+  }
+
+private:
+  std::shared_ptr<const RE2> re_;
+  /// Its RE2 program size (instructions, at least 1).
+  uint64_t size_;
+  /// The longest subject matched (see `max_pattern_work`).
+  uint64_t longest_;
+};
+
+class linear_pattern_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    std::string text;
+    std::string why;
+    if (!value.asString(text))
+      throw std::runtime_error("pattern: must be a string");
+    auto re = compile_pattern(text, &why);
+    if (!re)
+      throw std::runtime_error("pattern: " + why);
+    return new linear_pattern(std::move(re));
+  }
+};
+
+/// What `format` is renamed to before valijson parses a schema: valijson
+/// 1.0 checks the date and time formats with std::regex (see the header);
+/// renamed, the keyword is a constraint of ours that reads them in one
+/// pass.
+constexpr const char* linear_format_keyword = "x-pgw-format";
+
+class linear_format final : public check_of_ours<linear_format> {
+public:
+  explicit linear_format(std::string format) : format_(std::move(format)) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    // Draft 7: a format constrains strings only.
+    if (!target.isString())
+      return true;
+    auto problem = format_problem(format_, target.asString());
+    if (problem && results != nullptr)
+      results->pushError(context, *problem);
+    return !problem;
+  }
+
+private:
+  std::string format_;
+};
+
+class linear_format_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    std::string format;
+    if (!value.asString(format))
+      throw std::runtime_error("format: must be a string");
+    return new linear_format(std::move(format));
+  }
+};
+
+/// What `multipleOf` is renamed to (see the header).
+constexpr const char* multiple_of_keyword = "x-pgw-multipleOf";
+
+class multiple_of_check final : public check_of_ours<multiple_of_check> {
+public:
+  multiple_of_check(double divisor, std::optional<int64_t> whole)
+    : divisor_(divisor), whole_(whole) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    if (!target.isNumber())
+      return true;
+    int64_t i = 0;
+    double x = 0;
+    bool ok = false;
+    if (target.isInteger() && target.asInteger(i))
+      ok = whole_ ? multiple_of(i, *whole_)
+                  : multiple_of(static_cast<double>(i), divisor_);
+    else if (target.isDouble() && target.asDouble(x))
+      ok = multiple_of(x, divisor_);
+    // else: an integer past int64's range, which the adapter cannot read
+    if (!ok && results != nullptr)
+      results->pushError(context, fmt::format("Value should be a multiple "
+                                              "of {}", divisor_));
+    return ok;
+  }
+
+private:
+  double divisor_;
+  /// The divisor, when the schema wrote an integer: exact.
+  std::optional<int64_t> whole_;
+};
+
+class multiple_of_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    int64_t whole = 0;
+    double divisor = 0;
+    if (value.isInteger() && value.asInteger(whole) && whole > 0)
+      return new multiple_of_check(static_cast<double>(whole), whole);
+    if (value.isDouble() && value.asDouble(divisor) && divisor > 0)
+      return new multiple_of_check(divisor, std::nullopt);
+    throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
+                             "can read");
+  }
+};
+
+/// What `type` is renamed to. valijson 1.0 takes "integer" for an int64
+/// alone: an answer's 5.0 or 1e3 (draft 7: a number with a zero
+/// fractional part is an integer) and an integer past int64's range
+/// (18446744073709551615, read as uint64) were "Value type not permitted".
+constexpr const char* type_keyword = "x-pgw-type";
+
+/// Draft 7's simple types, as bits.
+enum type_bit : unsigned {
+  type_null = 1,
+  type_boolean = 2,
+  type_object = 4,
+  type_array = 8,
+  type_string = 16,
+  type_number = 32,
+  type_integer = 64,
+};
+
+constexpr std::pair<const char*, unsigned> type_names[] = {
+  {"null", type_null},     {"boolean", type_boolean}, {"object", type_object},
+  {"array", type_array},   {"string", type_string},   {"number", type_number},
+  {"integer", type_integer},
+};
+
+/// The type of an answer value: integer for any whole number.
+unsigned type_of(const valijson::adapters::Adapter& v) {
+  if (v.isNull())
+    return type_null;
+  if (v.isBool())
+    return type_boolean;
+  if (v.isObject())
+    return type_object;
+  if (v.isArray())
+    return type_array;
+  if (v.isString())
+    return type_string;
+  double d = 0;
+  if (v.isDouble() && v.asDouble(d))
+    return std::isfinite(d) && d == std::trunc(d) ? type_integer : type_number;
+  return type_integer; // int64, or uint64 past int64's range
+}
+
+class type_check final : public check_of_ours<type_check> {
+public:
+  explicit type_check(unsigned allowed) : allowed_(allowed) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    auto is = type_of(target);
+    // An integer is a number too.
+    if ((allowed_ & is) != 0
+        || (is == type_integer && (allowed_ & type_number) != 0))
+      return true;
+    if (results != nullptr) {
+      std::string expected, found;
+      for (auto& [name, bit] : type_names) {
+        if ((allowed_ & bit) != 0)
+          expected += (expected.empty() ? "" : " or ") + std::string(name);
+        if (bit == is)
+          found = name;
+      }
+      results->pushError(context, "Value type not permitted by 'type' "
+                                  "constraint: expected "
+                                    + expected + ", found " + found + ".");
+    }
+    return false;
+  }
+
+private:
+  unsigned allowed_;
+};
+
+class type_builder final : public valijson::ConstraintBuilder {
+public:
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    unsigned allowed = 0;
+    auto add = [&allowed](const std::string& name) {
+      for (auto& [known, bit] : type_names)
+        if (name == known)
+          allowed |= bit;
+    };
+    std::string one;
+    if (value.asString(one)) {
+      add(one);
+    } else if (value.isArray()) {
+      value.applyToArray([&](const valijson::adapters::Adapter& item) {
+        std::string name;
+        if (item.asString(name))
+          add(name);
+        return true;
+      });
+    }
+    // The meta-schema let through only names of draft 7's types.
+    return new type_check(allowed);
+  }
+};
+
+} // namespace
+
+std::shared_ptr<const re2::RE2> compile_pattern(std::string_view text,
+                                                std::string* why) {
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  opts.set_never_capture(true);
+  opts.set_max_mem(max_pattern_memory);
+  auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()),
+                                        opts);
+  if (re->ok())
+    return re;
+  if (why == nullptr)
+    return nullptr;
+  if (re->error_code() == RE2::ErrorPatternTooLarge)
+    *why = "larger than pgw runs: it would take more than "
+           + std::to_string(max_pattern_memory >> 10)
+           + " KiB of RE2 memory (a repetition {n} copies what it repeats n "
+             "times)";
+  else
+    *why = "not a regular expression pgw runs (" + re->error()
+           + "; patterns are matched by RE2, in linear time: no lookaround "
+             "or backreferences)";
+  return nullptr;
+}
+
+const char* renamed_keyword(std::string_view key,
+                            const boost::json::value& value) {
+  if (key == "pattern" && value.is_string())
+    return linear_pattern_keyword;
+  if (key == "format" && value.is_string())
+    return linear_format_keyword;
+  if (key == "multipleOf" && value.is_number())
+    return multiple_of_keyword;
+  if (key == "type" && (value.is_string() || value.is_array()))
+    return type_keyword;
+  return nullptr;
+}
+
+void add_checks_of_ours(valijson::SchemaParser& parser) {
+  parser.addConstraintBuilder(linear_pattern_keyword,
+                              new linear_pattern_builder);
+  parser.addConstraintBuilder(linear_format_keyword,
+                              new linear_format_builder);
+  parser.addConstraintBuilder(multiple_of_keyword, new multiple_of_builder);
+  parser.addConstraintBuilder(type_keyword, new type_builder);
+}
+
+void start_pattern_budget() {
+  pattern_work_left = max_answer_pattern_work;
 }
 
 bool multiple_of(int64_t x, int64_t divisor) {

@@ -16,11 +16,52 @@
 ///   `multipleOf: 0.1`).
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 
+namespace boost::json {
+class value;
+} // namespace boost::json
+
+namespace re2 {
+class RE2;
+} // namespace re2
+
+namespace valijson {
+class SchemaParser;
+} // namespace valijson
+
 namespace pgw {
+
+/// RE2 memory of one pattern: its program (about 16 bytes an instruction,
+/// at most a sixth of this: ~10,900 instructions; `^.{1,500}$` takes
+/// 4,501) and its DFA's states (the rest; when they would pass it, RE2
+/// starts its cache over or matches without one, no slower than the work
+/// bound of `pattern` assumes). RE2's default is 8 MiB.
+constexpr int64_t max_pattern_memory = int64_t{1} << 20;
+
+/// `pattern` compiled for RE2 (ECMA-262 `pattern` is a search, as RE2's
+/// PartialMatch), or null and why not (`why`, in words for the schema's
+/// error: too large, or what RE2 cannot run).
+std::shared_ptr<const re2::RE2> compile_pattern(std::string_view text,
+                                                std::string* why);
+
+/// The keyword of ours a subschema's `key` (holding `value`) becomes in
+/// valijson's copy of the schema, or null when valijson checks it itself:
+/// `pattern` (RE2, bounded), `format` (the date and time formats below),
+/// `multipleOf` and `type` (below, and draft 7's integer).
+const char* renamed_keyword(std::string_view key,
+                            const boost::json::value& value);
+
+/// Gives `parser` the builders of the keywords `renamed_keyword` names
+/// (the parser owns and deletes them).
+void add_checks_of_ours(valijson::SchemaParser& parser);
+
+/// Starts a validation pass on this thread: its strings may take
+/// `pattern` matching work up to the answer's bound again.
+void start_pattern_budget();
 
 /// What is wrong with `text` as a `format` value, in words a model can act
 /// on (they reach re-ask prompts): "date" (full-date, 2026-12-07), "time"

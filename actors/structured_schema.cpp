@@ -17,7 +17,6 @@
 #endif
 
 #include <boost/json.hpp>
-#include <fmt/format.h>
 #include <openssl/evp.h>
 #include <re2/re2.h>
 #include <valijson/adapters/boost_json_adapter.hpp>
@@ -29,11 +28,9 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
-#include <new>
 #include <set>
 #include <stdexcept>
 #include <string_view>
@@ -106,13 +103,6 @@ constexpr const char* draft7_meta_schema =
 constexpr size_t cache_capacity = 256;
 constexpr size_t cache_pattern_capacity = 256;
 
-/// RE2 memory of one pattern: its program (about 16 bytes an instruction,
-/// at most a third of this: ~21,000 instructions; `^.{1,500}$` takes
-/// 4,501) and its DFA's states (the rest; when they would pass it, RE2
-/// starts its cache over or matches without one, as slowly as
-/// `max_pattern_work` assumes). RE2's default is 8 MiB.
-constexpr int64_t max_pattern_memory = int64_t{1} << 20;
-
 /// One schema's patterns at most, and their RE2 instructions together: a
 /// caller's 128 KiB schema of `\pL{300}` patterns (357,904 instructions,
 /// 111 ms to compile each) held gigabytes and stalled the gateway thread
@@ -121,328 +111,6 @@ constexpr int64_t max_pattern_memory = int64_t{1} << 20;
 /// `max_schema_patterns` times `max_pattern_memory`.
 constexpr size_t max_schema_patterns = 256;
 constexpr int64_t max_schema_pattern_program = int64_t{1} << 17;
-
-/// Longest string (value or key) always checked against a `pattern`; a
-/// longer one is checked while its length times the pattern's RE2 program
-/// size stays within `max_pattern_work`, and all of an answer's strings
-/// while the sum stays within `max_answer_pattern_work`. RE2 is linear in
-/// the subject, but not cheap per instruction when a pattern defeats its
-/// DFA: `(?:[ab]?){800}(?:[ab]){800}c` (2,405 instructions) took 14.6 µs
-/// per byte, 6 ns per byte and instruction (Release, this VM). So one
-/// string's match is bounded to about 0.1 s, one answer's to about 0.8 s,
-/// whatever the caller's patterns; a plain `^[a-z]+$` still checks
-/// megabytes.
-constexpr size_t max_pattern_subject = 2048;
-constexpr uint64_t max_pattern_work = uint64_t{1} << 24;
-constexpr uint64_t max_answer_pattern_work = uint64_t{1} << 27;
-
-/// Pattern work left to the check running on this thread (`validate` sets
-/// it before each pass; compiled schemas are shared between threads).
-thread_local uint64_t pattern_work_left = max_answer_pattern_work;
-
-// -- `pattern` in linear time ---------------------------------------------------
-
-/// What `pattern` is renamed to before valijson parses a schema. valijson
-/// 1.0 matches `pattern` with std::regex, a backtracking matcher: a
-/// caller's pattern such as `^(a+)+$` takes exponential time on a model's
-/// answer (26 characters: 6 s; the answers it checks run to 2048), inside
-/// the call's actor, which no deadline interrupts. Renamed, the keyword is
-/// a constraint of ours that matches with RE2, whose time is linear in the
-/// subject.
-constexpr const char* linear_pattern_keyword = "x-pgw-pattern";
-
-/// `pattern` compiled for RE2 (ECMA-262 `pattern` is a search, as RE2's
-/// PartialMatch), or the reason it cannot be.
-std::shared_ptr<const RE2> compile_pattern(std::string_view text,
-                                           std::string* why) {
-  RE2::Options opts;
-  opts.set_log_errors(false);
-  opts.set_never_capture(true);
-  opts.set_max_mem(max_pattern_memory);
-  auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()),
-                                        opts);
-  if (re->ok())
-    return re;
-  if (why == nullptr)
-    return nullptr;
-  if (re->error_code() == RE2::ErrorPatternTooLarge)
-    *why = "larger than pgw runs: it would take more than "
-           + std::to_string(max_pattern_memory >> 10)
-           + " KiB of RE2 memory (a repetition {n} copies what it repeats n "
-             "times)";
-  else
-    *why = "not a regular expression pgw runs (" + re->error()
-           + "; patterns are matched by RE2, in linear time: no lookaround "
-             "or backreferences)";
-  return nullptr;
-}
-
-/// A constraint of ours that valijson applies (a keyword renamed to it):
-/// valijson copies it into place and asks its size.
-template <class Self>
-class check_of_ours : public valijson::constraints::PolyConstraint {
-  valijson::constraints::Constraint* cloneInto(void* at) const override {
-    return new (at) Self(static_cast<const Self&>(*this));
-  }
-
-  size_t sizeOf() const override {
-    return sizeof(Self);
-  }
-};
-
-class linear_pattern final : public check_of_ours<linear_pattern> {
-public:
-  explicit linear_pattern(std::shared_ptr<const RE2> re)
-    : re_(std::move(re)),
-      size_(static_cast<uint64_t>(std::max(re_->ProgramSize(), 1))),
-      longest_(std::max<uint64_t>(max_pattern_subject,
-                                  max_pattern_work / size_)) {
-  }
-
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    if (!target.isString())
-      return true;
-    auto subject = target.asString();
-    if (subject.size() > longest_) {
-      if (results != nullptr)
-        results->pushError(context,
-                           "a string of " + std::to_string(subject.size())
-                             + " bytes is longer than "
-                             + std::to_string(longest_)
-                             + ", the most checked against this pattern");
-      return false;
-    }
-    auto work = std::max<uint64_t>(subject.size(), 1) * size_;
-    if (work > pattern_work_left) {
-      if (results != nullptr)
-        results->pushError(context,
-                           "the answer's strings are too long for the "
-                           "schema's patterns: checking them would take more "
-                           "than "
-                             + std::to_string(max_answer_pattern_work)
-                             + " steps (bytes times pattern size)");
-      return false;
-    }
-    pattern_work_left -= work;
-    if (RE2::PartialMatch(subject, *re_))
-      return true;
-    if (results != nullptr)
-      results->pushError(context, "Failed to match regex specified by "
-                                  "'pattern' constraint.");
-    return false;
-  }
-
-private:
-  std::shared_ptr<const RE2> re_;
-  /// Its RE2 program size (instructions, at least 1).
-  uint64_t size_;
-  /// The longest subject matched (see `max_pattern_work`).
-  uint64_t longest_;
-};
-
-class linear_pattern_builder final : public valijson::ConstraintBuilder {
-public:
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    std::string text;
-    std::string why;
-    if (!value.asString(text))
-      throw std::runtime_error("pattern: must be a string");
-    auto re = compile_pattern(text, &why);
-    if (!re)
-      throw std::runtime_error("pattern: " + why);
-    return new linear_pattern(std::move(re));
-  }
-};
-
-/// What `format` is renamed to before valijson parses a schema: valijson
-/// 1.0 checks the date and time formats with std::regex (see
-/// actors/structured_checks.hpp); renamed, the keyword is a constraint of
-/// ours that reads them in one pass.
-constexpr const char* linear_format_keyword = "x-pgw-format";
-
-class linear_format final : public check_of_ours<linear_format> {
-public:
-  explicit linear_format(std::string format) : format_(std::move(format)) {
-  }
-
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    // Draft 7: a format constrains strings only.
-    if (!target.isString())
-      return true;
-    auto problem = format_problem(format_, target.asString());
-    if (problem && results != nullptr)
-      results->pushError(context, *problem);
-    return !problem;
-  }
-
-private:
-  std::string format_;
-};
-
-class linear_format_builder final : public valijson::ConstraintBuilder {
-public:
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    std::string format;
-    if (!value.asString(format))
-      throw std::runtime_error("format: must be a string");
-    return new linear_format(std::move(format));
-  }
-};
-
-/// What `multipleOf` is renamed to (see actors/structured_checks.hpp).
-constexpr const char* multiple_of_keyword = "x-pgw-multipleOf";
-
-class multiple_of_check final : public check_of_ours<multiple_of_check> {
-public:
-  multiple_of_check(double divisor, std::optional<int64_t> whole)
-    : divisor_(divisor), whole_(whole) {
-  }
-
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    if (!target.isNumber())
-      return true;
-    int64_t i = 0;
-    double x = 0;
-    bool ok = false;
-    if (target.isInteger() && target.asInteger(i))
-      ok = whole_ ? multiple_of(i, *whole_)
-                  : multiple_of(static_cast<double>(i), divisor_);
-    else if (target.isDouble() && target.asDouble(x))
-      ok = multiple_of(x, divisor_);
-    // else: an integer past int64's range, which the adapter cannot read
-    if (!ok && results != nullptr)
-      results->pushError(context, fmt::format("Value should be a multiple "
-                                              "of {}", divisor_));
-    return ok;
-  }
-
-private:
-  double divisor_;
-  /// The divisor, when the schema wrote an integer: exact.
-  std::optional<int64_t> whole_;
-};
-
-class multiple_of_builder final : public valijson::ConstraintBuilder {
-public:
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    int64_t whole = 0;
-    double divisor = 0;
-    if (value.isInteger() && value.asInteger(whole) && whole > 0)
-      return new multiple_of_check(static_cast<double>(whole), whole);
-    if (value.isDouble() && value.asDouble(divisor) && divisor > 0)
-      return new multiple_of_check(divisor, std::nullopt);
-    throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
-                             "can read");
-  }
-};
-
-/// What `type` is renamed to. valijson 1.0 takes "integer" for an int64
-/// alone: an answer's 5.0 or 1e3 (draft 7: a number with a zero
-/// fractional part is an integer) and an integer past int64's range
-/// (18446744073709551615, read as uint64) were "Value type not permitted".
-constexpr const char* type_keyword = "x-pgw-type";
-
-/// Draft 7's simple types, as bits.
-enum type_bit : unsigned {
-  type_null = 1,
-  type_boolean = 2,
-  type_object = 4,
-  type_array = 8,
-  type_string = 16,
-  type_number = 32,
-  type_integer = 64,
-};
-
-constexpr std::pair<const char*, unsigned> type_names[] = {
-  {"null", type_null},     {"boolean", type_boolean}, {"object", type_object},
-  {"array", type_array},   {"string", type_string},   {"number", type_number},
-  {"integer", type_integer},
-};
-
-/// The type of an answer value: integer for any whole number.
-unsigned type_of(const valijson::adapters::Adapter& v) {
-  if (v.isNull())
-    return type_null;
-  if (v.isBool())
-    return type_boolean;
-  if (v.isObject())
-    return type_object;
-  if (v.isArray())
-    return type_array;
-  if (v.isString())
-    return type_string;
-  double d = 0;
-  if (v.isDouble() && v.asDouble(d))
-    return std::isfinite(d) && d == std::trunc(d) ? type_integer : type_number;
-  return type_integer; // int64, or uint64 past int64's range
-}
-
-class type_check final : public check_of_ours<type_check> {
-public:
-  explicit type_check(unsigned allowed) : allowed_(allowed) {
-  }
-
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    auto is = type_of(target);
-    // An integer is a number too.
-    if ((allowed_ & is) != 0
-        || (is == type_integer && (allowed_ & type_number) != 0))
-      return true;
-    if (results != nullptr) {
-      std::string expected, found;
-      for (auto& [name, bit] : type_names) {
-        if ((allowed_ & bit) != 0)
-          expected += (expected.empty() ? "" : " or ") + std::string(name);
-        if (bit == is)
-          found = name;
-      }
-      results->pushError(context, "Value type not permitted by 'type' "
-                                  "constraint: expected "
-                                    + expected + ", found " + found + ".");
-    }
-    return false;
-  }
-
-private:
-  unsigned allowed_;
-};
-
-class type_builder final : public valijson::ConstraintBuilder {
-public:
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    unsigned allowed = 0;
-    auto add = [&allowed](const std::string& name) {
-      for (auto& [known, bit] : type_names)
-        if (name == known)
-          allowed |= bit;
-    };
-    std::string one;
-    if (value.asString(one)) {
-      add(one);
-    } else if (value.isArray()) {
-      value.applyToArray([&](const valijson::adapters::Adapter& item) {
-        std::string name;
-        if (item.asString(name))
-          add(name);
-        return true;
-      });
-    }
-    // The meta-schema let through only names of draft 7's types.
-    return new type_check(allowed);
-  }
-};
 
 std::string sha256_hex(const std::string& text) {
   unsigned char md[EVP_MAX_MD_SIZE];
@@ -523,14 +191,14 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
   valijson::ValidationResults results;
   valijson::adapters::BoostJsonAdapter target(value);
   try {
-    pattern_work_left = max_answer_pattern_work;
+    start_pattern_budget();
     if (validator.validate(schema, target, nullptr))
       return {};
     if (!list)
       return {{"", "the value does not match the schema (too large to list "
                    "the errors: more than "
                      + std::to_string(max_listed_work) + " checks)"}};
-    pattern_work_left = max_answer_pattern_work;
+    start_pattern_budget();
     validator.validate(schema, target, &results);
   } catch (const std::exception& e) {
     // What valijson throws while applying a schema (a pattern that would
@@ -851,13 +519,10 @@ private:
 };
 
 /// A copy of `node` (a subschema) for valijson: each `pattern`, `format`,
-/// `multipleOf` and `type` of a subschema renamed to a keyword of ours
-/// (`linear_pattern_keyword`, `linear_format_keyword`,
-/// `multiple_of_keyword`, `type_keyword`: std::regex is never run, no
-/// double is cast to an integer, a whole number is an integer), the rest
-/// as it is. Names
-/// (properties, definitions) and data (enum, const, default, examples)
-/// are copied unchanged. `schemas` collects the subschemas of the original
+/// `multipleOf` and `type` of a subschema renamed to a check of ours
+/// (`renamed_keyword`, actors/structured_checks.hpp), the rest as it is.
+/// Names (properties, definitions) and data (enum, const, default,
+/// examples) are copied unchanged. `schemas` collects the subschemas of the original
 /// document (for `names_data`).
 json::value linear_keywords(const json::value& node,
                             std::set<const json::value*>& schemas) {
@@ -867,20 +532,8 @@ json::value linear_keywords(const json::value& node,
   json::object out;
   for (auto& kv : node.get_object()) {
     auto& v = kv.value();
-    if (kv.key() == "pattern" && v.is_string()) {
-      out[linear_pattern_keyword] = v;
-      continue;
-    }
-    if (kv.key() == "format" && v.is_string()) {
-      out[linear_format_keyword] = v;
-      continue;
-    }
-    if (kv.key() == "multipleOf" && v.is_number()) {
-      out[multiple_of_keyword] = v;
-      continue;
-    }
-    if (kv.key() == "type" && (v.is_string() || v.is_array())) {
-      out[type_keyword] = v;
+    if (auto to = renamed_keyword(kv.key(), v)) {
+      out[to] = v;
       continue;
     }
     switch (holds_of(kv.key(), v)) {
@@ -1267,13 +920,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
   }
   try {
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
-    // The parser owns (and deletes) its builders.
-    parser.addConstraintBuilder(linear_pattern_keyword,
-                                new linear_pattern_builder);
-    parser.addConstraintBuilder(linear_format_keyword,
-                                new linear_format_builder);
-    parser.addConstraintBuilder(multiple_of_keyword, new multiple_of_builder);
-    parser.addConstraintBuilder(type_keyword, new type_builder);
+    add_checks_of_ours(parser);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
   } catch (const std::exception& e) {
