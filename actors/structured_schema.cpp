@@ -182,9 +182,21 @@ std::string to_pointer(const std::vector<std::string>& context) {
 /// Validates `value` and returns the errors. valijson stops at the first
 /// error without a results object, and collects every error with one: the
 /// first pass decides; the errors are collected only for an invalid value
-/// and only when `list` (the caller bounded the work). Most specific only
-/// (an error whose location has a more specific error below it only says
-/// "a child failed"), capped at `max_schema_issues` plus a summary line.
+/// and only when `list` (the caller bounded the work). valijson's "a child
+/// failed" lines (`summary_error`) are left out where a more specific
+/// error sits below them; every other error is kept (a missing property
+/// beside a wrong one below: both, or a re-asked model fixes one per
+/// round). At most `max_schema_issues` plus a summary line.
+/// True for valijson's lines that only say a part below failed: "Failed
+/// to validate item #0 in array.", "... against schema associated with
+/// property name 'x'.", "... against child schema #1.", "... against any
+/// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
+bool summary_error(const std::string& message) {
+  return message.rfind("Failed to validate ", 0) == 0
+         || message.rfind("Cannot validate item ", 0) == 0
+         || message.rfind("Failed to any values against subschema", 0) == 0;
+}
+
 std::vector<schema_issue> validate(const valijson::Schema& schema,
                                    const json::value& value, bool list) {
   valijson::Validator validator;
@@ -229,7 +241,8 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
     bool below = j < by_context.size() && next.size() > ctx.size()
                  && std::equal(ctx.begin(), ctx.end(), next.begin());
     for (; i < j; ++i)
-      general[by_context[i]] = below;
+      general[by_context[i]] =
+        below && summary_error(errors[by_context[i]].description);
   }
   std::vector<schema_issue> out;
   size_t kept = 0;

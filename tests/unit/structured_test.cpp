@@ -115,6 +115,12 @@ TEST_CASE("structured: answers are validated with JSON pointers") {
     {R"({"name":"Ada","age":-1})", false, false, {"/age"}},
     {R"({"age":3})", false, false, {""}},
     {R"({"name":"Ada","age":3,"x":1})", false, false, {""}},
+    // A wrong property below and a missing or extra one at the root: both
+    // (the root's used to be dropped as "a child failed"), and valijson's
+    // "Failed to validate against schema associated with property name
+    // 'age'." line is left out.
+    {R"({"age":"old"})", false, false, {"/age", ""}},
+    {R"({"name":"Ada","age":"old","x":1})", false, false, {"/age", ""}},
     {"I cannot answer that.", false, false, {""}},
   };
   for (auto& r : rows) {
@@ -131,6 +137,9 @@ TEST_CASE("structured: answers are validated with JSON pointers") {
   }
   auto bad = check_answer(*schema, R"({"name":"Ada","age":"old"})");
   CHECK(format_issues(bad.issues).rfind("/age: ", 0) == 0);
+  auto both = check_answer(*schema, R"({"age":"old"})");
+  REQUIRE(both.issues.size() == 2);
+  CHECK(both.issues[1].message == "Missing required property 'name'.");
   auto missing = check_answer(*schema, R"({"age":3})");
   CHECK(contains(format_issues(missing.issues), "(root): "));
   CHECK(contains(format_issues(missing.issues), "name"));
