@@ -3,6 +3,8 @@
 
 #include "actors/structured_checks.hpp"
 
+#include "config/support/calendar.hpp"
+
 // As in actors/structured_schema.cpp: valijson throws rather than aborts.
 #if !VALIJSON_USE_EXCEPTIONS
 #error "valijson must be compiled with VALIJSON_USE_EXCEPTIONS=1"
@@ -63,16 +65,6 @@ struct reader {
     return false;
   }
 };
-
-bool leap_year(int y) {
-  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-int days_in_month(int year, int month) {
-  static constexpr int days[] = {31, 28, 31, 30, 31, 30,
-                                 31, 31, 30, 31, 30, 31};
-  return month == 2 && leap_year(year) ? 29 : days[month - 1];
-}
 
 /// full-date: date-fullyear "-" date-month "-" date-mday.
 bool full_date(reader& r) {

@@ -317,11 +317,14 @@ const json::value* child(const json::value& node, const std::string& token) {
   return nullptr;
 }
 
-/// The node a `$ref` fragment names, read as valijson reads it (empty
-/// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed
-/// by digits), or nullptr.
-const json::value* resolve(const json::value& root,
-                            const std::string& pointer) {
+/// Follows a `$ref` fragment from `root` as valijson reads it (empty
+/// tokens skipped, `~1` `~0` and then %-escapes decoded, arrays indexed by
+/// digits), calling `step(node, token)` before each move from `node` to
+/// its child `token`: a false return stops there. The node reached, or
+/// nullptr (a token that does not decode or names nothing, or a stop).
+template <class Step>
+const json::value* follow(const json::value& root, const std::string& pointer,
+                          Step&& step) {
   if (!pointer.empty() && pointer.front() != '/')
     return nullptr;
   const json::value* node = &root;
@@ -332,10 +335,21 @@ const json::value* resolve(const json::value& root,
     start = end;
     if (!token)
       return nullptr;
-    if (!token->empty())
-      node = child(*node, *token);
+    if (token->empty())
+      continue;
+    if (!step(*node, *token))
+      return nullptr;
+    node = child(*node, *token);
   }
   return node;
+}
+
+/// The node a `$ref` fragment names, or nullptr.
+const json::value* resolve(const json::value& root,
+                            const std::string& pointer) {
+  return follow(root, pointer, [](const json::value&, const std::string&) {
+    return true;
+  });
 }
 
 /// What a draft-7 keyword of a subschema holds, for the walks that must
@@ -583,21 +597,14 @@ json::value linear_keywords(const json::value& node,
 bool names_data(const json::value& root, const std::string& fragment,
                 const std::set<const json::value*>& schemas,
                 const std::set<const json::value*>& targets) {
-  const json::value* node = &root;
-  size_t start = 0;
-  while (node != nullptr && start < fragment.size()) {
-    auto end = std::min(fragment.find('/', start + 1), fragment.size());
-    auto token = decode_token(fragment.substr(start + 1, end - start - 1));
-    start = end;
-    if (!token || token->empty())
-      continue;
-    auto& t = *token;
-    if ((schemas.count(node) != 0 || targets.count(node) != 0)
-        && (t == "enum" || t == "const" || t == "default" || t == "examples"))
-      return true;
-    node = child(*node, t);
-  }
-  return false;
+  bool data = false;
+  follow(root, fragment, [&](const json::value& node, const std::string& t) {
+    data = (schemas.count(&node) != 0 || targets.count(&node) != 0)
+           && (t == "enum" || t == "const" || t == "default"
+               || t == "examples");
+    return !data;
+  });
+  return data;
 }
 
 // -- what validating an answer can cost ------------------------------------------

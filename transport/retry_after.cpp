@@ -1,5 +1,7 @@
 #include "transport/retry_after.hpp"
 
+#include "config/support/calendar.hpp"
+
 #include <array>
 #include <charconv>
 #include <cstdint>
@@ -165,16 +167,6 @@ int64_t year_from_days(int64_t z) {
   const int64_t mp = (5 * doy + 2) / 153;
   const int64_t m = mp < 10 ? mp + 3 : mp - 9;
   return yoe + era * 400 + (m <= 2);
-}
-
-bool is_leap(int64_t y) {
-  return (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-}
-
-int days_in_month(int64_t y, int m) {
-  static constexpr int days[] = {31, 28, 31, 30, 31, 30,
-                                 31, 31, 30, 31, 30, 31};
-  return m == 2 && is_leap(y) ? 29 : days[m - 1];
 }
 
 constexpr std::array<std::string_view, 7> short_days = {
