@@ -333,6 +333,123 @@ public:
   }
 };
 
+/// A number of the answer or the schema: its int64 when it is one.
+struct exact_number {
+  bool whole = false;
+  int64_t i = 0;
+  double d = 0;
+};
+
+std::optional<exact_number> read_number(const valijson::adapters::Adapter& v) {
+  exact_number n;
+  if (v.isInteger() && v.asInteger(n.i)) {
+    n.whole = true;
+    n.d = static_cast<double>(n.i);
+    return n;
+  }
+  if (v.isDouble() && v.asDouble(n.d))
+    return n;
+  return std::nullopt; // an integer past int64's range: never here (the
+                       // answer's and schema's are doubles by then)
+}
+
+/// As a person writes it: 5, 0.5, 1.8446744073709552e+19 (the shortest
+/// text that reads back as the same double).
+std::string number_text(const exact_number& n) {
+  return n.whole ? std::to_string(n.i) : fmt::format("{}", n.d);
+}
+
+/// Where `a` lies from `b`: -1, 0 or 1, exactly. valijson compares doubles:
+/// 9007199254740993 passed `maximum: 9007199254740992`.
+int compare(const exact_number& a, const exact_number& b) {
+  if (a.whole && b.whole)
+    return (a.i > b.i) - (a.i < b.i);
+  if (!a.whole && !b.whole)
+    return (a.d > b.d) - (a.d < b.d);
+  if (!a.whole)
+    return -compare(b, a);
+  // An int64 and a finite double (JSON has no others).
+  if (b.d >= 0x1p63)
+    return -1;
+  if (b.d < -0x1p63)
+    return 1;
+  double t = std::trunc(b.d); // inside int64's range: exact
+  auto ti = static_cast<int64_t>(t);
+  if (a.i != ti)
+    return a.i < ti ? -1 : 1;
+  double fraction = b.d - t; // exact
+  return fraction > 0 ? -1 : fraction < 0 ? 1 : 0;
+}
+
+/// The bounds on a number, renamed: valijson 1.0 compares them as doubles
+/// and words them with printf's %f ("Expected number less than or equal to
+/// 18446744073709551616.000000").
+struct bound_keyword {
+  const char* key;
+  const char* ours;
+  /// The answer passes when compare(answer, bound) is one of these.
+  bool below, equal, above;
+  const char* words;
+};
+
+constexpr bound_keyword bound_keywords[] = {
+  {"minimum", "x-pgw-minimum", false, true, true, "greater than or equal to"},
+  {"maximum", "x-pgw-maximum", true, true, false, "less than or equal to"},
+  {"exclusiveMinimum", "x-pgw-exclusiveMinimum", false, false, true,
+   "greater than"},
+  {"exclusiveMaximum", "x-pgw-exclusiveMaximum", true, false, false,
+   "less than"},
+};
+
+class bound_check final : public check_of_ours<bound_check> {
+public:
+  bound_check(const bound_keyword& kind, exact_number bound)
+    : kind_(&kind), bound_(bound) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    if (!target.isNumber())
+      return true;
+    auto x = read_number(target);
+    if (!x)
+      return true;
+    auto c = compare(*x, bound_);
+    if (c < 0 ? kind_->below : c == 0 ? kind_->equal : kind_->above)
+      return true;
+    if (results != nullptr)
+      results->pushError(context, fmt::format("Expected a number {} {}, "
+                                              "found {}.",
+                                              kind_->words,
+                                              number_text(bound_),
+                                              number_text(*x)));
+    return false;
+  }
+
+private:
+  const bound_keyword* kind_;
+  exact_number bound_;
+};
+
+class bound_builder final : public valijson::ConstraintBuilder {
+public:
+  explicit bound_builder(const bound_keyword& kind) : kind_(kind) {
+  }
+
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    auto bound = read_number(value);
+    if (!bound)
+      throw std::runtime_error(std::string(kind_.key)
+                               + ": must be a number pgw can read");
+    return new bound_check(kind_, *bound);
+  }
+
+private:
+  const bound_keyword& kind_;
+};
+
 /// What `type` is renamed to. valijson 1.0 takes "integer" for an int64
 /// alone: an answer's 5.0 or 1e3 (draft 7: a number with a zero
 /// fractional part is an integer) and an integer past int64's range
@@ -468,6 +585,10 @@ const char* renamed_keyword(std::string_view key,
     return multiple_of_keyword;
   if (key == "type" && (value.is_string() || value.is_array()))
     return type_keyword;
+  if (value.is_number())
+    for (auto& b : bound_keywords)
+      if (key == b.key)
+        return b.ours;
   return nullptr;
 }
 
@@ -478,6 +599,8 @@ void add_checks_of_ours(valijson::SchemaParser& parser) {
                               new linear_format_builder);
   parser.addConstraintBuilder(multiple_of_keyword, new multiple_of_builder);
   parser.addConstraintBuilder(type_keyword, new type_builder);
+  for (auto& b : bound_keywords)
+    parser.addConstraintBuilder(b.ours, new bound_builder(b));
 }
 
 void start_pattern_budget() {

@@ -28,6 +28,7 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
+#include <cmath>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -266,10 +267,13 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
 struct answer_size {
   uint64_t values = 0;
   uint64_t item_pairs = 0;
+  /// Integers past int64's range.
+  uint64_t wide = 0;
 };
 
 void measure_answer(const json::value& value, answer_size& out) {
   ++out.values;
+  out.wide += value.is_uint64() ? 1 : 0;
   if (value.is_array()) {
     uint64_t n = value.get_array().size();
     out.item_pairs += n > 1 ? n * (n - 1) / 2 : 0;
@@ -279,6 +283,36 @@ void measure_answer(const json::value& value, answer_size& out) {
     for (auto& kv : value.get_object())
       measure_answer(kv.value(), out);
   }
+}
+
+/// Numbers in the forms in which valijson reads them as draft 7 means
+/// them. valijson's adapter cannot read an integer past int64's range
+/// (Boost.JSON's uint64): a check that reads it as a number passed it
+/// (`maximum: 5` let 18446744073709551615 through) or threw, and the
+/// meta-schema refused `maximum: 18446744073709551615`; it becomes the
+/// nearest double. With `integral`, a double with no fractional part inside
+/// int64's range becomes that int64: valijson's parser takes no double for
+/// an integer keyword (`minLength: 5.0`). Neither changes what a number is
+/// to draft 7. Returns the number of uint64 values converted.
+uint64_t as_valijson_reads(json::value& v, bool integral) {
+  if (v.is_uint64()) {
+    v = static_cast<double>(v.get_uint64());
+    return 1;
+  }
+  if (integral && v.is_double()) {
+    double d = v.get_double();
+    if (d == std::trunc(d) && d >= -0x1p63 && d < 0x1p63)
+      v = static_cast<int64_t>(d);
+    return 0;
+  }
+  uint64_t n = 0;
+  if (v.is_array())
+    for (auto& x : v.get_array())
+      n += as_valijson_reads(x, integral);
+  else if (v.is_object())
+    for (auto& kv : v.get_object())
+      n += as_valijson_reads(kv.value(), integral);
+  return n;
 }
 
 // -- checks valijson does not make safely ----------------------------------------
@@ -871,8 +905,12 @@ const valijson::Schema& meta_schema() {
     // schema_walker checks the same lists in linear time instead.
     doc.at_pointer("/definitions/stringArray").as_object().erase("uniqueItems");
     doc.at_pointer("/properties/type/anyOf/1").as_object().erase("uniqueItems");
+    // `type` is ours here too: an error names what was expected and found.
+    std::set<const json::value*> renamed;
+    doc = linear_keywords(doc, renamed);
     auto schema = std::make_unique<valijson::Schema>();
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
+    add_checks_of_ours(parser);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(doc), *schema);
     return schema;
   }();
@@ -899,6 +937,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
                       "schema: not valid JSON (" + ec.message() + ")");
   if (!doc.is_object() && !doc.is_bool())
     return invalid_schema("", "a JSON Schema is an object (or a boolean)");
+  as_valijson_reads(doc, true);
   auto issues = validate(meta_schema(), doc, true);
   if (!issues.empty())
     return invalid_schema(issues.front().pointer, issues.front().message);
@@ -1026,6 +1065,8 @@ structured_check check_answer(const compiled_schema& schema,
              + std::to_string(max_validation_work)});
     return out;
   }
+  if (size.wide != 0)
+    as_valijson_reads(value, false); // after out.json: the answer as written
   out.issues = validate(schema.schema, value, work <= max_listed_work);
   out.valid = out.issues.empty();
   return out;

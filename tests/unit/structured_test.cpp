@@ -355,6 +355,99 @@ TEST_CASE("structured: a whole number is an integer, whatever its spelling or si
   CHECK(check.json == R"({"id":18446744073709551615})");
 }
 
+TEST_CASE("structured: the bounds on a number are exact and name what they found") {
+  struct row {
+    const char* bound;  // keyword and number
+    const char* answer;
+    const char* issue;  // empty: valid
+  };
+  const row rows[] = {
+    // valijson compared doubles: 2^53 + 1 passed.
+    {R"("maximum":9007199254740992)", "9007199254740993",
+     "less than or equal to 9007199254740992, found 9007199254740993."},
+    {R"("maximum":9007199254740992)", "9007199254740992.0", ""},
+    {R"("exclusiveMaximum":9007199254740993)", "9007199254740992.0", ""},
+    {R"("exclusiveMaximum":9007199254740993)", "9007199254740993",
+     "less than 9007199254740993, found 9007199254740993."},
+    {R"("minimum":-9007199254740992)", "-9007199254740993",
+     "greater than or equal to -9007199254740992, found -9007199254740993."},
+    {R"("exclusiveMinimum":0.5)", "0.5", "greater than 0.5, found 0.5."},
+    {R"("exclusiveMinimum":0.5)", "0.50001", ""},
+    {R"("exclusiveMinimum":0.5)", "1", ""},
+    {R"("exclusiveMinimum":0.5)", "0", "greater than 0.5, found 0."},
+    {R"("minimum":1)", "1.0", ""},
+    {R"("minimum":1)", "0.999", "greater than or equal to 1, found 0.999."},
+    {R"("minimum":-2.5)", "-2", ""},
+    {R"("minimum":-2.5)", "-2.5", ""},
+    {R"("minimum":-2.5)", "-3", "greater than or equal to -2.5, found -3."},
+    {R"("maximum":0)", "-0.0", ""},
+    {R"("maximum":10)", "11.5", "less than or equal to 10, found 11.5."},
+    {R"("maximum":1e-7)", "0.1", "less than or equal to 1e-07, found 0.1."},
+    {R"("maximum":10)", "-1e300", ""},
+    {R"("maximum":10)", R"("11")", ""}, // bounds constrain numbers only
+  };
+  for (auto& r : rows) {
+    std::string bound = r.bound, answer = r.answer;
+    CAPTURE(bound);
+    CAPTURE(answer);
+    auto check = check_answer(*compiled("{" + bound + "}"), answer);
+    CHECK(check.valid == (*r.issue == 0));
+    if (*r.issue != 0) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(check.issues[0].message
+            == std::string("Expected a number ") + r.issue);
+    }
+  }
+  // Under a property, with `type`: both errors, at the property.
+  auto n = compiled(R"({"type":"object","properties":{"n":{"type":"integer","minimum":1,"maximum":10}}})");
+  CHECK(format_issues_line(check_answer(*n, R"({"n":11.5})").issues)
+        == "/n: Value type not permitted by 'type' constraint: expected "
+           "integer, found number.; /n: Expected a number less than or equal "
+           "to 10, found 11.5.");
+  CHECK(check_answer(*n, R"({"n":10})").valid);
+}
+
+TEST_CASE("structured: numbers past int64's range and whole doubles, as draft 7 means them") {
+  // A schema's whole number may be written as a double (valijson's parser
+  // refused minLength: 5.0, the meta-schema minItems: 2.0).
+  auto len = compiled(R"({"type":"array","minItems":2.0,"items":{"type":"string","minLength":5.0,"maxLength":1e1}})");
+  CHECK(check_answer(*len, R"(["abcde","fghijklmno"])").valid);
+  CHECK(format_issues_line(check_answer(*len, R"(["abc"])").issues)
+        == "/0: String should be no fewer than 5 characters in length.; "
+           "(root): Array should contain no fewer than 2 elements.");
+  // valijson could not read 18446744073709551615 (Boost.JSON's uint64):
+  // `maximum: 5` let it pass, and a schema holding one was refused.
+  auto big = check_answer(*compiled(R"({"maximum":5})"),
+                          "18446744073709551615");
+  CHECK_FALSE(big.valid);
+  REQUIRE(big.issues.size() == 1);
+  CHECK(big.issues[0].message == "Expected a number less than or equal to "
+                                 "5, found 1.8446744073709552e+19.");
+  CHECK(big.json == "18446744073709551615"); // as written
+  CHECK_FALSE(check_answer(*compiled(R"({"exclusiveMaximum":5})"),
+                           "18446744073709551615").valid);
+  auto most = compiled(R"({"maximum":18446744073709551615,"minimum":0})");
+  CHECK(check_answer(*most, "18446744073709551615").valid);
+  CHECK(check_answer(*most, "1").valid);
+  CHECK_FALSE(check_answer(*most, "1e20").valid);
+  // enum and const compare it as a number, without throwing.
+  auto in = check_answer(*compiled(R"({"enum":[1,2]})"), "18446744073709551615");
+  REQUIRE(in.issues.size() == 1);
+  CHECK(in.issues[0].message == "Failed to match against any enum values.");
+  CHECK(check_answer(*compiled(R"({"const":18446744073709551615})"),
+                     "18446744073709551615").valid);
+  // The schema is checked with the type words of answers.
+  CHECK(compile_error(R"({"minLength":"5"})")
+        == "schema /minLength: Value type not permitted by 'type' "
+           "constraint: expected integer, found string.");
+  CHECK(compile_error(R"({"minLength":5.5})")
+        == "schema /minLength: Value type not permitted by 'type' "
+           "constraint: expected integer, found number.");
+  CHECK(compile_error(R"({"exclusiveMaximum":true})")
+        == "schema /exclusiveMaximum: Value type not permitted by 'type' "
+           "constraint: expected number, found boolean.");
+}
+
 TEST_CASE("structured: multipleOf is exact for integers and tolerant of decimal rounding") {
   struct row {
     const char* divisor;
