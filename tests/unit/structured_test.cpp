@@ -448,6 +448,31 @@ TEST_CASE("structured: numbers past int64's range and whole doubles, as draft 7 
            "constraint: expected number, found boolean.");
 }
 
+TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
+  // RFC 6901 in a URI fragment: ~1 is /, ~0 is ~, then %XX are bytes; the
+  // pattern under the target is renamed to pgw's RE2 check there too.
+  const std::pair<const char*, const char*> rows[] = {
+    {"a b", "a%20b"}, {"a/b", "a~1b"}, {"a~b", "a~0b"},
+    {"a%b", "a%25b"}, {"\xc3\xa9", "%C3%A9"}, {"a~1b", "a~01b"},
+  };
+  for (auto& [key, ref] : rows) {
+    CAPTURE(key);
+    auto schema = compiled(std::string(R"({"definitions":{")") + key
+                           + R"(":{"type":"string","pattern":"^a+$"}},)"
+                             R"("properties":{"x":{"$ref":"#/definitions/)"
+                           + ref + R"("}}})");
+    CHECK(check_answer(*schema, R"({"x":"aa"})").valid);
+    CHECK(format_issues_line(check_answer(*schema, R"({"x":"b"})").issues)
+          == "/x: Failed to match regex specified by 'pattern' constraint.");
+    CHECK(format_issues_line(check_answer(*schema, R"({"x":1})").issues)
+          == "/x: Value type not permitted by 'type' constraint: expected "
+             "string, found integer.");
+  }
+  // A fragment naming nothing is refused, naming it.
+  CHECK(compile_error(R"({"definitions":{"a b":{}},"$ref":"#/definitions/a%2"})")
+        == R"(schema /$ref: $ref "#/definitions/a%2" does not resolve in the schema)");
+}
+
 TEST_CASE("structured: multipleOf is exact for integers and tolerant of decimal rounding") {
   struct row {
     const char* divisor;
