@@ -62,17 +62,22 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
 /// Structured output: an answer that is not schema-valid JSON is
 /// `result_invalid`, decided before the row, the settlement and the
 /// breaker feed (a mismatch is not the source's breaker failure). An
-/// answer with tool calls is not checked: the schema is for content.
+/// answer with tool calls is not checked: the schema is for content. The
+/// check goes with the result (`parsed`, `repaired`, `schema_issues`):
+/// the supervisor does not validate the answer again.
 void check_structured(self_ptr self, attempt_result& res) {
   auto& schema = self->state.args.schema;
   if (!schema || res.kind != outcome::ok || !res.tool_calls.empty())
     return;
   auto check = check_answer(*schema, res.content);
+  res.parsed = std::move(check.json);
+  res.repaired = check.repaired;
   if (check.valid)
     return;
   res.kind = outcome::result_invalid;
-  res.reason = check.json.empty() ? "invalid_json" : "schema_mismatch";
+  res.reason = res.parsed.empty() ? "invalid_json" : "schema_mismatch";
   res.error_message = format_issues_line({check.issues.front()});
+  res.schema_issues = std::move(check.issues);
 }
 
 /// PGW_LOG=debug: one line when the attempt ends (source, outcome, reason,

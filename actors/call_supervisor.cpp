@@ -184,20 +184,20 @@ void send_terminal(self_ptr self) {
 /// upstream call: the call fails `invalid_request` and this returns false.
 bool structured_start(self_ptr self);
 
-/// Structured output: the validated JSON and how it was obtained. The
-/// attempt already checked the answer (an invalid one never reaches here);
-/// the check is repeated for its value (the schema is compiled, it is cheap).
-/// An answer with tool calls is returned as it is, with no `parsed`.
-void structured_fill(self_ptr self, chat_response& resp) {
+/// Structured output: the validated JSON (`parsed`, from the attempt's or
+/// the cache lookup's check: an answer is validated once) and how it was
+/// obtained. An answer with tool calls is returned as it is, with no
+/// `parsed`.
+void structured_fill(self_ptr self, chat_response& resp, std::string parsed,
+                     bool repaired) {
   auto& st = self->state;
   if (!st.schema)
     return;
   resp.stats.reasks = plan_of(self).reasks();
   if (!resp.tool_calls.empty())
     return;
-  auto check = check_answer(*st.schema, resp.content);
-  resp.parsed = std::move(check.json);
-  resp.stats.repaired = check.repaired;
+  resp.parsed = std::move(parsed);
+  resp.stats.repaired = repaired;
 }
 
 /// Leg `id` won: its result becomes the answer.
@@ -240,7 +240,7 @@ void succeed(self_ptr self, uint64_t id) {
                          "were not valid JSON; they were skipped and the "
                          "answer may lack what they carried",
               resp.call_id, leg.source, res.malformed_events);
-  structured_fill(self, resp);
+  structured_fill(self, resp, std::move(res.parsed), res.repaired);
   st.response = std::make_unique<chat_response>(std::move(resp));
 }
 
@@ -392,7 +392,8 @@ std::string note_mismatch(self_ptr self, const plan_leg& leg) {
   auto& st = self->state;
   if (!st.schema)
     return {};
-  auto issues = check_answer(*st.schema, leg.result().content).issues;
+  // The attempt's check: its errors (an answer is validated once).
+  const auto& issues = leg.result().schema_issues;
   st.conversation = reask_messages(st.args.request->messages,
                                    leg.result().content, issues);
   return format_issues_line(issues);
@@ -439,12 +440,14 @@ void on_down(self_ptr self, caf::down_msg& msg) {
 /// Structured output: a stored answer is served only when it still matches
 /// the call's schema (an entry written by another version, or altered in a
 /// shared store, may not); else the call goes upstream as on a miss, and
-/// its answer is stored over the entry.
-bool stored_answer_fits(self_ptr self, const chat_response& stored) {
+/// its answer is stored over the entry. `check` gets the stored answer's
+/// check (for `structured_fill`).
+bool stored_answer_fits(self_ptr self, const chat_response& stored,
+                        structured_check& check) {
   auto& st = self->state;
   if (!st.schema || !stored.tool_calls.empty())
     return true;
-  auto check = check_answer(*st.schema, stored.content);
+  check = check_answer(*st.schema, stored.content);
   if (!check.valid)
     log::warn("gateway", "call {}: the cached answer does not match the "
                          "call's schema ({}); asking the sources instead",
@@ -471,7 +474,8 @@ bool consult_cache(self_ptr self) {
         if (v.kind == cache_verdict_kind::lead)
           st.cache_lease = v.lease;
         bool hit = v.kind == cache_verdict_kind::hit;
-        if (hit && !stored_answer_fits(self, v.response)) {
+        structured_check check;
+        if (hit && !stored_answer_fits(self, v.response, check)) {
           hit = false; // asked upstream; its answer replaces the entry
           self->send(st.args.cache, atom::unfit_v, v.coalesced);
         }
@@ -479,8 +483,10 @@ bool consult_cache(self_ptr self) {
           st.cache_hit = true;
           st.response = std::make_unique<chat_response>(std::move(v.response));
           // A stored answer keeps its content, not `parsed`: a structured
-          // call validates (and repairs) it again, as an upstream answer.
-          structured_fill(self, *st.response);
+          // call validated (and repaired) it again above, as an upstream
+          // answer.
+          structured_fill(self, *st.response, std::move(check.json),
+                          check.repaired);
         }
         perform(self, plan_of(self).cache_answered(hit, self->clock().now()));
       },

@@ -27,6 +27,7 @@
 
 #include <algorithm>
 #include <array>
+#include <atomic>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -1033,8 +1034,19 @@ size_t compiled_schema_count() {
   return c.by_digest.size();
 }
 
+namespace {
+
+std::atomic<uint64_t> checked_answers{0};
+
+} // namespace
+
+uint64_t checked_answer_count() {
+  return checked_answers.load(std::memory_order_relaxed);
+}
+
 structured_check check_answer(const compiled_schema& schema,
                               const std::string& content) {
+  checked_answers.fetch_add(1, std::memory_order_relaxed);
   structured_check out;
   json::error_code ec;
   json::parse_options depth_bound;

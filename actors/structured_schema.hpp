@@ -4,21 +4,17 @@
 /// validation with valijson (draft 7), behind a small interface so that only
 /// actors/structured_schema.cpp instantiates valijson's templates.
 
+#include "messages/structured.hpp"
+
 #include <caf/expected.hpp>
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace pgw {
-
-/// One validation error: where (a JSON pointer into the answer, "" for the
-/// root) and what.
-struct schema_issue {
-  std::string pointer;
-  std::string message;
-};
 
 /// At most this many issues are reported per check (then one "… more" line).
 constexpr size_t max_schema_issues = 20;
@@ -93,5 +89,9 @@ std::string format_issues_line(const std::vector<schema_issue>& issues);
 
 /// Schemas compiled so far in this process (the cache's size), for tests.
 size_t compiled_schema_count();
+
+/// Answers `check_answer` has checked in this process, for tests (a call
+/// validates each answer once).
+uint64_t checked_answer_count();
 
 } // namespace pgw

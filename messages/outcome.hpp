@@ -70,6 +70,16 @@ struct attempt_result {
   int64_t completion_tokens = 0;
   int32_t malformed_events = 0; ///< SSE events skipped as malformed
   std::vector<tool_call> tool_calls; ///< normalised (see tool_call_assembler)
+  // -- structured output: the attempt's check of `content` (a call with a
+  // schema), so that the call does not validate the answer again --
+  /// The validated JSON, serialized (after repair); empty when the answer
+  /// is not JSON even after repair, or was not checked.
+  std::string parsed;
+  /// `parsed` needed `repair_json`.
+  bool repaired = false;
+  /// Why the answer does not match (result_invalid, reason
+  /// schema_mismatch or invalid_json).
+  std::vector<schema_issue> schema_issues;
   // -- timing (transport wall time, milliseconds) --
   double latency_ms = 0; ///< request sent .. outcome known
   caf::optional<double> ttft_ms;
@@ -83,7 +93,7 @@ typename Inspector::result_type inspect(Inspector& f, attempt_result& x) {
            x.finish_reason, x.model, x.usage_reported, x.usage_rejected,
            x.prompt_tokens,
            x.completion_tokens, x.malformed_events, x.latency_ms, x.ttft_ms,
-           x.tool_calls);
+           x.tool_calls, x.parsed, x.repaired, x.schema_issues);
 }
 
 /// True for a `source_rejected` answer that is the upstream's fault, not

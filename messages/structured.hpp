@@ -2,11 +2,25 @@
 
 /// Structured output (SPEC §10, §12): how a call asks a source for JSON.
 
+#include <caf/meta/type_name.hpp>
+
 #include <cstdint>
 #include <optional>
 #include <string>
 
 namespace pgw {
+
+/// One validation error of an answer: where (a JSON pointer into the
+/// answer, "" for the root) and what.
+struct schema_issue {
+  std::string pointer;
+  std::string message;
+};
+
+template <class Inspector>
+typename Inspector::result_type inspect(Inspector& f, schema_issue& x) {
+  return f(caf::meta::type_name("pgw.schema_issue"), x.pointer, x.message);
+}
 
 /// The rungs of the structured-output ladder, strongest first, plus `auto`
 /// (the strongest rung the source supports and has not rejected).

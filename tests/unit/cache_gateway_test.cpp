@@ -3,6 +3,7 @@
 /// coordinator with the fake transport.
 
 #include "actors/cache.hpp"
+#include "actors/structured_schema.hpp"
 #include "backends/cache_value.hpp"
 
 #include "fixtures/actor_fixture.hpp"
@@ -260,10 +261,13 @@ TEST_CASE_FIXTURE(cached_gateway, "cache: a structured call's hit carries the va
   req.schema = R"({"type":"object","properties":{"n":{"type":"integer"}},)"
                R"("required":["n"]})";
   fake->script("a", {fake_step::ok("```json\n{\"n\": 7}\n```").after(1s)});
+  auto checked = checked_answer_count();
   auto first = call(gw, with_id(req, "s1"));
   REQUIRE_MESSAGE(first->response, describe(first->error));
   CHECK(first->response->parsed == R"({"n":7})");
   CHECK(first->response->stats.repaired);
+  // Validated once, by the attempt (the supervisor used its check).
+  CHECK(checked_answer_count() - checked == 1);
   // From the store: the caller reads `parsed` (chat --schema prints it,
   // a sink gets it as the answer), as it did from upstream.
   auto second = call(gw, with_id(req, "s2"));
@@ -273,6 +277,8 @@ TEST_CASE_FIXTURE(cached_gateway, "cache: a structured call's hit carries the va
   CHECK(second->response->parsed == R"({"n":7})");
   CHECK(second->response->stats.repaired);
   CHECK(second->response->content == first->response->content);
+  // The stored answer is validated once too.
+  CHECK(checked_answer_count() - checked == 2);
 }
 
 namespace {

@@ -3,6 +3,7 @@
 // with the validator's errors, the re-ask cap, the deadline, the response
 // format ladder learned from a 400.
 
+#include "actors/structured_schema.hpp"
 #include "actors/telemetry.hpp"
 #include "config/pricing.hpp"
 #include "fakes/memory_sink.hpp"
@@ -69,8 +70,12 @@ TEST_CASE_FIXTURE(structured_fixture, "structured: invalid, re-ask with the erro
   REQUIRE(prices);
   opts.prices = std::make_shared<const price_table>(std::move(*prices));
   auto gw = spawn_gateway(test_scope({"a"}), 42, opts);
+  auto checked = checked_answer_count();
   auto out = call(gw, structured());
   REQUIRE(out->response);
+  // Each answer is validated once, by its attempt: the re-ask's errors and
+  // `parsed` come from those checks.
+  CHECK(checked_answer_count() - checked == 2);
   auto& r = *out->response;
   CHECK(r.stats.attempts == 2);
   CHECK(r.stats.reasks == 1);
