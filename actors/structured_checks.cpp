@@ -549,6 +549,180 @@ public:
   }
 };
 
+/// What `enum` and `const` are renamed to: draft 7's equality with numbers
+/// compared exactly (valijson compares them as doubles: 9007199254740993
+/// matched `const: 9007199254740992`), and an error that says what was
+/// expected and found (valijson's named neither, and a re-asked model had
+/// to guess the allowed values).
+constexpr const char* enum_keyword = "x-pgw-enum";
+constexpr const char* const_keyword = "x-pgw-const";
+
+/// A copy of a schema value (numbers as int64 or double: the schema holds
+/// no others by the time valijson reads it).
+boost::json::value copy_of(const valijson::adapters::Adapter& v) {
+  if (v.isBool())
+    return v.getBool();
+  if (v.isString())
+    return boost::json::string(v.getString());
+  if (auto n = read_number(v))
+    return n->whole ? boost::json::value(n->i) : boost::json::value(n->d);
+  if (v.isArray()) {
+    boost::json::array out;
+    v.applyToArray([&out](const valijson::adapters::Adapter& item) {
+      out.push_back(copy_of(item));
+      return true;
+    });
+    return out;
+  }
+  if (v.isObject()) {
+    boost::json::object out;
+    v.applyToObject(
+      [&out](const std::string& key, const valijson::adapters::Adapter& item) {
+        out[key] = copy_of(item);
+        return true;
+      });
+    return out;
+  }
+  return nullptr;
+}
+
+/// True when the answer's `v` is `expected` as draft 7 compares JSON:
+/// numbers by value (1 is 1.0; exact for integers), strings by their
+/// bytes, arrays item by item, objects by their members in any order.
+bool equal(const boost::json::value& expected,
+           const valijson::adapters::Adapter& v) {
+  switch (expected.kind()) {
+    case boost::json::kind::null:
+      return v.isNull();
+    case boost::json::kind::bool_:
+      return v.isBool() && v.getBool() == expected.get_bool();
+    case boost::json::kind::string:
+      return v.isString() && v.getString() == expected.get_string();
+    case boost::json::kind::int64:
+    case boost::json::kind::uint64:
+    case boost::json::kind::double_: {
+      auto n = v.isNumber() ? read_number(v) : std::nullopt;
+      exact_number e;
+      e.whole = expected.is_int64();
+      e.i = e.whole ? expected.get_int64() : 0;
+      e.d = expected.to_number<double>();
+      return n && compare(*n, e) == 0;
+    }
+    case boost::json::kind::array: {
+      auto& items = expected.get_array();
+      if (!v.isArray() || v.getArraySize() != items.size())
+        return false;
+      size_t i = 0;
+      return v.applyToArray([&](const valijson::adapters::Adapter& item) {
+        return equal(items[i++], item);
+      });
+    }
+    case boost::json::kind::object: {
+      auto& members = expected.get_object();
+      if (!v.isObject() || v.getObjectSize() != members.size())
+        return false;
+      return v.applyToObject(
+        [&](const std::string& key, const valijson::adapters::Adapter& item) {
+          auto* e = members.if_contains(key);
+          return e != nullptr && equal(*e, item);
+        });
+    }
+  }
+  return false;
+}
+
+/// A value in a few words for an error: a number or literal as written, a
+/// string quoted and cut at 40 bytes, an array or object by its kind.
+std::string brief(const valijson::adapters::Adapter& v) {
+  if (v.isNull())
+    return "null";
+  if (v.isBool())
+    return v.getBool() ? "true" : "false";
+  if (auto n = v.isNumber() ? read_number(v) : std::nullopt)
+    return number_text(*n);
+  if (v.isArray())
+    return "an array";
+  if (v.isObject())
+    return "an object";
+  auto s = v.getString();
+  bool cut = s.size() > 40;
+  if (cut) {
+    size_t n = 40;
+    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
+      --n; // not inside a UTF-8 sequence
+    s.resize(n);
+  }
+  return boost::json::serialize(boost::json::string(s)) + (cut ? "…" : "");
+}
+
+class equal_check final : public check_of_ours<equal_check> {
+public:
+  equal_check(bool one, std::vector<boost::json::value> allowed,
+              std::string expected)
+    : one_(one),
+      allowed_(std::make_shared<const std::vector<boost::json::value>>(
+        std::move(allowed))),
+      expected_(std::move(expected)) {
+  }
+
+  bool validate(const valijson::adapters::Adapter& target,
+                const std::vector<std::string>& context,
+                valijson::ValidationResults* results) const override {
+    for (auto& a : *allowed_)
+      if (equal(a, target))
+        return true;
+    if (results != nullptr)
+      results->pushError(context,
+                         fmt::format("Failed to match {}: expected {}, found "
+                                     "{}.",
+                                     one_ ? "expected value set by 'const' "
+                                            "constraint"
+                                          : "against any enum values",
+                                     expected_, brief(target)));
+    return false;
+  }
+
+private:
+  bool one_;
+  /// Shared by the copies valijson makes of the constraint.
+  std::shared_ptr<const std::vector<boost::json::value>> allowed_;
+  /// The allowed values in words ("one of 1, 2, 3").
+  std::string expected_;
+};
+
+class equal_builder final : public valijson::ConstraintBuilder {
+public:
+  explicit equal_builder(bool one) : one_(one) {
+  }
+
+  valijson::constraints::Constraint*
+  make(const valijson::adapters::Adapter& value) const override {
+    std::vector<boost::json::value> allowed;
+    std::string words;
+    size_t shown = 0; // values in `words`: until it is 160 bytes long
+    auto add = [&](const valijson::adapters::Adapter& v) {
+      allowed.push_back(copy_of(v));
+      if (words.size() < 160) {
+        words += (shown > 0 ? ", " : "") + brief(v);
+        ++shown;
+      }
+      return true;
+    };
+    if (one_)
+      add(value);
+    else
+      value.applyToArray(add);
+    if (shown < allowed.size())
+      words += fmt::format(", … ({} values)", allowed.size());
+    if (!one_)
+      words = "one of " + words;
+    return new equal_check(one_, std::move(allowed), std::move(words));
+  }
+
+private:
+  bool one_;
+};
+
 } // namespace
 
 std::shared_ptr<const re2::RE2> compile_pattern(std::string_view text,
@@ -585,6 +759,10 @@ const char* renamed_keyword(std::string_view key,
     return multiple_of_keyword;
   if (key == "type" && (value.is_string() || value.is_array()))
     return type_keyword;
+  if (key == "enum" && value.is_array())
+    return enum_keyword;
+  if (key == "const")
+    return const_keyword;
   if (value.is_number())
     for (auto& b : bound_keywords)
       if (key == b.key)
@@ -601,6 +779,8 @@ void add_checks_of_ours(valijson::SchemaParser& parser) {
   parser.addConstraintBuilder(type_keyword, new type_builder);
   for (auto& b : bound_keywords)
     parser.addConstraintBuilder(b.ours, new bound_builder(b));
+  parser.addConstraintBuilder(enum_keyword, new equal_builder(false));
+  parser.addConstraintBuilder(const_keyword, new equal_builder(true));
 }
 
 void start_pattern_budget() {

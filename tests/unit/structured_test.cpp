@@ -433,7 +433,9 @@ TEST_CASE("structured: numbers past int64's range and whole doubles, as draft 7 
   // enum and const compare it as a number, without throwing.
   auto in = check_answer(*compiled(R"({"enum":[1,2]})"), "18446744073709551615");
   REQUIRE(in.issues.size() == 1);
-  CHECK(in.issues[0].message == "Failed to match against any enum values.");
+  CHECK(in.issues[0].message == "Failed to match against any enum values: "
+                                "expected one of 1, 2, found "
+                                "1.8446744073709552e+19.");
   CHECK(check_answer(*compiled(R"({"const":18446744073709551615})"),
                      "18446744073709551615").valid);
   // The schema is checked with the type words of answers.
@@ -446,6 +448,81 @@ TEST_CASE("structured: numbers past int64's range and whole doubles, as draft 7 
   CHECK(compile_error(R"({"exclusiveMaximum":true})")
         == "schema /exclusiveMaximum: Value type not permitted by 'type' "
            "constraint: expected number, found boolean.");
+}
+
+TEST_CASE("structured: enum and const compare JSON exactly and say what they expected") {
+  struct row {
+    const char* schema;
+    const char* answer;
+    const char* issue; // empty: valid
+  };
+  const row rows[] = {
+    // valijson compared numbers as doubles: 2^53 + 1 matched 2^53.
+    {R"({"const":9007199254740992})", "9007199254740993",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "9007199254740992, found 9007199254740993."},
+    {R"({"const":9007199254740992})", "9007199254740992.0", ""},
+    {R"({"enum":[9007199254740993]})", "9007199254740992",
+     "Failed to match against any enum values: expected one of "
+     "9007199254740993, found 9007199254740992."},
+    {R"({"enum":["red","green","blue"]})", R"("purple")",
+     R"(Failed to match against any enum values: expected one of "red", )"
+     R"("green", "blue", found "purple".)"},
+    {R"({"enum":["red","green","blue"]})", R"("green")", ""},
+    {R"({"enum":["1"]})", "1",
+     R"(Failed to match against any enum values: expected one of "1", found 1.)"},
+    {R"({"enum":[1,2.5,null,true]})", "1.0", ""},
+    {R"({"enum":[1,2.5,null,true]})", "25e-1", ""},
+    {R"({"enum":[1,2.5,null,true]})", "false",
+     "Failed to match against any enum values: expected one of 1, 2.5, "
+     "null, true, found false."},
+    {R"({"enum":[null]})", "0",
+     "Failed to match against any enum values: expected one of null, "
+     "found 0."},
+    // Arrays item by item, objects member by member in any order.
+    {R"({"const":{"a":[1,"x"],"b":{}}})", R"({"b":{},"a":[1.0,"x"]})", ""},
+    {R"({"const":{"a":[1,"x"],"b":{}}})", R"({"a":["x",1],"b":{}})",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "an object, found an object."},
+    {R"({"const":{"a":[1,"x"]}})", R"({"a":[1,"x"],"b":{}})",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "an object, found an object."},
+    {R"({"const":[1,2]})", "[1,2,3]",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "an array, found an array."},
+    {R"({"const":"\u00e9t\u00e9"})", R"("été")", ""},
+  };
+  for (auto& r : rows) {
+    std::string schema = r.schema, answer = r.answer;
+    CAPTURE(schema);
+    CAPTURE(answer);
+    auto check = check_answer(*compiled(schema), answer);
+    CHECK(check.valid == (*r.issue == 0));
+    if (*r.issue != 0) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(check.issues[0].message == r.issue);
+    }
+  }
+  // A long list is cut after 160 bytes, a long string after 40, not inside
+  // a UTF-8 sequence.
+  std::string many = R"({"enum":[)";
+  for (int i = 0; i < 100; ++i)
+    many += (i ? ",\"" : "\"") + std::string("value-") + std::to_string(i) + "\"";
+  auto cut = check_answer(*compiled(many + "]}"), R"("value-100")");
+  REQUIRE(cut.issues.size() == 1);
+  CHECK(contains(cut.issues[0].message, R"("value-14", … (100 values), found "value-100".)"));
+  CHECK(cut.issues[0].message.size() < 300); // issues are cut at 300
+  auto accents = check_answer(*compiled(R"({"const":"x"})"),
+                              "\"" + std::string(39, 'a') + "\u00e9\u00e9\"");
+  REQUIRE(accents.issues.size() == 1);
+  CHECK(contains(accents.issues[0].message,
+                 "found \"" + std::string(39, 'a') + "\"…."));
+  // Under a property: the pointer, and `type` beside it.
+  auto color = compiled(R"({"properties":{"c":{"type":"string","enum":["red","blue"]}}})");
+  CHECK(format_issues_line(check_answer(*color, R"({"c":3})").issues)
+        == "/c: Value type not permitted by 'type' constraint: expected "
+           "string, found integer.; /c: Failed to match against any enum "
+           "values: expected one of \"red\", \"blue\", found 3.");
 }
 
 TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
