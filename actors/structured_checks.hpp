@@ -14,9 +14,10 @@
 ///   1e300 is undefined behaviour, a float-to-integer overflow) and
 ///   compares a double remainder with an absolute epsilon (0.3 failed
 ///   `multipleOf: 0.1`).
-/// - `enum`, `const`: draft 7's JSON equality with integers exact
-///   (valijson 1.0 compares numbers as doubles), and an error naming the
-///   allowed values and the value found.
+/// - `enum`, `const`, `uniqueItems`: draft 7's JSON equality with
+///   integers exact (valijson 1.0 compares numbers as doubles), and an
+///   error naming the allowed values and the value found (uniqueItems: the
+///   repeated item and its first equal, once per repeat).
 /// - `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`: exact
 ///   for integers (valijson 1.0 compares doubles: 9007199254740993 passed
 ///   `maximum: 9007199254740992`), and the error names the bound and the
@@ -58,8 +59,8 @@ std::shared_ptr<const re2::RE2> compile_pattern(std::string_view text,
 /// The keyword of ours a subschema's `key` (holding `value`) becomes in
 /// valijson's copy of the schema, or null when valijson checks it itself:
 /// `pattern` (RE2, bounded), `format` (the date and time formats below),
-/// `multipleOf`, `type` (below, and draft 7's integer), `enum`, `const`
-/// and the four bounds on a number.
+/// `multipleOf`, `type` (below, and draft 7's integer), `enum`, `const`,
+/// `uniqueItems` and the four bounds on a number.
 const char* renamed_keyword(std::string_view key,
                             const boost::json::value& value);
 

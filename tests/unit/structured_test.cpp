@@ -525,6 +525,36 @@ TEST_CASE("structured: enum and const compare JSON exactly and say what they exp
            "values: expected one of \"red\", \"blue\", found 3.");
 }
 
+TEST_CASE("structured: uniqueItems uses the same equality and names each repeated item once") {
+  auto unique = compiled(R"({"uniqueItems":true})");
+  auto issues = [&](const std::string& answer) {
+    return format_issues_line(check_answer(*unique, answer).issues);
+  };
+  // valijson: doubles (2^53 + 1 and 2^53 were one value).
+  CHECK(issues("[9007199254740993, 9007199254740992]").empty());
+  CHECK(issues("[1, 1.0]") == "(root): Elements at indexes #0 and #1 are "
+                              "equal (1): uniqueItems allows each value once.");
+  CHECK(issues(R"([{"a":1,"b":[1]},{"b":[1.0],"a":1}])")
+        == "(root): Elements at indexes #0 and #1 are equal (an object): "
+           "uniqueItems allows each value once.");
+  CHECK(issues(R"([{"a":1},{"a":2},[1],[1,1],"1",1])").empty());
+  // Each repeat once, against its first equal (valijson: every pair, 4,950
+  // errors for 100 equal items).
+  std::string same = "[";
+  for (int i = 0; i < 100; ++i)
+    same += i ? ",\"x\"" : "\"x\"";
+  auto repeated = check_answer(*unique, same + "]");
+  CHECK_FALSE(repeated.valid);
+  REQUIRE(repeated.issues.size() == max_schema_issues + 1); // + "… more"
+  CHECK(repeated.issues[0].message == "Elements at indexes #0 and #1 are "
+                                      "equal (\"x\"): uniqueItems allows "
+                                      "each value once.");
+  CHECK(repeated.issues[1].message.rfind("Elements at indexes #0 and #2 ", 0) == 0);
+  CHECK(contains(repeated.issues.back().message, "79 more"));
+  CHECK(check_answer(*compiled(R"({"uniqueItems":false})"), "[1,1]").valid);
+  CHECK(check_answer(*unique, R"("[1,1]")").valid); // arrays only
+}
+
 TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
   // RFC 6901 in a URI fragment: ~1 is /, ~0 is ~, then %XX are bytes; the
   // pattern under the target is renamed to pgw's RE2 check there too.
