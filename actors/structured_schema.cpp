@@ -193,6 +193,14 @@ std::string to_pointer(const std::vector<std::string>& context) {
 /// to validate item #0 in array.", "... against schema associated with
 /// property name 'x'.", "... against child schema #1.", "... against any
 /// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
+/// valijson's words, where they are garbled.
+std::string_view worded(const std::string& message) {
+  if (message == "Failed to any values against subschema in 'contains' "
+                 "constraint.")
+    return "No item matches the subschema of the 'contains' constraint.";
+  return message;
+}
+
 bool summary_error(const std::string& message) {
   return message.rfind("Failed to validate ", 0) == 0
          || message.rfind("Cannot validate item ", 0) == 0
@@ -253,13 +261,15 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
       continue;
     if (++kept <= max_schema_issues)
       out.push_back({to_pointer(errors[i].context),
-                     shown(errors[i].description, max_shown_message)});
+                     shown(worded(errors[i].description), max_shown_message)});
   }
   if (kept > max_schema_issues)
     out.push_back({"", "... and " + std::to_string(kept - max_schema_issues)
                          + " more errors"});
-  if (out.empty())
-    out.push_back({"", "the value does not match the schema"});
+  if (out.empty()) // valijson failed it without a word
+    out.push_back({"", "the value does not match the schema (a check that "
+                       "gives no reason failed: a schema of false, or "
+                       "propertyNames on a property's name)"});
   return out;
 }
 

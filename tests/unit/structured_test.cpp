@@ -555,6 +555,20 @@ TEST_CASE("structured: uniqueItems uses the same equality and names each repeate
   CHECK(check_answer(*unique, R"("[1,1]")").valid); // arrays only
 }
 
+TEST_CASE("structured: valijson's garbled or missing words are mended") {
+  CHECK(format_issues_line(check_answer(*compiled(R"({"contains":{"const":3}})"), "[1,2]").issues)
+        == "(root): No item matches the subschema of the 'contains' constraint.");
+  CHECK(check_answer(*compiled(R"({"contains":{"const":3}})"), "[1,3.0]").valid);
+  // propertyNames fails without an error of valijson's: the issue says so.
+  auto names = check_answer(*compiled(R"({"propertyNames":{"maxLength":3}})"),
+                            R"({"abcd":1})");
+  CHECK_FALSE(names.valid);
+  CHECK(format_issues_line(names.issues)
+        == "(root): the value does not match the schema (a check that gives "
+           "no reason failed: a schema of false, or propertyNames on a "
+           "property's name)");
+}
+
 TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
   // RFC 6901 in a URI fragment: ~1 is /, ~0 is ~, then %XX are bytes; the
   // pattern under the target is renamed to pgw's RE2 check there too.
