@@ -20,9 +20,11 @@
 #include <valijson/validation_results.hpp>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <new>
 #include <stdexcept>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -769,15 +771,133 @@ public:
   }
 };
 
+/// ECMA-262's white space and line terminators (`\s`), as the items of an
+/// RE2 class. RE2's `\s` is [\t\n\f\r ] alone.
+constexpr const char* ecma_space =
+  "\\t\\n\\v\\f\\r \\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}"
+  "\\x{202f}\\x{205f}\\x{3000}\\x{feff}";
+
+bool is_hex(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
+/// The code point of `\uXXXX` at `at` (four hex digits after "\u"), or -1.
+long utf16_unit(std::string_view text, size_t at) {
+  if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u')
+    return -1;
+  for (size_t k = at + 2; k < at + 6; ++k)
+    if (!is_hex(text[k]))
+      return -1;
+  return std::stol(std::string(text.substr(at + 2, 4)), nullptr, 16);
+}
+
+/// An ECMA-262 `pattern` (JSON Schema's dialect) in RE2's syntax, where the
+/// two differ and RE2 can say the same: `\uXXXX` (surrogate pairs joined)
+/// and `\u{X}` become `\x{X}` (`^[\u4e00-\u9fa5]+$` was refused), named
+/// groups `(?<name>` become `(?P<name>`, `\cJ` becomes `\x{a}`,
+/// `\s` and `\S` take ECMA's white space, and `[^]` / `[]` become any /
+/// no character. Everything else is passed as written (RE2 refuses what it
+/// cannot run: lookaround, backreferences). nullopt and why for a lone
+/// surrogate, which no UTF-8 string holds.
+std::optional<std::string> ecma_to_re2(std::string_view text,
+                                       std::string* why) {
+  std::string out;
+  out.reserve(text.size() + 16);
+  bool in_class = false;
+  for (size_t i = 0; i < text.size();) {
+    char c = text[i];
+    if (c == '\\' && i + 1 < text.size()) {
+      char d = text[i + 1];
+      if (d == 'u' && i + 2 < text.size() && text[i + 2] == '{') {
+        auto close = text.find('}', i + 3);
+        if (close != std::string_view::npos && close > i + 3) {
+          out += "\\x";
+          out += text.substr(i + 2, close - i - 1); // {X...}
+          i = close + 1;
+          continue;
+        }
+      }
+      if (auto unit = utf16_unit(text, i); unit >= 0) {
+        long cp = unit;
+        size_t used = 6;
+        if (unit >= 0xD800 && unit <= 0xDBFF) {
+          auto low = utf16_unit(text, i + 6);
+          if (low >= 0xDC00 && low <= 0xDFFF) {
+            cp = 0x10000 + ((unit - 0xD800) << 10) + (low - 0xDC00);
+            used = 12;
+          }
+        }
+        if (cp >= 0xD800 && cp <= 0xDFFF) {
+          if (why != nullptr)
+            *why = fmt::format("\\u{:04X} is half of a UTF-16 surrogate "
+                               "pair, not a character (write the pair, or "
+                               "\\u{{...}})",
+                               cp);
+          return std::nullopt;
+        }
+        out += fmt::format("\\x{{{:x}}}", cp);
+        i += used;
+        continue;
+      }
+      if (d == 'c' && i + 2 < text.size()
+          && std::isalpha(static_cast<unsigned char>(text[i + 2])) != 0) {
+        out += fmt::format("\\x{{{:x}}}", text[i + 2] % 32);
+        i += 3;
+        continue;
+      }
+      if (d == 's') {
+        out += in_class ? ecma_space : std::string("[") + ecma_space + "]";
+        i += 2;
+        continue;
+      }
+      if (d == 'S' && !in_class) {
+        out += std::string("[^") + ecma_space + "]";
+        i += 2;
+        continue;
+      }
+      out += c; // any other escape, as written (and never a class bracket)
+      out += d;
+      i += 2;
+      continue;
+    }
+    if (in_class) {
+      in_class = c != ']';
+    } else if (c == '[' && text.substr(i, 3) == "[^]") {
+      out += "[\\x{0}-\\x{10ffff}]";
+      i += 3;
+      continue;
+    } else if (c == '[' && text.substr(i, 2) == "[]") {
+      out += "[^\\x{0}-\\x{10ffff}]";
+      i += 2;
+      continue;
+    } else if (c == '[') {
+      in_class = true;
+      // ECMA's `]` right after `[` or `[^` closes the class (handled
+      // above); RE2 would read it as a literal: never reached here.
+    } else if (c == '(' && text.substr(i, 3) == "(?<" && i + 3 < text.size()
+               && text[i + 3] != '=' && text[i + 3] != '!') {
+      out += "(?P<";
+      i += 3;
+      continue;
+    }
+    out += c;
+    ++i;
+  }
+  return out;
+}
+
 } // namespace
 
-std::shared_ptr<const re2::RE2> compile_pattern(std::string_view text,
+std::shared_ptr<const re2::RE2> compile_pattern(std::string_view ecma,
                                                 std::string* why) {
+  auto text = ecma_to_re2(ecma, why);
+  if (!text)
+    return nullptr;
   RE2::Options opts;
   opts.set_log_errors(false);
   opts.set_never_capture(true);
   opts.set_max_mem(max_pattern_memory);
-  auto re = std::make_shared<const RE2>(re2::StringPiece(text.data(), text.size()),
+  auto re = std::make_shared<const RE2>(re2::StringPiece(text->data(), text->size()),
                                         opts);
   if (re->ok())
     return re;

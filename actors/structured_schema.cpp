@@ -336,6 +336,40 @@ std::string pointer_token(std::string_view key) {
   return out;
 }
 
+bool holds_nul(std::string_view s) {
+  return s.find('\0') != std::string_view::npos;
+}
+
+/// "string" or "key" when a string or key of `value` holds U+0000 (`path`
+/// is then where, in valijson's context form, for `to_pointer`), else null. valijson's Boost.JSON
+/// adapter reads a string up to its first NUL: "a\u0000b" was checked as
+/// "a" (so it matched `enum: ["a"]`, `maxLength: 1`, `pattern: "^a$"`) and
+/// answered in full.
+const char* first_nul(const json::value& value,
+                      std::vector<std::string>& path) {
+  if (value.is_string())
+    return holds_nul(value.get_string()) ? "string" : nullptr;
+  if (value.is_array()) {
+    size_t i = 0;
+    for (auto& x : value.get_array()) {
+      path.push_back("[" + std::to_string(i++) + "]");
+      if (auto what = first_nul(x, path))
+        return what;
+      path.pop_back();
+    }
+  } else if (value.is_object()) {
+    for (auto& kv : value.get_object()) {
+      path.push_back("[" + std::string(kv.key()) + "]");
+      if (holds_nul(kv.key()))
+        return "key";
+      if (auto what = first_nul(kv.value(), path))
+        return what;
+      path.pop_back();
+    }
+  }
+  return nullptr;
+}
+
 std::optional<std::string> decode_token(std::string token) {
   auto replace_all = [&token](std::string_view from, char to) {
     for (auto n = token.find(from); n != std::string::npos;
@@ -1075,6 +1109,14 @@ structured_check check_answer(const compiled_schema& schema,
     out.repaired = true;
   }
   out.json = json_text(value);
+  std::vector<std::string> nul_at;
+  if (auto what = first_nul(value, nul_at)) {
+    out.issues.push_back({to_pointer(nul_at),
+                          std::string("the ") + what
+                            + " holds U+0000 (NUL), which pgw does not check "
+                              "against a schema"});
+    return out;
+  }
   answer_size size;
   measure_answer(value, size);
   auto work = size.values * schema.fanout

@@ -569,6 +569,70 @@ TEST_CASE("structured: valijson's garbled or missing words are mended") {
            "property's name)");
 }
 
+TEST_CASE("structured: a pattern is read as ECMA-262 writes it where RE2 can run the same") {
+  struct row {
+    const char* pattern; // as JSON writes it
+    const char* valid;   // an answer string (JSON) that matches
+    const char* invalid; // one that does not
+  };
+  const row rows[] = {
+    // Refused before: RE2 has no \u escape.
+    {R"(^[\\u4e00-\\u9fa5]+$)", R"("中文")", R"("abc")"},
+    {R"(^caf\\u00e9$)", R"("café")", R"("cafe")"},
+    {R"(^\\uD83D\\uDE00$)", R"("😀")", R"("\ud83d")"},
+    {R"(^\\u{1F600}$)", R"("😀")", R"("x")"},
+    {R"(^[a\\u005d]+$)", R"("a]a")", R"("a[")"},
+    // Named groups: RE2 wrote (?P<name>.
+    {R"(^(?<year>\\d{4})-(?<month>\\d{2})$)", R"("2026-12")", R"("26-12")"},
+    {R"(^a\\cJb$)", R"("a\nb")", R"("ab")"},
+    {R"(^[^]$)", R"("\n")", R"("ab")"},
+    // ECMA's white space: RE2's \s has no no-break space.
+    {R"(^\\s$)", R"("\u00a0")", R"("x")"},
+    {R"(^[\\s]+$)", R"("\u2028\ufeff\u000b")", R"("x")"},
+    {R"(^\\S+$)", R"("中文")", R"("a\u00a0b")"},
+    {R"(^[^\\s]+$)", R"("ab")", R"("a\u3000")"},
+    // Escapes RE2 shares pass as written.
+    {R"(^\\[x\\]\\/\\d+$)", R"("[x]/12")", R"("[x]/a")"},
+  };
+  for (auto& r : rows) {
+    std::string pattern = r.pattern;
+    CAPTURE(pattern);
+    auto schema = compiled(R"({"type":"string","pattern":")" + pattern + "\"}");
+    CHECK(check_answer(*schema, r.valid).valid);
+    CHECK_FALSE(check_answer(*schema, r.invalid).valid);
+  }
+  CHECK(check_answer(*compiled(R"({"pattern":"^[]"})"), R"("")").valid == false);
+  // What no UTF-8 string holds, and what RE2 cannot run, are refused.
+  CHECK(compile_error(R"({"pattern":"^\\uD83D$"})")
+        == "schema /pattern: \\uD83D is half of a UTF-16 surrogate pair, not "
+           "a character (write the pair, or \\u{...})");
+  CHECK(contains(compile_error(R"({"pattern":"(?<=a)b"})"), "no lookaround"));
+  CHECK(contains(compile_error(R"({"pattern":"(?<y>a)\\k<y>"})"),
+                 "no lookaround or backreferences"));
+}
+
+TEST_CASE("structured: a string or key holding U+0000 is an issue, not checked up to the NUL") {
+  // valijson's adapter read "a\u0000b" as "a": it matched all three.
+  for (auto schema : {R"({"enum":["a"]})", R"({"maxLength":1})",
+                      R"({"pattern":"^a$"})"}) {
+    CAPTURE(schema);
+    auto check = check_answer(*compiled(schema), R"("a\u0000b")");
+    CHECK_FALSE(check.valid);
+    CHECK(format_issues_line(check.issues)
+          == "(root): the string holds U+0000 (NUL), which pgw does not "
+             "check against a schema");
+    CHECK(check_answer(*compiled(schema), R"("a")").valid);
+  }
+  auto any = compiled(R"({"type":"object"})");
+  CHECK(format_issues_line(check_answer(*any, R"({"x":[1,"ok","z\u0000"]})").issues)
+        == "/x/2: the string holds U+0000 (NUL), which pgw does not check "
+           "against a schema");
+  CHECK(format_issues_line(check_answer(*any, R"({"k\u0000/":1})").issues)
+        == "/k\\u0000~1: the key holds U+0000 (NUL), which pgw does not "
+           "check against a schema");
+  CHECK(check_answer(*any, R"({"k":"\u0001"})").valid);
+}
+
 TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
   // RFC 6901 in a URI fragment: ~1 is /, ~0 is ~, then %XX are bytes; the
   // pattern under the target is renamed to pgw's RE2 check there too.
