@@ -982,6 +982,14 @@ caf::expected<schema_ptr> compile(const std::string& text) {
                       "schema: not valid JSON (" + ec.message() + ")");
   if (!doc.is_object() && !doc.is_bool())
     return invalid_schema("", "a JSON Schema is an object (or a boolean)");
+  // valijson reads a string up to its first NUL (a pattern, a property's
+  // name, an enum value would be another than written).
+  std::vector<std::string> nul_at;
+  if (auto what = first_nul(doc, nul_at))
+    return invalid_schema(to_pointer(nul_at),
+                          std::string("the ") + what
+                            + " holds U+0000 (NUL), which pgw does not read "
+                              "in a schema");
   as_valijson_reads(doc, true);
   auto issues = validate(meta_schema(), doc, true);
   if (!issues.empty())

@@ -631,6 +631,13 @@ TEST_CASE("structured: a string or key holding U+0000 is an issue, not checked u
         == "/k\\u0000~1: the key holds U+0000 (NUL), which pgw does not "
            "check against a schema");
   CHECK(check_answer(*any, R"({"k":"\u0001"})").valid);
+  // In a schema (a pattern, a name, an enum value read short): refused.
+  CHECK(compile_error(R"({"properties":{"a":{"pattern":"^a\u0000|b"}}})")
+        == "schema /properties/a/pattern: the string holds U+0000 (NUL), "
+           "which pgw does not read in a schema");
+  CHECK(compile_error(R"({"required":["a\u0000b"]})")
+        == "schema /required/0: the string holds U+0000 (NUL), which pgw "
+           "does not read in a schema");
 }
 
 TEST_CASE("structured: a $ref fragment is a JSON pointer, percent-encoded") {
