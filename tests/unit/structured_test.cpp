@@ -1116,7 +1116,8 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
     {"date-time", "2026-12-07 16:52:45Z", false},
     {"date-time", "2026-02-30T00:00:00Z", false},
     {"date-time", "2026-12-07T16:52:45Zjunk", false},
-    {"email", "not checked", true},      // draft 7 lets a validator ignore it
+    {"uri", "not checked", true},        // draft 7 lets a validator ignore it
+    {"regex", "(", true},
   };
   for (auto& r : rows) {
     std::string format = r.format, text = r.text;
@@ -1153,4 +1154,81 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
   auto long_time = compiled(R"({"type":"string","format":"time"})");
   CHECK(check_answer(*long_time, "\"16:52:45." + std::string(1000000, '1') + "Z\"").valid);
   CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 2.0);
+}
+
+TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
+  struct row {
+    const char* format;
+    const char* text; // JSON string contents
+    bool valid;
+  };
+  // All were passed unchecked before (valijson knows date and time only).
+  const row rows[] = {
+    {"email", "ada.lovelace+tag@example.com", true},
+    {"email", "x@localhost", true},
+    {"email", R"(\"john doe\"@example.org)", true},
+    {"email", "a@[192.0.2.1]", true},
+    {"email", "a@[IPv6:2001:db8::1]", true},
+    {"email", "Ada <ada@example.com>", false},
+    {"email", "ada@", false},
+    {"email", "@example.com", false},
+    {"email", "a..b@example.com", false},
+    {"email", ".a@example.com", false},
+    {"email", "a@exa_mple.com", false},
+    {"email", "a@-example.com", false},
+    {"email", "N/A", false},
+    {"hostname", "api.example.com", true},
+    {"hostname", "localhost", true},
+    {"hostname", "xn--bcher-kva.example", true},
+    {"hostname", "-bad.example", false},
+    {"hostname", "a..b", false},
+    {"hostname", "under_score.example", false},
+    {"hostname", "example.com.", false},
+    {"ipv4", "192.168.0.1", true},
+    {"ipv4", "0.0.0.0", true},
+    {"ipv4", "256.0.0.1", false},
+    {"ipv4", "01.2.3.4", false},
+    {"ipv4", "1.2.3", false},
+    {"ipv4", "1.2.3.4.5", false},
+    {"ipv4", "1.2.3.4 ", false},
+    {"ipv6", "::1", true},
+    {"ipv6", "2001:db8::ff00:42:8329", true},
+    {"ipv6", "::ffff:192.0.2.1", true},
+    {"ipv6", "fe80::1%eth0", false},
+    {"ipv6", "2001:db8:::1", false},
+    {"ipv6", "192.0.2.1", false},
+    {"uuid", "123e4567-e89b-12d3-a456-426614174000", true},
+    {"uuid", "123E4567-E89B-12D3-A456-426614174000", true},
+    {"uuid", "123e4567e89b12d3a456426614174000", false},
+    {"uuid", "123e4567-e89b-12d3-a456-42661417400g", false},
+    {"duration", "P3Y6M4DT12H30M5S", true},
+    {"duration", "PT1H30M", true},
+    {"duration", "PT0.5S", true},
+    {"duration", "P2W", true},
+    {"duration", "P1D", true},
+    {"duration", "P", false},
+    {"duration", "PT", false},
+    {"duration", "P1W2D", false},
+    {"duration", "P1M1Y", false},
+    {"duration", "P1.5DT1H", false},
+    {"duration", "1 hour", false},
+  };
+  for (auto& r : rows) {
+    std::string format = r.format, text = r.text;
+    CAPTURE(format);
+    CAPTURE(text);
+    auto schema = compiled(R"({"type":"string","format":")" + format + "\"}");
+    auto check = check_answer(*schema, "\"" + text + "\"");
+    CHECK(check.valid == r.valid);
+    if (!r.valid) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(contains(check.issues[0].message, "String should be a valid "));
+    }
+  }
+  auto mail = compiled(R"({"properties":{"to":{"type":"string","format":"email"}}})");
+  CHECK(format_issues_line(check_answer(*mail, R"({"to":"nobody"})").issues)
+        == "/to: String should be a valid email address (local-part@domain, "
+           "RFC 5321, ASCII: no spaces, one @ outside quotes, a domain of "
+           "letters, digits and hyphens)");
+  CHECK(check_answer(*compiled(R"({"format":"email"})"), "7").valid); // strings only
 }

@@ -1,0 +1,313 @@
+// The `format` values pgw checks (JSON Schema draft 7 lets a validator
+// ignore a format; valijson checks date, time and date-time with
+// std::regex and no other): RFC 3339's dates and times read in one pass,
+// and the formats OpenAI's strict structured output names (email,
+// hostname, ipv4, ipv6, uuid, duration).
+
+#include "actors/structured_checks.hpp"
+
+#include "config/support/calendar.hpp"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
+#include <cctype>
+#include <string>
+
+namespace pgw {
+
+namespace {
+
+/// A cursor over the string being read: each reader takes what it names
+/// at the cursor and moves past it, or returns false (the cursor then
+/// does not matter: the value is refused).
+struct reader {
+  std::string_view text;
+  size_t at = 0;
+
+  bool done() const {
+    return at == text.size();
+  }
+
+  bool digit() const {
+    return at < text.size() && text[at] >= '0' && text[at] <= '9';
+  }
+
+  /// Exactly `n` digits, their value in `out`.
+  bool digits(int n, int& out) {
+    out = 0;
+    for (int i = 0; i < n; ++i) {
+      if (!digit())
+        return false;
+      out = out * 10 + (text[at++] - '0');
+    }
+    return true;
+  }
+
+  /// One of `chars` (a letter matching either case when both are listed).
+  bool one_of(std::string_view chars) {
+    if (at < text.size() && chars.find(text[at]) != std::string_view::npos) {
+      ++at;
+      return true;
+    }
+    return false;
+  }
+};
+
+/// full-date: date-fullyear "-" date-month "-" date-mday.
+bool full_date(reader& r) {
+  int year = 0, month = 0, day = 0;
+  return r.digits(4, year) && r.one_of("-") && r.digits(2, month)
+         && month >= 1 && month <= 12 && r.one_of("-") && r.digits(2, day)
+         && day >= 1 && day <= days_in_month(year, month);
+}
+
+/// full-time: partial-time time-offset. A leap second (second 60) is the
+/// last second of a UTC day: 23:59:60 once the offset is taken off.
+bool full_time(reader& r) {
+  int hour = 0, minute = 0, second = 0;
+  if (!(r.digits(2, hour) && hour <= 23 && r.one_of(":")
+        && r.digits(2, minute) && minute <= 59 && r.one_of(":")
+        && r.digits(2, second) && second <= 60))
+    return false;
+  if (r.one_of(".")) {
+    if (!r.digit())
+      return false;
+    while (r.digit())
+      ++r.at;
+  }
+  int offset = 0; // minutes east of UTC
+  if (!r.one_of("Zz")) {
+    bool west = r.at < r.text.size() && r.text[r.at] == '-';
+    int oh = 0, om = 0;
+    if (!(r.one_of("+-") && r.digits(2, oh) && oh <= 23 && r.one_of(":")
+          && r.digits(2, om) && om <= 59))
+      return false;
+    offset = (west ? -1 : 1) * (oh * 60 + om);
+  }
+  if (second == 60) {
+    int utc = ((hour * 60 + minute - offset) % 1440 + 1440) % 1440;
+    if (utc != 23 * 60 + 59)
+      return false;
+  }
+  return true;
+}
+
+/// dotted-quad (RFC 2673 §3.2): four decimal octets, no leading zeros.
+bool ipv4(std::string_view text) {
+  reader r{text};
+  for (int i = 0; i < 4; ++i) {
+    if (i > 0 && !r.one_of("."))
+      return false;
+    size_t start = r.at;
+    int value = 0;
+    while (r.digit() && r.at - start < 3)
+      value = value * 10 + (text[r.at++] - '0');
+    size_t n = r.at - start;
+    if (n == 0 || (n > 1 && text[start] == '0') || value > 255)
+      return false;
+  }
+  return r.done();
+}
+
+/// RFC 4291 §2.2's text forms (inet_pton's; no zone index).
+bool ipv6(std::string_view text) {
+  in6_addr out{};
+  return text.size() <= 45
+         && inet_pton(AF_INET6, std::string(text).c_str(), &out) == 1;
+}
+
+/// RFC 4122's 8-4-4-4-12 hexadecimal digits (any version).
+bool uuid(std::string_view text) {
+  if (text.size() != 36)
+    return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    bool dash = i == 8 || i == 13 || i == 18 || i == 23;
+    if (dash ? text[i] != '-'
+             : std::isxdigit(static_cast<unsigned char>(text[i])) == 0)
+      return false;
+  }
+  return true;
+}
+
+bool alnum(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0;
+}
+
+/// RFC 1123 §2.1: dot-separated labels of letters, digits and hyphens,
+/// neither starting nor ending with a hyphen, at most 63 bytes each and 253
+/// in all.
+bool hostname(std::string_view text) {
+  if (text.empty() || text.size() > 253)
+    return false;
+  size_t start = 0;
+  for (;;) {
+    auto dot = text.find('.', start);
+    auto label = text.substr(start, dot == std::string_view::npos
+                                      ? std::string_view::npos
+                                      : dot - start);
+    if (label.empty() || label.size() > 63 || label.front() == '-'
+        || label.back() == '-')
+      return false;
+    for (char c : label)
+      if (!alnum(c) && c != '-')
+        return false;
+    if (dot == std::string_view::npos)
+      return true;
+    start = dot + 1;
+  }
+}
+
+/// RFC 5321 §4.1.2's Mailbox, ASCII: a dot-atom or quoted local part of at
+/// most 64 bytes, "@", a hostname or an address literal ([192.0.2.1],
+/// [IPv6:2001:db8::1]).
+bool email(std::string_view text) {
+  auto at = text.rfind('@');
+  if (at == std::string_view::npos || at == 0 || at > 64)
+    return false;
+  auto local = text.substr(0, at);
+  auto domain = text.substr(at + 1);
+  if (local.size() >= 2 && local.front() == '"' && local.back() == '"') {
+    for (size_t i = 1; i + 1 < local.size(); ++i) {
+      auto c = static_cast<unsigned char>(local[i]);
+      if (c == '\\' && i + 2 < local.size())
+        ++i; // a quoted pair
+      else if (c < 0x20 || c > 0x7e || c == '"' || c == '\\')
+        return false;
+    }
+  } else {
+    static constexpr std::string_view atext = "!#$%&'*+-/=?^_`{|}~";
+    bool after_dot = true;
+    for (char c : local) {
+      if (c == '.') {
+        if (after_dot)
+          return false;
+        after_dot = true;
+      } else if (alnum(c) || atext.find(c) != std::string_view::npos) {
+        after_dot = false;
+      } else {
+        return false;
+      }
+    }
+    if (after_dot)
+      return false;
+  }
+  if (domain.size() > 2 && domain.front() == '[' && domain.back() == ']') {
+    auto literal = domain.substr(1, domain.size() - 2);
+    return literal.rfind("IPv6:", 0) == 0 ? ipv6(literal.substr(5))
+                                          : ipv4(literal);
+  }
+  return hostname(domain);
+}
+
+/// ISO 8601's duration (RFC 3339 appendix A): P, then date components in
+/// the order Y M D, or W alone, then T and time components in the order
+/// H M S; numbers of digits, the last one may have a fraction (PT0.5S).
+bool duration(std::string_view text) {
+  reader r{text};
+  if (!r.one_of("P"))
+    return false;
+  bool fraction = false; // nothing may follow a fraction
+  size_t parts = 0;
+  bool week = false;
+  // One component whose unit is in `units` at or after `next`: 1 read,
+  // 0 none here, -1 malformed.
+  auto component = [&](std::string_view units, size_t& next) {
+    if (!r.digit())
+      return 0;
+    if (fraction)
+      return -1;
+    while (r.digit())
+      ++r.at;
+    if (r.one_of(".,")) {
+      if (!r.digit())
+        return -1;
+      while (r.digit())
+        ++r.at;
+      fraction = true;
+    }
+    auto unit = r.done() ? std::string_view::npos
+                         : units.find(text[r.at], next);
+    if (unit == std::string_view::npos)
+      return -1;
+    week = week || units[unit] == 'W';
+    ++r.at;
+    next = unit + 1;
+    ++parts;
+    return 1;
+  };
+  size_t next = 0;
+  int got = 0;
+  while ((got = component("YMWD", next)) == 1) {
+  }
+  if (got < 0 || (week && parts > 1))
+    return false;
+  if (r.one_of("T")) {
+    size_t date_parts = parts;
+    next = 0;
+    while ((got = component("HMS", next)) == 1) {
+    }
+    if (got < 0 || parts == date_parts || week)
+      return false;
+  }
+  return parts > 0 && r.done();
+}
+
+} // namespace
+
+std::optional<std::string> format_problem(std::string_view format,
+                                          std::string_view text) {
+  reader r{text};
+  if (format == "date") {
+    if (full_date(r) && r.done())
+      return std::nullopt;
+    return std::string{"String should be a valid date (RFC 3339 full-date: "
+                       "YYYY-MM-DD, a day the month has)"};
+  }
+  if (format == "time") {
+    if (full_time(r) && r.done())
+      return std::nullopt;
+    return std::string{"String should be a valid time (RFC 3339 full-time: "
+                       "HH:MM:SS, optional .fraction, then Z or +HH:MM or "
+                       "-HH:MM)"};
+  }
+  if (format == "date-time") {
+    if (full_date(r) && r.one_of("Tt") && full_time(r) && r.done())
+      return std::nullopt;
+    return std::string{"String should be a valid date-time (RFC 3339: "
+                       "YYYY-MM-DDTHH:MM:SS, optional .fraction, then Z or "
+                       "+HH:MM or -HH:MM)"};
+  }
+  struct other {
+    std::string_view name;
+    bool (*valid)(std::string_view);
+    const char* words;
+  };
+  static constexpr other others[] = {
+    {"email", email,
+     "String should be a valid email address (local-part@domain, RFC 5321, "
+     "ASCII: no spaces, one @ outside quotes, a domain of letters, digits "
+     "and hyphens)"},
+    {"hostname", hostname,
+     "String should be a valid hostname (RFC 1123: dot-separated labels of "
+     "letters, digits and hyphens, at most 63 bytes each, 253 in all)"},
+    {"ipv4", ipv4,
+     "String should be a valid IPv4 address (four decimal numbers 0-255 "
+     "joined by dots, without leading zeros)"},
+    {"ipv6", ipv6,
+     "String should be a valid IPv6 address (RFC 4291 text form, no zone "
+     "index)"},
+    {"uuid", uuid,
+     "String should be a valid UUID (8-4-4-4-12 hexadecimal digits)"},
+    {"duration", duration,
+     "String should be a valid duration (ISO 8601: P1Y2M3D, PT1H30M, PT0.5S "
+     "or P2W)"},
+  };
+  for (auto& o : others)
+    if (format == o.name)
+      return o.valid(text) ? std::nullopt
+                           : std::optional<std::string>(o.words);
+  return std::nullopt;
+}
+
+} // namespace pgw
