@@ -93,6 +93,10 @@ bool full_time(reader& r) {
   return true;
 }
 
+bool is_hex_digit(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
+
 /// dotted-quad (RFC 2673 §3.2): four decimal octets, no leading zeros.
 bool ipv4(std::string_view text) {
   reader r{text};
@@ -112,6 +116,10 @@ bool ipv4(std::string_view text) {
 
 /// RFC 4291 §2.2's text forms (inet_pton's; no zone index).
 bool ipv6(std::string_view text) {
+  // inet_pton reads a C string: no byte past a NUL may go unread.
+  for (char c : text)
+    if (!is_hex_digit(c) && c != ':' && c != '.')
+      return false;
   in6_addr out{};
   return text.size() <= 45
          && inet_pton(AF_INET6, std::string(text).c_str(), &out) == 1;
@@ -123,8 +131,7 @@ bool uuid(std::string_view text) {
     return false;
   for (size_t i = 0; i < text.size(); ++i) {
     bool dash = i == 8 || i == 13 || i == 18 || i == 23;
-    if (dash ? text[i] != '-'
-             : std::isxdigit(static_cast<unsigned char>(text[i])) == 0)
+    if (dash ? text[i] != '-' : !is_hex_digit(text[i]))
       return false;
   }
   return true;

@@ -23,6 +23,9 @@
 #include "config/json_text.hpp"
 #include "fuzz_require.hpp"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -77,6 +80,24 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                && !pgw::format_problem("date", answer.substr(0, 10))
                && !pgw::format_problem("time", answer.substr(11));
   FUZZ_REQUIRE(date_time == parts);
+
+  // ipv4 is exactly what inet_pton takes (it refuses leading zeros too);
+  // an email's domain after its last @ is a hostname or an address
+  // literal; these formats are printable ASCII (a space only in an
+  // email's quoted local part).
+  in_addr v4{};
+  FUZZ_REQUIRE(!pgw::format_problem("ipv4", answer)
+               == (answer.find('\0') == std::string::npos
+                   && inet_pton(AF_INET, answer.c_str(), &v4) == 1));
+  if (!pgw::format_problem("email", answer)) {
+    auto domain = answer.substr(answer.rfind('@') + 1);
+    FUZZ_REQUIRE(!pgw::format_problem("hostname", domain)
+                 || (domain.front() == '[' && domain.back() == ']'));
+  }
+  for (std::string f : {"email", "hostname", "uuid", "duration"})
+    if (!pgw::format_problem(f, answer))
+      for (unsigned char c : answer)
+        FUZZ_REQUIRE(c < 0x7f && (c > 0x20 || (c == 0x20 && f == "email")));
 
   auto repaired = pgw::repair_json(answer);
   FUZZ_REQUIRE(subsequence(repaired.text, answer));

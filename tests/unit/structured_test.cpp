@@ -2,6 +2,7 @@
 // (valijson), the deterministic repair, the ladder, the body per rung and
 // the re-ask messages.
 
+#include "actors/structured_checks.hpp"
 #include "actors/structured_ladder.hpp"
 #include "actors/structured_repair.hpp"
 #include "actors/structured_schema.hpp"
@@ -1231,4 +1232,10 @@ TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
            "RFC 5321, ASCII: no spaces, one @ outside quotes, a domain of "
            "letters, digits and hyphens)");
   CHECK(check_answer(*compiled(R"({"format":"email"})"), "7").valid); // strings only
+  // inet_pton reads up to a NUL: "::44" NUL junk was an IPv6 address
+  // (found by fuzz_structured through an email's address literal).
+  using namespace std::string_view_literals;
+  CHECK(format_problem("ipv6", "::44\0junk"sv));
+  CHECK(format_problem("email", "a@[IPv6:::44\0junk]"sv));
+  CHECK_FALSE(format_problem("ipv6", "::44"sv));
 }
