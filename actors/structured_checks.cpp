@@ -617,7 +617,8 @@ public:
     if (shown < allowed.size())
       words += fmt::format(", … ({} values)", allowed.size());
     if (!one_)
-      words = "one of " + words;
+      words = allowed.empty() ? "no value (the enum is empty)"
+                              : "one of " + words;
     return new equal_check(one_, std::move(allowed), std::move(words));
   }
 

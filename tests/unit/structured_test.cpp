@@ -492,6 +492,9 @@ TEST_CASE("structured: enum and const compare JSON exactly and say what they exp
      "Failed to match expected value set by 'const' constraint: expected "
      "an array, found an array."},
     {R"({"const":"\u00e9t\u00e9"})", R"("été")", ""},
+    {R"({"enum":[]})", "1",
+     "Failed to match against any enum values: expected no value (the enum "
+     "is empty), found 1."},
   };
   for (auto& r : rows) {
     std::string schema = r.schema, answer = r.answer;
