@@ -75,7 +75,8 @@ const char* scenario_json = R"({"models": {
   "drip":          {"ttft_ms": 50, "token_ms": 150, "tokens": 8},
   "flood":         {"token_ms": 0, "tokens": 3000, "token_bytes": 2000},
   "person":        {"script": [{"content": "Ada is 36."},
-                               {"content": "```json\n{\"name\": \"Ada\", \"age\": 36,}\n```"}]}
+                               {"content": "```json\n{\"name\": \"Ada\", \"age\": 36,}\n```"}]},
+  "role":          {"script": [{"content": "{\"name\": \"Ada\", \"role\": \"admin\", \"email\": \"ada at example.com\"}"}]}
 }})";
 
 /// A simulator and a `pgw-actor serve` over it, with the scopes the Node
@@ -150,6 +151,9 @@ struct serve_fixture {
     source("NOUSAGE", "N", "nousage");
     source("STRUCT", "P", "person");
     env.push_back("STRUCT__BACKOFF_BASE_S=0.01");
+    source("ROLE", "R", "role"); // never matches a schema with a role enum
+    env.push_back("ROLE__BACKOFF_BASE_S=0.01");
+    env.push_back("ROLE__STRUCTURED__MAX_REASKS=1");
     source("HANG", "H", "hang");
     env.push_back("HANG__CALL_DEADLINE_S=0.5");
     // Issue 16: an embedding scope and a MonkeyOCR scope (images <= 1000 B).
@@ -300,13 +304,17 @@ TEST_CASE("serve: the openai SDK's chat, streaming, tools, abort, errors and aut
                   "run `make deps` (npm ci in tests/e2e/serve_client)");
   for (const char* name : {"chat", "stream", "tools", "tools_stream",
                            "tools_failover", "abort", "errors", "auth",
-                           "live", "interrupted", "nousage"}) {
+                           "live", "interrupted", "nousage", "parse"}) {
     CAPTURE(name);
     serve_fixture f;
     auto out = f.node_case(name);
     CHECK(out.at("ok").as_bool());
     if (std::string(name) == "abort")
       MESSAGE("abort: " << json::serialize(out));
+    if (std::string(name) == "parse") // the validator's words reach the SDK
+      CHECK(std::string(out.at("error").as_string()).find(
+              R"(/email: String should be a valid email address)")
+            != std::string::npos);
     // A live stream's access line says how it ended when not well (its
     // 200 went out with the first chunk).
     auto access_line = [&f](const std::string& scope) {

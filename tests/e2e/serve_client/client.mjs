@@ -183,6 +183,37 @@ const cases = {
     assert.ok(whole.length > partial.length, 'buffered: the whole answer');
     return { partial, whole, message: err.message };
   },
+  // Structured output through the SDK's parse helper (response_format
+  // json_schema, strict): `parsed` is the validated JSON; an answer that
+  // never matches is a 502 whose message carries the validator's words.
+  async parse() {
+    const person = {
+      type: 'json_schema',
+      json_schema: {
+        name: 'person', strict: true,
+        schema: { type: 'object', properties: { name: { type: 'string' }, age: { type: 'integer' } }, required: ['name', 'age'], additionalProperties: false },
+      },
+    };
+    const r = await client.chat.completions.parse({ model: 'STRUCT', messages: hello, response_format: person });
+    assert.deepEqual(r.choices[0].message.parsed, { name: 'Ada', age: 36 });
+    const role = {
+      type: 'json_schema',
+      json_schema: {
+        name: 'staff', strict: true,
+        schema: {
+          type: 'object',
+          properties: { name: { type: 'string' }, role: { enum: ['engineer', 'writer'] }, email: { type: 'string', format: 'email' } },
+          required: ['name', 'role', 'email'], additionalProperties: false,
+        },
+      },
+    };
+    const err = await client.chat.completions.parse({ model: 'ROLE', messages: hello, response_format: role }).catch((e) => e);
+    assert.ok(err instanceof OpenAI.APIError, `${err.constructor.name}: ${err.message}`);
+    assert.equal(err.status, 502);
+    assert.equal(err.code, 'result_invalid');
+    assert.match(err.message, /\/role: Failed to match against any enum values: expected one of "engineer", "writer", found "admin"\./);
+    return { parsed: r.choices[0].message.parsed, error: err.message };
+  },
   async tools() {
     // Deltas without index upstream (no_index source), normalised by pgw.
     const r = await client.chat.completions.create({ model: 'TOOLS', messages: hello, tools, tool_choice: 'auto', parallel_tool_calls: true });
