@@ -1,7 +1,12 @@
 // The checks pgw makes instead of valijson's: valijson constraints of ours
-// (PolyConstraint), given to the parser under renamed keywords.
+// (PolyConstraint), given to the parser under renamed keywords — pattern
+// (RE2, from ECMA-262's syntax), format (actors/structured_formats.cpp
+// reads the values), multipleOf, type and the bounds on a number here;
+// enum, const and uniqueItems in actors/structured_equality.cpp.
 
 #include "actors/structured_checks.hpp"
+
+#include "actors/structured_check_kit.hpp"
 
 // As in actors/structured_schema.cpp: valijson throws rather than aborts.
 #if !VALIJSON_USE_EXCEPTIONS
@@ -59,19 +64,6 @@ thread_local uint64_t pattern_work_left = max_answer_pattern_work;
 /// a constraint of ours that matches with RE2, whose time is linear in the
 /// subject.
 constexpr const char* linear_pattern_keyword = "x-pgw-pattern";
-
-/// A constraint of ours that valijson applies (a keyword renamed to it):
-/// valijson copies it into place and asks its size.
-template <class Self>
-class check_of_ours : public valijson::constraints::PolyConstraint {
-  valijson::constraints::Constraint* cloneInto(void* at) const override {
-    return new (at) Self(static_cast<const Self&>(*this));
-  }
-
-  size_t sizeOf() const override {
-    return sizeof(Self);
-  }
-};
 
 class linear_pattern final : public check_of_ours<linear_pattern> {
 public:
@@ -227,54 +219,6 @@ public:
                              "can read");
   }
 };
-
-/// A number of the answer or the schema: its int64 when it is one.
-struct exact_number {
-  bool whole = false;
-  int64_t i = 0;
-  double d = 0;
-};
-
-std::optional<exact_number> read_number(const valijson::adapters::Adapter& v) {
-  exact_number n;
-  if (v.isInteger() && v.asInteger(n.i)) {
-    n.whole = true;
-    n.d = static_cast<double>(n.i);
-    return n;
-  }
-  if (v.isDouble() && v.asDouble(n.d))
-    return n;
-  return std::nullopt; // an integer past int64's range: never here (the
-                       // answer's and schema's are doubles by then)
-}
-
-/// As a person writes it: 5, 0.5, 1.8446744073709552e+19 (the shortest
-/// text that reads back as the same double).
-std::string number_text(const exact_number& n) {
-  return n.whole ? std::to_string(n.i) : fmt::format("{}", n.d);
-}
-
-/// Where `a` lies from `b`: -1, 0 or 1, exactly. valijson compares doubles:
-/// 9007199254740993 passed `maximum: 9007199254740992`.
-int compare(const exact_number& a, const exact_number& b) {
-  if (a.whole && b.whole)
-    return (a.i > b.i) - (a.i < b.i);
-  if (!a.whole && !b.whole)
-    return (a.d > b.d) - (a.d < b.d);
-  if (!a.whole)
-    return -compare(b, a);
-  // An int64 and a finite double (JSON has no others).
-  if (b.d >= 0x1p63)
-    return -1;
-  if (b.d < -0x1p63)
-    return 1;
-  double t = std::trunc(b.d); // inside int64's range: exact
-  auto ti = static_cast<int64_t>(t);
-  if (a.i != ti)
-    return a.i < ti ? -1 : 1;
-  double fraction = b.d - t; // exact
-  return fraction > 0 ? -1 : fraction < 0 ? 1 : 0;
-}
 
 /// The bounds on a number, renamed: valijson 1.0 compares them as doubles
 /// and words them with printf's %f ("Expected number less than or equal to
@@ -444,233 +388,6 @@ public:
   }
 };
 
-/// What `enum` and `const` are renamed to: draft 7's equality with numbers
-/// compared exactly (valijson compares them as doubles: 9007199254740993
-/// matched `const: 9007199254740992`), and an error that says what was
-/// expected and found (valijson's named neither, and a re-asked model had
-/// to guess the allowed values).
-constexpr const char* enum_keyword = "x-pgw-enum";
-constexpr const char* const_keyword = "x-pgw-const";
-
-/// A copy of a schema value (numbers as int64 or double: the schema holds
-/// no others by the time valijson reads it).
-boost::json::value copy_of(const valijson::adapters::Adapter& v) {
-  if (v.isBool())
-    return v.getBool();
-  if (v.isString())
-    return boost::json::string(v.getString());
-  if (auto n = read_number(v))
-    return n->whole ? boost::json::value(n->i) : boost::json::value(n->d);
-  if (v.isArray()) {
-    boost::json::array out;
-    v.applyToArray([&out](const valijson::adapters::Adapter& item) {
-      out.push_back(copy_of(item));
-      return true;
-    });
-    return out;
-  }
-  if (v.isObject()) {
-    boost::json::object out;
-    v.applyToObject(
-      [&out](const std::string& key, const valijson::adapters::Adapter& item) {
-        out[key] = copy_of(item);
-        return true;
-      });
-    return out;
-  }
-  return nullptr;
-}
-
-/// True when the answer's `v` is `expected` as draft 7 compares JSON:
-/// numbers by value (1 is 1.0; exact for integers), strings by their
-/// bytes, arrays item by item, objects by their members in any order.
-bool equal(const boost::json::value& expected,
-           const valijson::adapters::Adapter& v) {
-  switch (expected.kind()) {
-    case boost::json::kind::null:
-      return v.isNull();
-    case boost::json::kind::bool_:
-      return v.isBool() && v.getBool() == expected.get_bool();
-    case boost::json::kind::string:
-      return v.isString() && v.getString() == expected.get_string();
-    case boost::json::kind::int64:
-    case boost::json::kind::uint64:
-    case boost::json::kind::double_: {
-      auto n = v.isNumber() ? read_number(v) : std::nullopt;
-      exact_number e;
-      e.whole = expected.is_int64();
-      e.i = e.whole ? expected.get_int64() : 0;
-      e.d = expected.to_number<double>();
-      return n && compare(*n, e) == 0;
-    }
-    case boost::json::kind::array: {
-      auto& items = expected.get_array();
-      if (!v.isArray() || v.getArraySize() != items.size())
-        return false;
-      size_t i = 0;
-      return v.applyToArray([&](const valijson::adapters::Adapter& item) {
-        return equal(items[i++], item);
-      });
-    }
-    case boost::json::kind::object: {
-      auto& members = expected.get_object();
-      if (!v.isObject() || v.getObjectSize() != members.size())
-        return false;
-      return v.applyToObject(
-        [&](const std::string& key, const valijson::adapters::Adapter& item) {
-          auto* e = members.if_contains(key);
-          return e != nullptr && equal(*e, item);
-        });
-    }
-  }
-  return false;
-}
-
-/// A value in a few words for an error: a number or literal as written, a
-/// string quoted and cut at 40 bytes, an array or object by its kind.
-std::string brief(const valijson::adapters::Adapter& v) {
-  if (v.isNull())
-    return "null";
-  if (v.isBool())
-    return v.getBool() ? "true" : "false";
-  if (auto n = v.isNumber() ? read_number(v) : std::nullopt)
-    return number_text(*n);
-  if (v.isArray())
-    return "an array";
-  if (v.isObject())
-    return "an object";
-  auto s = v.getString();
-  bool cut = s.size() > 40;
-  if (cut) {
-    size_t n = 40;
-    while (n > 0 && (static_cast<unsigned char>(s[n]) & 0xC0) == 0x80)
-      --n; // not inside a UTF-8 sequence
-    s.resize(n);
-  }
-  return boost::json::serialize(boost::json::string(s)) + (cut ? "…" : "");
-}
-
-class equal_check final : public check_of_ours<equal_check> {
-public:
-  equal_check(bool one, std::vector<boost::json::value> allowed,
-              std::string expected)
-    : one_(one),
-      allowed_(std::make_shared<const std::vector<boost::json::value>>(
-        std::move(allowed))),
-      expected_(std::move(expected)) {
-  }
-
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    if (target.isString()) { // the answer's string read once, not per value
-      auto s = target.getString();
-      for (auto& a : *allowed_)
-        if (a.is_string() && a.get_string() == s)
-          return true;
-    } else {
-      for (auto& a : *allowed_)
-        if (equal(a, target))
-          return true;
-    }
-    if (results != nullptr)
-      results->pushError(context,
-                         fmt::format("Failed to match {}: expected {}, found "
-                                     "{}.",
-                                     one_ ? "expected value set by 'const' "
-                                            "constraint"
-                                          : "against any enum values",
-                                     expected_, brief(target)));
-    return false;
-  }
-
-private:
-  bool one_;
-  /// Shared by the copies valijson makes of the constraint.
-  std::shared_ptr<const std::vector<boost::json::value>> allowed_;
-  /// The allowed values in words ("one of 1, 2, 3").
-  std::string expected_;
-};
-
-class equal_builder final : public valijson::ConstraintBuilder {
-public:
-  explicit equal_builder(bool one) : one_(one) {
-  }
-
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    std::vector<boost::json::value> allowed;
-    std::string words;
-    size_t shown = 0; // values in `words`: until it is 160 bytes long
-    auto add = [&](const valijson::adapters::Adapter& v) {
-      allowed.push_back(copy_of(v));
-      if (words.size() < 160) {
-        words += (shown > 0 ? ", " : "") + brief(v);
-        ++shown;
-      }
-      return true;
-    };
-    if (one_)
-      add(value);
-    else
-      value.applyToArray(add);
-    if (shown < allowed.size())
-      words += fmt::format(", … ({} values)", allowed.size());
-    if (!one_)
-      words = allowed.empty() ? "no value (the enum is empty)"
-                              : "one of " + words;
-    return new equal_check(one_, std::move(allowed), std::move(words));
-  }
-
-private:
-  bool one_;
-};
-
-/// What `uniqueItems` is renamed to: the same equality as `enum` (valijson
-/// compares numbers as doubles), and each item equal to an earlier one is
-/// one error naming both and the value (valijson listed every equal pair:
-/// 100 equal items, 4,950 errors).
-constexpr const char* unique_items_keyword = "x-pgw-uniqueItems";
-
-class unique_items_check final : public check_of_ours<unique_items_check> {
-public:
-  bool validate(const valijson::adapters::Adapter& target,
-                const std::vector<std::string>& context,
-                valijson::ValidationResults* results) const override {
-    if (!target.isArray())
-      return true;
-    std::vector<boost::json::value> seen;
-    seen.reserve(target.getArraySize());
-    bool ok = true;
-    target.applyToArray([&](const valijson::adapters::Adapter& item) {
-      for (size_t i = 0; i < seen.size(); ++i) {
-        if (!equal(seen[i], item))
-          continue;
-        ok = false;
-        if (results != nullptr)
-          results->pushError(context,
-                             fmt::format("Elements at indexes #{} and #{} "
-                                         "are equal ({}): uniqueItems "
-                                         "allows each value once.",
-                                         i, seen.size(), brief(item)));
-        break;
-      }
-      seen.push_back(copy_of(item));
-      return ok || results != nullptr; // without a list, the first is enough
-    });
-    return ok;
-  }
-};
-
-class unique_items_builder final : public valijson::ConstraintBuilder {
-public:
-  valijson::constraints::Constraint*
-  make(const valijson::adapters::Adapter& value) const override {
-    // `uniqueItems: false` constrains nothing (renamed only when true).
-    (void)value;
-    return new unique_items_check;
-  }
-};
 
 /// ECMA-262's white space and line terminators (`\s`), as the items of an
 /// RE2 class. RE2's `\s` is [\t\n\f\r ] alone.
@@ -826,12 +543,8 @@ const char* renamed_keyword(std::string_view key,
     return multiple_of_keyword;
   if (key == "type" && (value.is_string() || value.is_array()))
     return type_keyword;
-  if (key == "enum" && value.is_array())
-    return enum_keyword;
-  if (key == "const")
-    return const_keyword;
-  if (key == "uniqueItems" && value.is_bool() && value.get_bool())
-    return unique_items_keyword;
+  if (auto ours = equality_keyword(key, value))
+    return ours;
   if (value.is_number())
     for (auto& b : bound_keywords)
       if (key == b.key)
@@ -848,9 +561,48 @@ void add_checks_of_ours(valijson::SchemaParser& parser) {
   parser.addConstraintBuilder(type_keyword, new type_builder);
   for (auto& b : bound_keywords)
     parser.addConstraintBuilder(b.ours, new bound_builder(b));
-  parser.addConstraintBuilder(enum_keyword, new equal_builder(false));
-  parser.addConstraintBuilder(const_keyword, new equal_builder(true));
-  parser.addConstraintBuilder(unique_items_keyword, new unique_items_builder);
+  add_equality_checks(parser);
+}
+
+std::optional<exact_number> read_number(const valijson::adapters::Adapter& v) {
+  exact_number n;
+  if (v.isInteger() && v.asInteger(n.i)) {
+    n.whole = true;
+    n.d = static_cast<double>(n.i);
+    return n;
+  }
+  if (v.isDouble() && v.asDouble(n.d))
+    return n;
+  return std::nullopt; // an integer past int64's range: never here (the
+                       // answer's and schema's are doubles by then)
+}
+
+/// As a person writes it: 5, 0.5, 1.8446744073709552e+19 (the shortest
+/// text that reads back as the same double).
+std::string number_text(const exact_number& n) {
+  return n.whole ? std::to_string(n.i) : fmt::format("{}", n.d);
+}
+
+/// Where `a` lies from `b`: -1, 0 or 1, exactly. valijson compares doubles:
+/// 9007199254740993 passed `maximum: 9007199254740992`.
+int compare(const exact_number& a, const exact_number& b) {
+  if (a.whole && b.whole)
+    return (a.i > b.i) - (a.i < b.i);
+  if (!a.whole && !b.whole)
+    return (a.d > b.d) - (a.d < b.d);
+  if (!a.whole)
+    return -compare(b, a);
+  // An int64 and a finite double (JSON has no others).
+  if (b.d >= 0x1p63)
+    return -1;
+  if (b.d < -0x1p63)
+    return 1;
+  double t = std::trunc(b.d); // inside int64's range: exact
+  auto ti = static_cast<int64_t>(t);
+  if (a.i != ti)
+    return a.i < ti ? -1 : 1;
+  double fraction = b.d - t; // exact
+  return fraction > 0 ? -1 : fraction < 0 ? 1 : 0;
 }
 
 void start_pattern_budget() {

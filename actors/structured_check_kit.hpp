@@ -1,0 +1,70 @@
+#pragma once
+
+/// What the checks of pgw's share (actors/structured_checks.cpp and
+/// actors/structured_equality.cpp): valijson's constraint boilerplate and
+/// numbers read exactly. Internal to those units; valijson's parser and
+/// validator stay in actors/structured_schema.cpp.
+
+#include <valijson/constraints/concrete_constraints.hpp>
+#include <valijson/internal/adapter.hpp>
+
+#include <cstddef>
+#include <cstdint>
+#include <new>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace boost::json {
+class value;
+} // namespace boost::json
+
+namespace valijson {
+class SchemaParser;
+} // namespace valijson
+
+namespace pgw {
+
+/// A constraint of ours that valijson applies (a keyword renamed to it):
+/// valijson copies it into place and asks its size.
+template <class Self>
+class check_of_ours : public valijson::constraints::PolyConstraint {
+  valijson::constraints::Constraint* cloneInto(void* at) const override {
+    return new (at) Self(static_cast<const Self&>(*this));
+  }
+
+  size_t sizeOf() const override {
+    return sizeof(Self);
+  }
+};
+
+/// A number of the answer or the schema: its int64 when it is one.
+struct exact_number {
+  bool whole = false;
+  int64_t i = 0;
+  double d = 0;
+};
+
+/// `v` as a number, or nullopt when it is none (or an integer past int64's
+/// range, which valijson's adapter cannot read: pgw makes those doubles
+/// before valijson sees them).
+std::optional<exact_number> read_number(const valijson::adapters::Adapter& v);
+
+/// As a person writes it: 5, 0.5, 1.8446744073709552e+19 (the shortest
+/// text that reads back as the same double).
+std::string number_text(const exact_number& n);
+
+/// Where `a` lies from `b`: -1, 0 or 1, exactly (an int64 against a double
+/// without rounding). valijson compares doubles: 9007199254740993 passed
+/// `maximum: 9007199254740992`.
+int compare(const exact_number& a, const exact_number& b);
+
+/// The keyword of ours `enum`, `const` or `uniqueItems` becomes, or null
+/// (actors/structured_equality.cpp).
+const char* equality_keyword(std::string_view key,
+                             const boost::json::value& value);
+
+/// Gives `parser` the builders of `equality_keyword`'s keywords.
+void add_equality_checks(valijson::SchemaParser& parser);
+
+} // namespace pgw
