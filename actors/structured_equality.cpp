@@ -105,7 +105,51 @@ bool equal(const boost::json::value& expected,
 }
 
 /// A value in a few words for an error: a number or literal as written, a
-/// string quoted and cut at 40 bytes, an array or object by its kind.
+/// string quoted and cut at 40 bytes, an array or object as JSON when that
+/// takes at most 40 bytes, else by its kind ("an object").
+/// Appends `v` as JSON text while `out` stays within `cap` bytes; false
+/// (and stops reading) once it would not.
+bool short_json(const valijson::adapters::Adapter& v, std::string& out,
+                size_t cap) {
+  if (v.isNull()) {
+    out += "null";
+  } else if (v.isBool()) {
+    out += v.getBool() ? "true" : "false";
+  } else if (auto n = v.isNumber() ? read_number(v) : std::nullopt) {
+    out += number_text(*n);
+  } else if (v.isString()) {
+    auto s = v.getString();
+    if (s.size() > cap)
+      return false;
+    out += boost::json::serialize(boost::json::string(s));
+  } else if (v.isArray()) {
+    out += '[';
+    bool first = true;
+    if (!v.applyToArray([&](const valijson::adapters::Adapter& item) {
+          out += first ? "" : ",";
+          first = false;
+          return out.size() <= cap && short_json(item, out, cap);
+        }))
+      return false;
+    out += ']';
+  } else if (v.isObject()) {
+    out += '{';
+    bool first = true;
+    if (!v.applyToObject([&](const std::string& key,
+                             const valijson::adapters::Adapter& item) {
+          out += first ? "" : ",";
+          first = false;
+          if (key.size() > cap)
+            return false;
+          out += boost::json::serialize(boost::json::string(key)) + ":";
+          return out.size() <= cap && short_json(item, out, cap);
+        }))
+      return false;
+    out += '}';
+  }
+  return out.size() <= cap;
+}
+
 std::string brief(const valijson::adapters::Adapter& v) {
   if (v.isNull())
     return "null";
@@ -113,10 +157,12 @@ std::string brief(const valijson::adapters::Adapter& v) {
     return v.getBool() ? "true" : "false";
   if (auto n = v.isNumber() ? read_number(v) : std::nullopt)
     return number_text(*n);
-  if (v.isArray())
-    return "an array";
-  if (v.isObject())
-    return "an object";
+  if (v.isArray() || v.isObject()) {
+    std::string text;
+    if (short_json(v, text, 40))
+      return text;
+    return v.isArray() ? "an array" : "an object";
+  }
   auto s = v.getString();
   bool cut = s.size() > 40;
   if (cut) {

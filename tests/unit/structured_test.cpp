@@ -482,15 +482,22 @@ TEST_CASE("structured: enum and const compare JSON exactly and say what they exp
      "found 0."},
     // Arrays item by item, objects member by member in any order.
     {R"({"const":{"a":[1,"x"],"b":{}}})", R"({"b":{},"a":[1.0,"x"]})", ""},
+    // Shown as JSON up to 40 bytes, else by kind.
     {R"({"const":{"a":[1,"x"],"b":{}}})", R"({"a":["x",1],"b":{}})",
-     "Failed to match expected value set by 'const' constraint: expected "
-     "an object, found an object."},
+     R"(Failed to match expected value set by 'const' constraint: expected )"
+     R"({"a":[1,"x"],"b":{}}, found {"a":["x",1],"b":{}}.)"},
     {R"({"const":{"a":[1,"x"]}})", R"({"a":[1,"x"],"b":{}})",
-     "Failed to match expected value set by 'const' constraint: expected "
-     "an object, found an object."},
+     R"(Failed to match expected value set by 'const' constraint: expected )"
+     R"({"a":[1,"x"]}, found {"a":[1,"x"],"b":{}}.)"},
     {R"({"const":[1,2]})", "[1,2,3]",
      "Failed to match expected value set by 'const' constraint: expected "
-     "an array, found an array."},
+     "[1,2], found [1,2,3]."},
+    {R"({"const":[1,2]})", R"([1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20])",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "[1,2], found an array."},
+    {R"({"const":{"k":"0123456789012345678901234567890123456789"}})", "{}",
+     "Failed to match expected value set by 'const' constraint: expected "
+     "an object, found {}."},
     {R"({"const":"\u00e9t\u00e9"})", R"("été")", ""},
     {R"({"enum":[]})", "1",
      "Failed to match against any enum values: expected no value (the enum "
@@ -539,8 +546,8 @@ TEST_CASE("structured: uniqueItems uses the same equality and names each repeate
   CHECK(issues("[1, 1.0]") == "(root): Elements at indexes #0 and #1 are "
                               "equal (1): uniqueItems allows each value once.");
   CHECK(issues(R"([{"a":1,"b":[1]},{"b":[1.0],"a":1}])")
-        == "(root): Elements at indexes #0 and #1 are equal (an object): "
-           "uniqueItems allows each value once.");
+        == "(root): Elements at indexes #0 and #1 are equal "
+           "({\"b\":[1],\"a\":1}): uniqueItems allows each value once.");
   CHECK(issues(R"([{"a":1},{"a":2},[1],[1,1],"1",1])").empty());
   // Each repeat once, against its first equal (valijson: every pair, 4,950
   // errors for 100 equal items).
