@@ -1,13 +1,14 @@
 #pragma once
 
-/// What the checks of pgw's share (actors/structured_checks.cpp and
-/// actors/structured_equality.cpp): valijson's constraint boilerplate and
-/// numbers read exactly. Internal to those units; valijson's parser and
+/// What the checks of pgw's share (actors/structured_checks.cpp,
+/// actors/structured_equality.cpp, actors/structured_formats.cpp):
+/// valijson's constraint boilerplate, numbers read exactly, hex digits. Internal to those units; valijson's parser and
 /// validator stay in actors/structured_schema.cpp.
 
 #include <valijson/constraints/concrete_constraints.hpp>
 #include <valijson/internal/adapter.hpp>
 
+#include <cctype>
 #include <cstddef>
 #include <cstdint>
 #include <new>
@@ -37,6 +38,10 @@ class check_of_ours : public valijson::constraints::PolyConstraint {
     return sizeof(Self);
   }
 };
+
+inline bool is_hex_digit(char c) {
+  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
+}
 
 /// A number of the answer or the schema: its int64 when it is one.
 struct exact_number {

@@ -175,8 +175,8 @@ constexpr const char* multiple_of_keyword = "x-pgw-multipleOf";
 
 class multiple_of_check final : public check_of_ours<multiple_of_check> {
 public:
-  multiple_of_check(double divisor, std::optional<int64_t> whole)
-    : divisor_(divisor), whole_(whole) {
+  /// `divisor` > 0; exact when the schema wrote an integer.
+  explicit multiple_of_check(exact_number divisor) : divisor_(divisor) {
   }
 
   bool validate(const valijson::adapters::Adapter& target,
@@ -184,39 +184,29 @@ public:
                 valijson::ValidationResults* results) const override {
     if (!target.isNumber())
       return true;
-    int64_t i = 0;
-    double x = 0;
-    bool ok = false;
-    if (target.isInteger() && target.asInteger(i))
-      ok = whole_ ? multiple_of(i, *whole_)
-                  : multiple_of(static_cast<double>(i), divisor_);
-    else if (target.isDouble() && target.asDouble(x))
-      ok = multiple_of(x, divisor_);
-    // else: an integer past int64's range, which the adapter cannot read
+    auto x = read_number(target);
+    bool ok = x
+              && (x->whole && divisor_.whole ? multiple_of(x->i, divisor_.i)
+                                             : multiple_of(x->d, divisor_.d));
     if (!ok && results != nullptr)
-      results->pushError(context, fmt::format("Value should be a multiple "
-                                              "of {}", divisor_));
+      results->pushError(context, "Value should be a multiple of "
+                                    + number_text(divisor_));
     return ok;
   }
 
 private:
-  double divisor_;
-  /// The divisor, when the schema wrote an integer: exact.
-  std::optional<int64_t> whole_;
+  exact_number divisor_;
 };
 
 class multiple_of_builder final : public valijson::ConstraintBuilder {
 public:
   valijson::constraints::Constraint*
   make(const valijson::adapters::Adapter& value) const override {
-    int64_t whole = 0;
-    double divisor = 0;
-    if (value.isInteger() && value.asInteger(whole) && whole > 0)
-      return new multiple_of_check(static_cast<double>(whole), whole);
-    if (value.isDouble() && value.asDouble(divisor) && divisor > 0)
-      return new multiple_of_check(divisor, std::nullopt);
-    throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
-                             "can read");
+    auto divisor = read_number(value);
+    if (!divisor || !(divisor->d > 0))
+      throw std::runtime_error("multipleOf: must be a number above 0 that pgw "
+                               "can read");
+    return new multiple_of_check(*divisor);
   }
 };
 
@@ -388,23 +378,18 @@ public:
   }
 };
 
-
 /// ECMA-262's white space and line terminators (`\s`), as the items of an
 /// RE2 class. RE2's `\s` is [\t\n\f\r ] alone.
 constexpr const char* ecma_space =
   "\\t\\n\\v\\f\\r \\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}"
   "\\x{202f}\\x{205f}\\x{3000}\\x{feff}";
 
-bool is_hex(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
-}
-
 /// The code point of `\uXXXX` at `at` (four hex digits after "\u"), or -1.
 long utf16_unit(std::string_view text, size_t at) {
   if (at + 6 > text.size() || text[at] != '\\' || text[at + 1] != 'u')
     return -1;
   for (size_t k = at + 2; k < at + 6; ++k)
-    if (!is_hex(text[k]))
+    if (!is_hex_digit(text[k]))
       return -1;
   return std::stol(std::string(text.substr(at + 2, 4)), nullptr, 16);
 }

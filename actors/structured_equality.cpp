@@ -3,6 +3,8 @@
 
 #include "actors/structured_check_kit.hpp"
 
+#include "config/scrub.hpp"
+
 // As in actors/structured_schema.cpp: valijson throws rather than aborts.
 #if !VALIJSON_USE_EXCEPTIONS
 #error "valijson must be compiled with VALIJSON_USE_EXCEPTIONS=1"
@@ -30,8 +32,8 @@ namespace {
 constexpr const char* enum_keyword = "x-pgw-enum";
 constexpr const char* const_keyword = "x-pgw-const";
 
-/// A copy of a schema value (numbers as int64 or double: the schema holds
-/// no others by the time valijson reads it).
+/// A copy of a schema's or an answer's value (numbers as int64 or double:
+/// neither holds others by the time valijson reads it).
 boost::json::value copy_of(const valijson::adapters::Adapter& v) {
   if (v.isBool())
     return v.getBool();
@@ -104,11 +106,9 @@ bool equal(const boost::json::value& expected,
   return false;
 }
 
-/// A value in a few words for an error: a number or literal as written, a
-/// string quoted and cut at 40 bytes, an array or object as JSON when that
-/// takes at most 40 bytes, else by its kind ("an object").
 /// Appends `v` as JSON text while `out` stays within `cap` bytes; false
-/// (and stops reading) once it would not.
+/// (and stops reading) once it would not. Strings and keys are scrubbed
+/// (an answer's are upstream text).
 bool short_json(const valijson::adapters::Adapter& v, std::string& out,
                 size_t cap) {
   if (v.isNull()) {
@@ -118,7 +118,7 @@ bool short_json(const valijson::adapters::Adapter& v, std::string& out,
   } else if (auto n = v.isNumber() ? read_number(v) : std::nullopt) {
     out += number_text(*n);
   } else if (v.isString()) {
-    auto s = v.getString();
+    auto s = scrub(v.getString());
     if (s.size() > cap)
       return false;
     out += boost::json::serialize(boost::json::string(s));
@@ -139,9 +139,10 @@ bool short_json(const valijson::adapters::Adapter& v, std::string& out,
                              const valijson::adapters::Adapter& item) {
           out += first ? "" : ",";
           first = false;
-          if (key.size() > cap)
+          auto k = scrub(key);
+          if (k.size() > cap)
             return false;
-          out += boost::json::serialize(boost::json::string(key)) + ":";
+          out += boost::json::serialize(boost::json::string(k)) + ":";
           return out.size() <= cap && short_json(item, out, cap);
         }))
       return false;
@@ -150,20 +151,18 @@ bool short_json(const valijson::adapters::Adapter& v, std::string& out,
   return out.size() <= cap;
 }
 
+/// A value in a few words for an error: a number or literal as written, a
+/// string quoted and cut at 40 bytes (scrubbed first: no part of a secret
+/// is left), an array or object as JSON when that takes at most 40 bytes,
+/// else by its kind ("an object").
 std::string brief(const valijson::adapters::Adapter& v) {
-  if (v.isNull())
-    return "null";
-  if (v.isBool())
-    return v.getBool() ? "true" : "false";
-  if (auto n = v.isNumber() ? read_number(v) : std::nullopt)
-    return number_text(*n);
-  if (v.isArray() || v.isObject()) {
+  if (!v.isString()) {
     std::string text;
     if (short_json(v, text, 40))
       return text;
     return v.isArray() ? "an array" : "an object";
   }
-  auto s = v.getString();
+  auto s = scrub(v.getString());
   bool cut = s.size() > 40;
   if (cut) {
     size_t n = 40;

@@ -6,6 +6,8 @@
 
 #include "actors/structured_checks.hpp"
 
+#include "actors/structured_check_kit.hpp"
+
 #include "config/support/calendar.hpp"
 
 #include <arpa/inet.h>
@@ -91,10 +93,6 @@ bool full_time(reader& r) {
       return false;
   }
   return true;
-}
-
-bool is_hex_digit(char c) {
-  return std::isxdigit(static_cast<unsigned char>(c)) != 0;
 }
 
 /// dotted-quad (RFC 2673 §3.2): four decimal octets, no leading zeros.
@@ -260,60 +258,66 @@ bool duration(std::string_view text) {
   return parts > 0 && r.done();
 }
 
+bool is_date(std::string_view text) {
+  reader r{text};
+  return full_date(r) && r.done();
+}
+
+bool is_time(std::string_view text) {
+  reader r{text};
+  return full_time(r) && r.done();
+}
+
+bool is_date_time(std::string_view text) {
+  reader r{text};
+  return full_date(r) && r.one_of("Tt") && full_time(r) && r.done();
+}
+
+/// A format pgw checks: its reader and what it is, in words.
+struct known_format {
+  std::string_view name;
+  bool (*valid)(std::string_view);
+  const char* words;
+};
+
+constexpr known_format known_formats[] = {
+  {"date", is_date,
+   "String should be a valid date (RFC 3339 full-date: YYYY-MM-DD, a day "
+   "the month has)"},
+  {"time", is_time,
+   "String should be a valid time (RFC 3339 full-time: HH:MM:SS, optional "
+   ".fraction, then Z or +HH:MM or -HH:MM)"},
+  {"date-time", is_date_time,
+   "String should be a valid date-time (RFC 3339: YYYY-MM-DDTHH:MM:SS, "
+   "optional .fraction, then Z or +HH:MM or -HH:MM)"},
+  {"email", email,
+   "String should be a valid email address (local-part@domain, RFC 5321, "
+   "ASCII: no spaces, one @ outside quotes, a domain of letters, digits "
+   "and hyphens)"},
+  {"hostname", hostname,
+   "String should be a valid hostname (RFC 1123: dot-separated labels of "
+   "letters, digits and hyphens, at most 63 bytes each, 253 in all)"},
+  {"ipv4", ipv4,
+   "String should be a valid IPv4 address (four decimal numbers 0-255 "
+   "joined by dots, without leading zeros)"},
+  {"ipv6", ipv6,
+   "String should be a valid IPv6 address (RFC 4291 text form, no zone "
+   "index)"},
+  {"uuid", uuid,
+   "String should be a valid UUID (8-4-4-4-12 hexadecimal digits)"},
+  {"duration", duration,
+   "String should be a valid duration (ISO 8601: P1Y2M3D, PT1H30M, PT0.5S "
+   "or P2W)"},
+};
+
 } // namespace
 
 std::optional<std::string> format_problem(std::string_view format,
                                           std::string_view text) {
-  reader r{text};
-  if (format == "date") {
-    if (full_date(r) && r.done())
-      return std::nullopt;
-    return std::string{"String should be a valid date (RFC 3339 full-date: "
-                       "YYYY-MM-DD, a day the month has)"};
-  }
-  if (format == "time") {
-    if (full_time(r) && r.done())
-      return std::nullopt;
-    return std::string{"String should be a valid time (RFC 3339 full-time: "
-                       "HH:MM:SS, optional .fraction, then Z or +HH:MM or "
-                       "-HH:MM)"};
-  }
-  if (format == "date-time") {
-    if (full_date(r) && r.one_of("Tt") && full_time(r) && r.done())
-      return std::nullopt;
-    return std::string{"String should be a valid date-time (RFC 3339: "
-                       "YYYY-MM-DDTHH:MM:SS, optional .fraction, then Z or "
-                       "+HH:MM or -HH:MM)"};
-  }
-  struct other {
-    std::string_view name;
-    bool (*valid)(std::string_view);
-    const char* words;
-  };
-  static constexpr other others[] = {
-    {"email", email,
-     "String should be a valid email address (local-part@domain, RFC 5321, "
-     "ASCII: no spaces, one @ outside quotes, a domain of letters, digits "
-     "and hyphens)"},
-    {"hostname", hostname,
-     "String should be a valid hostname (RFC 1123: dot-separated labels of "
-     "letters, digits and hyphens, at most 63 bytes each, 253 in all)"},
-    {"ipv4", ipv4,
-     "String should be a valid IPv4 address (four decimal numbers 0-255 "
-     "joined by dots, without leading zeros)"},
-    {"ipv6", ipv6,
-     "String should be a valid IPv6 address (RFC 4291 text form, no zone "
-     "index)"},
-    {"uuid", uuid,
-     "String should be a valid UUID (8-4-4-4-12 hexadecimal digits)"},
-    {"duration", duration,
-     "String should be a valid duration (ISO 8601: P1Y2M3D, PT1H30M, PT0.5S "
-     "or P2W)"},
-  };
-  for (auto& o : others)
-    if (format == o.name)
-      return o.valid(text) ? std::nullopt
-                           : std::optional<std::string>(o.words);
+  for (auto& f : known_formats)
+    if (format == f.name)
+      return f.valid(text) ? std::nullopt
+                           : std::optional<std::string>(f.words);
   return std::nullopt;
 }
 

@@ -6,6 +6,7 @@
 #include "actors/structured_checks.hpp"
 #include "actors/structured_repair.hpp"
 #include "config/json_text.hpp"
+#include "config/scrub.hpp"
 #include "config/url.hpp"
 #include "messages/errors.hpp"
 
@@ -169,7 +170,7 @@ std::string to_pointer(const std::vector<std::string>& context) {
                    ? part.substr(1, part.size() - 2)
                    : part;
     out += '/';
-    for (char c : shown(token, max_shown_key)) {
+    for (char c : shown(scrub(token), max_shown_key)) {
       if (c == '~')
         out += "~0";
       else if (c == '/')
@@ -181,18 +182,6 @@ std::string to_pointer(const std::vector<std::string>& context) {
   return out;
 }
 
-/// Validates `value` and returns the errors. valijson stops at the first
-/// error without a results object, and collects every error with one: the
-/// first pass decides; the errors are collected only for an invalid value
-/// and only when `list` (the caller bounded the work). valijson's "a child
-/// failed" lines (`summary_error`) are left out where a more specific
-/// error sits below them; every other error is kept (a missing property
-/// beside a wrong one below: both, or a re-asked model fixes one per
-/// round). At most `max_schema_issues` plus a summary line.
-/// True for valijson's lines that only say a part below failed: "Failed
-/// to validate item #0 in array.", "... against schema associated with
-/// property name 'x'.", "... against child schema #1.", "... against any
-/// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
 /// valijson's words, where they are garbled.
 std::string_view worded(const std::string& message) {
   if (message == "Failed to any values against subschema in 'contains' "
@@ -201,12 +190,26 @@ std::string_view worded(const std::string& message) {
   return message;
 }
 
+/// True for valijson's lines that only say a part below failed: "Failed
+/// to validate item #0 in array.", "... against schema associated with
+/// property name 'x'.", "... against child schema #1.", "... against any
+/// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
 bool summary_error(const std::string& message) {
   return message.rfind("Failed to validate ", 0) == 0
          || message.rfind("Cannot validate item ", 0) == 0
          || message.rfind("Failed to any values against subschema", 0) == 0;
 }
 
+/// Validates `value` and returns the errors. valijson stops at the first
+/// error without a results object, and collects every error with one: the
+/// first pass decides; the errors are collected only for an invalid value
+/// and only when `list` (the caller bounded the work). valijson's "a child
+/// failed" lines (`summary_error`) are left out where a more specific
+/// error sits below them; every other error is kept (a missing property
+/// beside a wrong one below: both, or a re-asked model fixes one per
+/// round). At most `max_schema_issues` plus a summary line. The words
+/// quote the answer's keys and values (upstream text): scrubbed before
+/// they are cut, so no part of a secret is left.
 std::vector<schema_issue> validate(const valijson::Schema& schema,
                                    const json::value& value, bool list) {
   valijson::Validator validator;
@@ -261,7 +264,8 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
       continue;
     if (++kept <= max_schema_issues)
       out.push_back({to_pointer(errors[i].context),
-                     shown(worded(errors[i].description), max_shown_message)});
+                     shown(scrub(worded(errors[i].description)),
+                           max_shown_message)});
   }
   if (kept > max_schema_issues)
     out.push_back({"", "... and " + std::to_string(kept - max_schema_issues)
@@ -304,26 +308,21 @@ void measure_answer(const json::value& value, answer_size& out) {
 /// nearest double. With `integral`, a double with no fractional part inside
 /// int64's range becomes that int64: valijson's parser takes no double for
 /// an integer keyword (`minLength: 5.0`). Neither changes what a number is
-/// to draft 7. Returns the number of uint64 values converted.
-uint64_t as_valijson_reads(json::value& v, bool integral) {
+/// to draft 7.
+void as_valijson_reads(json::value& v, bool integral) {
   if (v.is_uint64()) {
     v = static_cast<double>(v.get_uint64());
-    return 1;
-  }
-  if (integral && v.is_double()) {
+  } else if (integral && v.is_double()) {
     double d = v.get_double();
     if (d == std::trunc(d) && d >= -0x1p63 && d < 0x1p63)
       v = static_cast<int64_t>(d);
-    return 0;
-  }
-  uint64_t n = 0;
-  if (v.is_array())
+  } else if (v.is_array()) {
     for (auto& x : v.get_array())
-      n += as_valijson_reads(x, integral);
-  else if (v.is_object())
+      as_valijson_reads(x, integral);
+  } else if (v.is_object()) {
     for (auto& kv : v.get_object())
-      n += as_valijson_reads(kv.value(), integral);
-  return n;
+      as_valijson_reads(kv.value(), integral);
+  }
 }
 
 // -- checks valijson does not make safely ----------------------------------------
@@ -341,10 +340,10 @@ bool holds_nul(std::string_view s) {
 }
 
 /// "string" or "key" when a string or key of `value` holds U+0000 (`path`
-/// is then where, in valijson's context form, for `to_pointer`), else null. valijson's Boost.JSON
-/// adapter reads a string up to its first NUL: "a\u0000b" was checked as
-/// "a" (so it matched `enum: ["a"]`, `maxLength: 1`, `pattern: "^a$"`) and
-/// answered in full.
+/// is then where, in valijson's context form, for `to_pointer`), else
+/// null. valijson's Boost.JSON adapter reads a string up to its first NUL:
+/// "a\u0000b" was checked as "a" (so it matched `enum: ["a"]`,
+/// `maxLength: 1`, `pattern: "^a$"`) and answered in full.
 const char* first_nul(const json::value& value,
                       std::vector<std::string>& path) {
   if (value.is_string())
@@ -368,6 +367,20 @@ const char* first_nul(const json::value& value,
     }
   }
   return nullptr;
+}
+
+/// The issue naming where `value` holds U+0000, for an answer or (with
+/// `schema`) a schema, or nullopt.
+std::optional<schema_issue> nul_issue(const json::value& value, bool schema) {
+  std::vector<std::string> path;
+  auto what = first_nul(value, path);
+  if (what == nullptr)
+    return std::nullopt;
+  return schema_issue{to_pointer(path),
+                      std::string("the ") + what + " holds U+0000 (NUL), "
+                        + (schema ? "which pgw does not read in a schema"
+                                  : "which pgw does not check against a "
+                                    "schema")};
 }
 
 std::optional<std::string> decode_token(std::string token) {
@@ -984,12 +997,8 @@ caf::expected<schema_ptr> compile(const std::string& text) {
     return invalid_schema("", "a JSON Schema is an object (or a boolean)");
   // valijson reads a string up to its first NUL (a pattern, a property's
   // name, an enum value would be another than written).
-  std::vector<std::string> nul_at;
-  if (auto what = first_nul(doc, nul_at))
-    return invalid_schema(to_pointer(nul_at),
-                          std::string("the ") + what
-                            + " holds U+0000 (NUL), which pgw does not read "
-                              "in a schema");
+  if (auto nul = nul_issue(doc, true))
+    return invalid_schema(nul->pointer, nul->message);
   as_valijson_reads(doc, true);
   auto issues = validate(meta_schema(), doc, true);
   if (!issues.empty())
@@ -1117,12 +1126,8 @@ structured_check check_answer(const compiled_schema& schema,
     out.repaired = true;
   }
   out.json = json_text(value);
-  std::vector<std::string> nul_at;
-  if (auto what = first_nul(value, nul_at)) {
-    out.issues.push_back({to_pointer(nul_at),
-                          std::string("the ") + what
-                            + " holds U+0000 (NUL), which pgw does not check "
-                              "against a schema"});
+  if (auto nul = nul_issue(value, false)) {
+    out.issues.push_back(std::move(*nul));
     return out;
   }
   answer_size size;
