@@ -43,6 +43,10 @@ inline bool is_hex_digit(char c) {
   return std::isxdigit(static_cast<unsigned char>(c)) != 0;
 }
 
+/// Whether `text` is an IPv6 address in RFC 4291 §2.2's text forms
+/// (inet_pton's; no zone index). The `ipv6` format and a URI's IP-literal.
+bool ipv6(std::string_view text);
+
 /// A number of the answer or the schema: its int64 when it is one.
 struct exact_number {
   bool whole = false;
@@ -63,6 +67,22 @@ std::string number_text(const exact_number& n);
 /// without rounding). valijson compares doubles: 9007199254740993 passed
 /// `maximum: 9007199254740992`.
 int compare(const exact_number& a, const exact_number& b);
+
+/// An ECMA-262 `pattern` in RE2's syntax where the two differ (see
+/// actors/structured_checks.cpp), or nullopt and why not.
+std::optional<std::string> ecma_to_re2(std::string_view text,
+                                       std::string* why);
+
+/// Whether `text` is of the reference `format` (uri, uri-reference, iri,
+/// iri-reference, uri-template, json-pointer, relative-json-pointer;
+/// actors/structured_uri.cpp). True for any other format.
+bool uri_format(std::string_view format, std::string_view text);
+
+/// Whether `text` may be an ECMA-262 regular expression: false only for
+/// what both ECMA-262 and RE2 refuse (unbalanced parentheses or brackets,
+/// a quantifier with nothing to repeat, a range out of order, a trailing
+/// backslash). A string past 64 KiB passes unread.
+bool ecma_regex(std::string_view text);
 
 /// The keyword of ours `enum`, `const` or `uniqueItems` becomes, or null
 /// (actors/structured_equality.cpp).

@@ -394,6 +394,8 @@ long utf16_unit(std::string_view text, size_t at) {
   return std::stol(std::string(text.substr(at + 2, 4)), nullptr, 16);
 }
 
+} // namespace
+
 /// An ECMA-262 `pattern` (JSON Schema's dialect) in RE2's syntax, where the
 /// two differ and RE2 can say the same: `\uXXXX` (surrogate pairs joined)
 /// and `\u{X}` become `\x{X}` (`^[\u4e00-\u9fa5]+$` was refused), named
@@ -488,8 +490,6 @@ std::optional<std::string> ecma_to_re2(std::string_view text,
   }
   return out;
 }
-
-} // namespace
 
 std::shared_ptr<const re2::RE2> compile_pattern(std::string_view ecma,
                                                 std::string* why) {

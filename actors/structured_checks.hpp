@@ -76,9 +76,12 @@ void start_pattern_budget();
 /// on (they reach re-ask prompts): "date" (full-date, 2026-12-07), "time"
 /// (full-time, 16:52:45Z or 16:52:45.5+02:00), "date-time" (the two joined
 /// by T), "email", "hostname", "ipv4", "ipv6", "uuid" or "duration" (the
-/// formats OpenAI's strict mode names; actors/structured_formats.cpp).
-/// nullopt when `text` is one, and for every other format (draft 7 lets a
-/// validator ignore a format: `uri`, `regex`, ... are not checked).
+/// formats OpenAI's strict mode names; actors/structured_formats.cpp),
+/// "uri", "uri-reference", "iri", "iri-reference", "uri-template",
+/// "json-pointer", "relative-json-pointer" and "regex" (draft 7's;
+/// actors/structured_uri.cpp). nullopt when `text` is one, and for every
+/// other format (draft 7 lets a validator ignore a format: `idn-email` and
+/// `idn-hostname` are not checked).
 std::optional<std::string> format_problem(std::string_view format,
                                           std::string_view text);
 

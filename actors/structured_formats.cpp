@@ -1,8 +1,9 @@
 // The `format` values pgw checks (JSON Schema draft 7 lets a validator
 // ignore a format; valijson checks date, time and date-time with
 // std::regex and no other): RFC 3339's dates and times read in one pass,
-// and the formats OpenAI's strict structured output names (email,
-// hostname, ipv4, ipv6, uuid, duration).
+// the formats OpenAI's strict structured output names (email, hostname,
+// ipv4, ipv6, uuid, duration), and draft 7's references and regex
+// (actors/structured_uri.cpp).
 
 #include "actors/structured_checks.hpp"
 
@@ -17,6 +18,17 @@
 #include <string>
 
 namespace pgw {
+
+// Declared in actors/structured_check_kit.hpp.
+bool ipv6(std::string_view text) {
+  // inet_pton reads a C string: no byte past a NUL may go unread.
+  for (char c : text)
+    if (!is_hex_digit(c) && c != ':' && c != '.')
+      return false;
+  in6_addr out{};
+  return text.size() <= 45
+         && inet_pton(AF_INET6, std::string(text).c_str(), &out) == 1;
+}
 
 namespace {
 
@@ -110,17 +122,6 @@ bool ipv4(std::string_view text) {
       return false;
   }
   return r.done();
-}
-
-/// RFC 4291 §2.2's text forms (inet_pton's; no zone index).
-bool ipv6(std::string_view text) {
-  // inet_pton reads a C string: no byte past a NUL may go unread.
-  for (char c : text)
-    if (!is_hex_digit(c) && c != ':' && c != '.')
-      return false;
-  in6_addr out{};
-  return text.size() <= 45
-         && inet_pton(AF_INET6, std::string(text).c_str(), &out) == 1;
 }
 
 /// RFC 4122's 8-4-4-4-12 hexadecimal digits (any version).
@@ -308,6 +309,38 @@ constexpr known_format known_formats[] = {
   {"duration", duration,
    "String should be a valid duration (ISO 8601: P1Y2M3D, PT1H30M, PT0.5S "
    "or P2W)"},
+  // Draft 7's references (actors/structured_uri.cpp).
+  {"uri", [](std::string_view t) { return uri_format("uri", t); },
+   "String should be a valid URI (RFC 3986: a scheme such as https: first, "
+   "then only characters a URI may hold, others percent-encoded as %XX)"},
+  {"uri-reference",
+   [](std::string_view t) { return uri_format("uri-reference", t); },
+   "String should be a valid URI reference (RFC 3986: a URI, or a relative "
+   "reference such as /a/b?c=d; only characters a URI may hold, others "
+   "percent-encoded as %XX)"},
+  {"iri", [](std::string_view t) { return uri_format("iri", t); },
+   "String should be a valid IRI (RFC 3987: a URI that may also hold "
+   "non-ASCII characters, with a scheme such as https: first)"},
+  {"iri-reference",
+   [](std::string_view t) { return uri_format("iri-reference", t); },
+   "String should be a valid IRI reference (RFC 3987: an IRI, or a "
+   "relative reference that may hold non-ASCII characters)"},
+  {"uri-template",
+   [](std::string_view t) { return uri_format("uri-template", t); },
+   "String should be a valid URI template (RFC 6570: literals and closed "
+   "{expressions} naming variables, such as /users/{id}{?page})"},
+  {"json-pointer",
+   [](std::string_view t) { return uri_format("json-pointer", t); },
+   "String should be a valid JSON pointer (RFC 6901: empty, or tokens each "
+   "after a /, with ~ written ~0 and / written ~1)"},
+  {"relative-json-pointer",
+   [](std::string_view t) { return uri_format("relative-json-pointer", t); },
+   "String should be a valid relative JSON pointer (a non-negative integer "
+   "without leading zeros, then # or a JSON pointer)"},
+  {"regex", ecma_regex,
+   "String should be a valid regular expression (ECMA-262: parentheses and "
+   "brackets closed, a quantifier after something it repeats, ranges in "
+   "order, no trailing backslash)"},
 };
 
 } // namespace

@@ -963,6 +963,14 @@ const valijson::Schema& meta_schema() {
     // schema_walker checks the same lists in linear time instead.
     doc.at_pointer("/definitions/stringArray").as_object().erase("uniqueItems");
     doc.at_pointer("/properties/type/anyOf/1").as_object().erase("uniqueItems");
+    // The formats of `$id`, `$schema` and `$ref` (uri, uri-reference) and
+    // of patterns (regex) are not checked here: a `$ref` is resolved by
+    // schema_walker (a `#/definitions/名前` resolves, though no URI holds
+    // it raw), and a pattern is compiled there, with RE2's own words.
+    for (auto at : {"/properties/$id", "/properties/$schema", "/properties/$ref",
+                    "/properties/pattern",
+                    "/properties/patternProperties/propertyNames"})
+      doc.at_pointer(at).as_object().erase("format");
     // `type` is ours here too: an error names what was expected and found.
     std::set<const json::value*> renamed;
     doc = linear_keywords(doc, renamed);

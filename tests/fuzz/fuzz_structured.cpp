@@ -99,6 +99,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       for (unsigned char c : answer)
         FUZZ_REQUIRE(c < 0x7f && (c > 0x20 || (c == 0x20 && f == "email")));
 
+  // The reference formats nest: a URI is a URI reference and an IRI, an
+  // IRI an IRI reference; "0" then a JSON pointer is a relative one. None
+  // holds a space or a control character; a URI is ASCII.
+  auto fits = [&](const char* f) { return !pgw::format_problem(f, answer); };
+  bool uri = fits("uri"), uri_ref = fits("uri-reference"), iri = fits("iri"),
+       iri_ref = fits("iri-reference");
+  FUZZ_REQUIRE(!uri || (uri_ref && iri));
+  FUZZ_REQUIRE(!uri_ref || iri_ref);
+  FUZZ_REQUIRE(!iri || iri_ref);
+  FUZZ_REQUIRE(!fits("json-pointer")
+               || !pgw::format_problem("relative-json-pointer", "0" + answer));
+  if (iri_ref || fits("uri-template"))
+    for (unsigned char c : answer)
+      FUZZ_REQUIRE(c > 0x20 && c != 0x7f && (c < 0x80 || !uri_ref));
+  (void)fits("regex");
+
   auto repaired = pgw::repair_json(answer);
   FUZZ_REQUIRE(subsequence(repaired.text, answer));
   auto again = pgw::repair_json(repaired.text);

@@ -81,6 +81,30 @@ bool contains(const std::string& text, const std::string& part) {
   return text.find(part) != std::string::npos;
 }
 
+/// A string `format` per row: valid or not, and when not, one issue
+/// whose message holds `words`.
+struct format_row {
+  const char* format;
+  const char* text; // JSON string contents
+  bool valid;
+};
+
+template <size_t N>
+void check_format_rows(const format_row (&rows)[N], const std::string& words) {
+  for (auto& r : rows) {
+    std::string format = r.format, text = r.text;
+    CAPTURE(format);
+    CAPTURE(text);
+    auto schema = compiled(R"({"type":"string","format":")" + format + "\"}");
+    auto check = check_answer(*schema, "\"" + text + "\"");
+    CHECK(check.valid == r.valid);
+    if (!r.valid) {
+      REQUIRE(check.issues.size() == 1);
+      CHECK(contains(check.issues[0].message, words));
+    }
+  }
+}
+
 } // namespace
 
 TEST_CASE("structured: repair strips fences, surrounding text and trailing commas") {
@@ -1099,12 +1123,7 @@ TEST_CASE("structured: a caller's pattern runs in linear time on a model's "
 }
 
 TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") {
-  struct row {
-    const char* format;
-    const char* text;
-    bool valid;
-  };
-  const row rows[] = {
+  const format_row rows[] = {
     {"date", "2026-12-07", true},
     {"date", "2024-02-29", true},        // leap year
     {"date", "2000-02-29", true},        // divisible by 400
@@ -1136,21 +1155,10 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
     {"date-time", "2026-12-07 16:52:45Z", false},
     {"date-time", "2026-02-30T00:00:00Z", false},
     {"date-time", "2026-12-07T16:52:45Zjunk", false},
-    {"uri", "not checked", true},        // draft 7 lets a validator ignore it
-    {"regex", "(", true},
+    {"idn-email", "not checked", true},  // draft 7 lets a validator ignore it
+    {"idn-hostname", "(", true},
   };
-  for (auto& r : rows) {
-    std::string format = r.format, text = r.text;
-    CAPTURE(format);
-    CAPTURE(text);
-    auto schema = compiled(std::string(R"({"type":"string","format":")") + r.format + "\"}");
-    auto check = check_answer(*schema, std::string("\"") + r.text + "\"");
-    CHECK(check.valid == r.valid);
-    if (!r.valid) {
-      REQUIRE(check.issues.size() == 1);
-      CHECK(contains(check.issues[0].message, "RFC 3339"));
-    }
-  }
+  check_format_rows(rows, "RFC 3339");
   // A format constrains strings only (valijson threw on a number: "the
   // schema could not be applied").
   auto either = compiled(R"({"type":["string","integer"],"format":"date"})");
@@ -1177,13 +1185,8 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
 }
 
 TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
-  struct row {
-    const char* format;
-    const char* text; // JSON string contents
-    bool valid;
-  };
   // All were passed unchecked before (valijson knows date and time only).
-  const row rows[] = {
+  const format_row rows[] = {
     {"email", "ada.lovelace+tag@example.com", true},
     {"email", "x@localhost", true},
     {"email", R"(\"john doe\"@example.org)", true},
@@ -1233,18 +1236,7 @@ TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
     {"duration", "P1.5DT1H", false},
     {"duration", "1 hour", false},
   };
-  for (auto& r : rows) {
-    std::string format = r.format, text = r.text;
-    CAPTURE(format);
-    CAPTURE(text);
-    auto schema = compiled(R"({"type":"string","format":")" + format + "\"}");
-    auto check = check_answer(*schema, "\"" + text + "\"");
-    CHECK(check.valid == r.valid);
-    if (!r.valid) {
-      REQUIRE(check.issues.size() == 1);
-      CHECK(contains(check.issues[0].message, "String should be a valid "));
-    }
-  }
+  check_format_rows(rows, "String should be a valid ");
   auto mail = compiled(R"({"properties":{"to":{"type":"string","format":"email"}}})");
   CHECK(format_issues_line(check_answer(*mail, R"({"to":"nobody"})").issues)
         == "/to: String should be a valid email address (local-part@domain, "
@@ -1257,4 +1249,126 @@ TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
   CHECK(format_problem("ipv6", "::44\0junk"sv));
   CHECK(format_problem("email", "a@[IPv6:::44\0junk]"sv));
   CHECK_FALSE(format_problem("ipv6", "::44"sv));
+}
+
+TEST_CASE("structured: draft 7's reference formats and regex are checked") {
+  // All were passed unchecked before (draft 7 lets a validator ignore a
+  // format; valijson knows date and time only).
+  const format_row rows[] = {
+    {"uri", "http://foo.bar/?baz=qux#quux", true},
+    {"uri", "http://foo.com/blah_(wikipedia)_blah#cite-1", true},
+    {"uri", "http://foo.bar/?q=Test%20URL-encoded%20stuff", true},
+    {"uri", "http://-.~_!$&'()*+,;=:%40:80%2f::::::@example.com", true},
+    {"uri", "http://223.255.255.254", true},
+    {"uri", "ldap://[2001:db8::7]/c=GB?objectClass?one", true},
+    {"uri", "http://[v1.fe80::a+en1]:8080/", true},
+    {"uri", "mailto:John.Doe@example.com", true},
+    {"uri", "tel:+1-816-555-1212", true},
+    {"uri", "urn:oasis:names:specification:docbook:dtd:xml:4.1.2", true},
+    {"uri", "//foo.bar/?baz=qux#quux", false},
+    {"uri", "/abc", false},
+    {"uri", "abc", false},
+    {"uri", "http:// shouldfail.com", false},
+    {"uri", ":// should fail", false},
+    {"uri", "bar,baz:foo", false},
+    {"uri", "http://example.com/a%zz", false},
+    {"uri", "http://localhost:-8080", false},
+    {"uri", "http://[::1/", false},
+    {"uri", "http://[::g]/", false},
+    {"uri", "https://example.com/\u00e9", false},
+    {"uri", "https://example.com/#a#b", false},
+    {"uri-reference", "http://foo.bar/?baz=qux#quux", true},
+    {"uri-reference", "//foo.bar/?baz=qux#quux", true},
+    {"uri-reference", "/abc", true},
+    {"uri-reference", "abc", true},
+    {"uri-reference", "#fragment", true},
+    {"uri-reference", "", true},
+    {"uri-reference", "./a:b", true},
+    {"uri-reference", R"(\\\\WINDOWS\\fileshare)", false},
+    {"uri-reference", R"(#frag\\ment)", false},
+    {"uri-reference", "1:a", false},
+    {"uri-reference", "a b", false},
+    {"iri", "http://\u0192\u00f8\u00f8.\u00df\u00e5r/?\u2202\u00e9\u0153=\u03c0\u00eex#\u03c0\u00ee\u00fcx", true},
+    {"iri", "http://[2001:db8::1]:8080/", true},
+    {"iri", "http://2001:0db8:85a3:0000:0000:8a2e:0370:7334", false},
+    {"iri", "/abc", false},
+    {"iri-reference", "//\u0192\u00f8\u00f8.\u00df\u00e5r/?\u2202\u00e9\u0153=\u03c0\u00eex#\u03c0\u00ee\u00fcx", true},
+    {"iri-reference", "/\u00e2\u03c0\u03c0", true},
+    {"iri-reference", R"(\\\\WINDOWS\\fil\u00eb\u00df\u00e5r\u00e9)", false},
+    {"iri-reference", R"(#\u0192r\u00e4g\\m\u00eant)", false},
+    {"uri-template", "http://example.com/dictionary/{term:1}/{term}", true},
+    {"uri-template", "dictionary/{term:1}/{term}", true},
+    {"uri-template", "/users/{id}{?page,per_page}", true},
+    {"uri-template", "{+path*}/x{.a.b}", true},
+    {"uri-template", "", true},
+    {"uri-template", "http://example.com/dictionary/{term:1}/{term", false},
+    {"uri-template", "{a b}", false},
+    {"uri-template", "{term:0}", false},
+    {"uri-template", "{term:10000}", false},
+    {"uri-template", "{}", false},
+    {"uri-template", "{a.}", false},
+    {"uri-template", "a}b", false},
+    {"json-pointer", "/foo/bar~0/baz~1/%a", true},
+    {"json-pointer", "", true},
+    {"json-pointer", "/", true},
+    {"json-pointer", "/foo//bar", true},
+    {"json-pointer", "/~01", true},
+    {"json-pointer", "/foo/bar~", false},
+    {"json-pointer", "#", false},
+    {"json-pointer", "#/a", false},
+    {"json-pointer", "foo", false},
+    {"json-pointer", "/~-1", false},
+    {"json-pointer", "/~2", false},
+    {"relative-json-pointer", "1", true},
+    {"relative-json-pointer", "0/foo/bar", true},
+    {"relative-json-pointer", "2/0/baz/1/zip", true},
+    {"relative-json-pointer", "0#", true},
+    {"relative-json-pointer", "120/foo/bar", true},
+    {"relative-json-pointer", "/foo/bar", false},
+    {"relative-json-pointer", "-1/foo/bar", false},
+    {"relative-json-pointer", "0##", false},
+    {"relative-json-pointer", "01/a", false},
+    {"relative-json-pointer", "01#", false},
+    {"relative-json-pointer", "", false},
+    {"relative-json-pointer", "1/a~", false},
+    {"regex", "^[a-z]+$", true},
+    {"regex", R"(([abc])+\\s+$)", true},
+    {"regex", R"((?<year>\\d{4})-\\k<year>)", true},
+    {"regex", "(?=a)b", true},
+    {"regex", R"((a)\\1)", true},
+    {"regex", R"(\\q)", true},
+    {"regex", "a{1001}", true},
+    {"regex", R"([\\w-a])", true},
+    {"regex", "]{", true},
+    {"regex", "^(abc]", false},
+    {"regex", "[a-z", false},
+    {"regex", "a)", false},
+    {"regex", "*a", false},
+    {"regex", "a**", false},
+    {"regex", "[z-a]", false},
+    {"regex", R"(a\\)", false},
+  };
+  check_format_rows(rows, "String should be a valid ");
+  auto link = compiled(R"({"properties":{"home":{"type":"string","format":"uri"}}})");
+  CHECK(format_issues_line(check_answer(*link, R"({"home":"example.com"})").issues)
+        == "/home: String should be a valid URI (RFC 3986: a scheme such as "
+           "https: first, then only characters a URI may hold, others "
+           "percent-encoded as %XX)");
+  // A long string is read once (a megabyte of path), and a regex past
+  // 64 KiB is not compiled at all.
+  auto home = [](const std::string& path) {
+    return R"({"home":"https://example.com/)" + path + "\"}";
+  };
+  CHECK(check_answer(*link, home(std::string(1000000, 'a'))).valid);
+  CHECK_FALSE(check_answer(*link, home(std::string(1000000, 'a') + " ")).valid);
+  CHECK(format_problem("regex", std::string(60000, 'a') + ")"));
+  CHECK(format_problem("regex", std::string(70000, 'a') + ")") == std::nullopt);
+  // The schema's own references are not held to these formats: a `$ref`
+  // to a name no URI holds raw, and a pattern RE2 refuses, keep their
+  // words.
+  auto named = compiled(R"({"$ref":"#/definitions/\u540d\u524d","definitions":{"\u540d\u524d":{"type":"string","format":"regex"}}})");
+  CHECK(check_answer(*named, R"("^a+$")").valid);
+  CHECK_FALSE(check_answer(*named, R"("(a")").valid);
+  CHECK(contains(compile_error(R"({"type":"string","pattern":"[a-z"})"),
+                 "schema /pattern: not a regular expression pgw runs (missing ]"));
 }
