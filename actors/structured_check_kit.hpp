@@ -1,9 +1,12 @@
 #pragma once
 
 /// What the checks of pgw's share (actors/structured_checks.cpp,
-/// actors/structured_equality.cpp, actors/structured_formats.cpp):
-/// valijson's constraint boilerplate, numbers read exactly, hex digits. Internal to those units; valijson's parser and
-/// validator stay in actors/structured_schema.cpp.
+/// actors/structured_equality.cpp, actors/structured_formats.cpp,
+/// actors/structured_names.cpp, actors/structured_uri.cpp):
+/// valijson's constraint boilerplate, numbers read exactly, hex digits,
+/// URI syntax. Internal to those units; valijson's parser and validator
+/// stay in actors/structured_schema.cpp (and, for one key's subschema,
+/// actors/structured_names.cpp).
 
 #include <valijson/constraints/concrete_constraints.hpp>
 #include <valijson/internal/adapter.hpp>
@@ -91,5 +94,15 @@ const char* equality_keyword(std::string_view key,
 
 /// Gives `parser` the builders of `equality_keyword`'s keywords.
 void add_equality_checks(valijson::SchemaParser& parser);
+
+/// Gives `parser` the builder of `property_names_keyword`
+/// (actors/structured_names.cpp).
+void add_property_names_check(valijson::SchemaParser& parser);
+
+/// True for valijson's lines that only say a part below failed: "Failed
+/// to validate item #0 in array.", "... against schema associated with
+/// property name 'x'.", "... against child schema #1.", "... against any
+/// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
+bool summary_error(const std::string& message);
 
 } // namespace pgw

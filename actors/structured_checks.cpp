@@ -547,6 +547,7 @@ void add_checks_of_ours(valijson::SchemaParser& parser) {
   for (auto& b : bound_keywords)
     parser.addConstraintBuilder(b.ours, new bound_builder(b));
   add_equality_checks(parser);
+  add_property_names_check(parser);
 }
 
 std::optional<exact_number> read_number(const valijson::adapters::Adapter& v) {

@@ -22,6 +22,8 @@
 ///   for integers (valijson 1.0 compares doubles: 9007199254740993 passed
 ///   `maximum: 9007199254740992`), and the error names the bound and the
 ///   number found as JSON writes them.
+/// - `propertyNames`: valijson 1.0 gives no reason when a key fails; a
+///   check of ours beside it names the key and what is wrong with it.
 
 #include <cstdint>
 #include <memory>
@@ -42,6 +44,12 @@ class SchemaParser;
 } // namespace valijson
 
 namespace pgw {
+
+/// The keyword pgw's copy of a schema gets beside a `propertyNames` whose
+/// subschema holds no `$ref`: the same subschema, checked again when the
+/// errors are listed, to name the key that failed and why (valijson's own
+/// check gives no reason; actors/structured_names.cpp).
+constexpr const char* property_names_keyword = "x-pgw-property-names";
 
 /// RE2 memory of one pattern: its program (about 16 bytes an instruction,
 /// at most a sixth of this: ~10,900 instructions; `^.{1,500}$` takes

@@ -1,9 +1,11 @@
-// The only translation unit that instantiates valijson (template-heavy):
-// JSON Schema compilation, the per-digest cache and answer validation.
+// JSON Schema compilation, the per-digest cache and answer validation. With
+// actors/structured_names.cpp, the only translation units that instantiate
+// valijson's parser and validator (template-heavy).
 
 #include "actors/structured_schema.hpp"
 
 #include "actors/structured_checks.hpp"
+#include "actors/structured_check_kit.hpp"
 #include "actors/structured_repair.hpp"
 #include "config/json_text.hpp"
 #include "config/scrub.hpp"
@@ -190,16 +192,6 @@ std::string_view worded(const std::string& message) {
   return message;
 }
 
-/// True for valijson's lines that only say a part below failed: "Failed
-/// to validate item #0 in array.", "... against schema associated with
-/// property name 'x'.", "... against child schema #1.", "... against any
-/// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
-bool summary_error(const std::string& message) {
-  return message.rfind("Failed to validate ", 0) == 0
-         || message.rfind("Cannot validate item ", 0) == 0
-         || message.rfind("Failed to any values against subschema", 0) == 0;
-}
-
 /// Validates `value` and returns the errors. valijson stops at the first
 /// error without a results object, and collects every error with one: the
 /// first pass decides; the errors are collected only for an invalid value
@@ -272,8 +264,8 @@ std::vector<schema_issue> validate(const valijson::Schema& schema,
                          + " more errors"});
   if (out.empty()) // valijson failed it without a word
     out.push_back({"", "the value does not match the schema (a check that "
-                       "gives no reason failed: a schema of false, or "
-                       "propertyNames on a property's name)"});
+                       "gives no reason failed: a schema of false, or a "
+                       "propertyNames whose subschema holds a $ref)"});
   return out;
 }
 
@@ -637,6 +629,22 @@ private:
   std::set<const json::value*> walked_targets_;
 };
 
+/// Whether `node` holds the key `key` anywhere (as a keyword or as a
+/// name: a property so named counts too, which only costs `propertyNames`
+/// its reason).
+bool holds_key(const json::value& node, std::string_view key) {
+  if (node.is_object()) {
+    for (auto& kv : node.get_object())
+      if (kv.key() == key || holds_key(kv.value(), key))
+        return true;
+  } else if (node.is_array()) {
+    for (auto& item : node.get_array())
+      if (holds_key(item, key))
+        return true;
+  }
+  return false;
+}
+
 /// A copy of `node` (a subschema) for valijson: each `pattern`, `format`,
 /// `multipleOf` and `type` of a subschema renamed to a check of ours
 /// (`renamed_keyword`, actors/structured_checks.hpp), the rest as it is.
@@ -651,6 +659,11 @@ json::value linear_keywords(const json::value& node,
   json::object out;
   for (auto& kv : node.get_object()) {
     auto& v = kv.value();
+    // A keyword of ours written by the author is no keyword of draft 7's:
+    // ignored, as any unknown one (valijson would build our check from it,
+    // and x-pgw-property-names from a subschema that $ref "#" could loop).
+    if (std::string_view(kv.key().data(), kv.key().size()).rfind("x-pgw-", 0) == 0)
+      continue;
     if (auto to = renamed_keyword(kv.key(), v)) {
       out[to] = v;
       continue;
@@ -672,6 +685,14 @@ json::value linear_keywords(const json::value& node,
       }
       case keyword_holds::schema:
         out[kv.key()] = linear_keywords(v, schemas);
+        // Beside it, the same check with a reason (structured_names.cpp),
+        // when the subschema can be compiled on its own.
+        // Not with a `$ref` (it names the whole document), nor around
+        // another propertyNames (a key is a string: it never applies, and
+        // each level would double the copy).
+        if (kv.key() == "propertyNames" && !holds_key(v, "$ref")
+            && !holds_key(v, "propertyNames"))
+          out[property_names_keyword] = out[kv.key()];
         break;
       case keyword_holds::other:
         out[kv.key()] = v;
@@ -1095,6 +1116,13 @@ caf::expected<schema_ptr> compile_schema(const std::string& schema_text) {
   if (added)
     c.patterns += (*compiled)->patterns;
   return at->second;
+}
+
+// Declared in actors/structured_check_kit.hpp.
+bool summary_error(const std::string& message) {
+  return message.rfind("Failed to validate ", 0) == 0
+         || message.rfind("Cannot validate item ", 0) == 0
+         || message.rfind("Failed to any values against subschema", 0) == 0;
 }
 
 size_t compiled_schema_count() {

@@ -603,14 +603,80 @@ TEST_CASE("structured: valijson's garbled or missing words are mended") {
   CHECK(format_issues_line(check_answer(*compiled(R"({"contains":{"const":3}})"), "[1,2]").issues)
         == "(root): No item matches the subschema of the 'contains' constraint.");
   CHECK(check_answer(*compiled(R"({"contains":{"const":3}})"), "[1,3.0]").valid);
-  // propertyNames fails without an error of valijson's: the issue says so.
-  auto names = check_answer(*compiled(R"({"propertyNames":{"maxLength":3}})"),
-                            R"({"abcd":1})");
-  CHECK_FALSE(names.valid);
-  CHECK(format_issues_line(names.issues)
+  // A schema of false fails without an error of valijson's: the issue
+  // says so.
+  auto never = check_answer(*compiled("false"), "1");
+  CHECK_FALSE(never.valid);
+  CHECK(format_issues_line(never.issues)
         == "(root): the value does not match the schema (a check that gives "
-           "no reason failed: a schema of false, or propertyNames on a "
-           "property's name)");
+           "no reason failed: a schema of false, or a propertyNames whose "
+           "subschema holds a $ref)");
+}
+
+TEST_CASE("structured: a key that fails propertyNames is named, with what is wrong with it") {
+  // valijson checks a key without a results object: it said only "a check
+  // that gives no reason failed".
+  auto names = check_answer(*compiled(R"({"propertyNames":{"maxLength":3}})"),
+                            R"({"abc":1,"abcd":2,"toolong":3})");
+  CHECK_FALSE(names.valid);
+  REQUIRE(names.issues.size() == 2);
+  CHECK(names.issues[0].pointer == "/abcd");
+  CHECK(names.issues[0].message.rfind("Property name: String should be no more than 3 characters", 0) == 0);
+  CHECK(names.issues[1].pointer == "/toolong");
+  CHECK(check_answer(*compiled(R"({"propertyNames":{"maxLength":3}})"),
+                     R"({"abc":{"abcd":1}})").valid);
+  // Our checks apply to keys too: a format, a pattern, an enum.
+  auto dated = check_answer(*compiled(R"({"properties":{"days":{"propertyNames":{"format":"date"}}}})"),
+                            R"({"days":{"2026-12-07":1,"yesterday":2}})");
+  CHECK(format_issues_line(dated.issues)
+        == "/days/yesterday: Property name: String should be a valid date "
+           "(RFC 3339 full-date: YYYY-MM-DD, a day the month has)");
+  auto picked = check_answer(*compiled(R"({"propertyNames":{"enum":["red","green"]}})"),
+                             R"({"blue":1})");
+  REQUIRE(picked.issues.size() == 1);
+  CHECK(picked.issues[0].pointer == "/blue");
+  CHECK(contains(picked.issues[0].message, "Property name: "));
+  CHECK(contains(picked.issues[0].message, "\"red\""));
+  // Of anyOf's words, the specific ones (not "Failed to validate against
+  // any schemas allowed by anyOf").
+  auto either = check_answer(*compiled(R"({"propertyNames":{"anyOf":[{"pattern":"^a"},{"pattern":"^b"}]}})"),
+                             R"({"a1":1,"c1":2})");
+  REQUIRE(either.issues.size() == 2);
+  for (auto& issue : either.issues) {
+    CHECK(issue.pointer == "/c1");
+    CHECK(contains(issue.message, "Property name: "));
+    CHECK_FALSE(contains(issue.message, "Failed to validate"));
+  }
+  // false: no key at all; the words say why.
+  auto none = check_answer(*compiled(R"({"propertyNames":false})"), R"({"a":1})");
+  CHECK(format_issues_line(none.issues)
+        == "/a: Property name: not allowed by the subschema of 'propertyNames'");
+  CHECK(check_answer(*compiled(R"({"propertyNames":false})"), "{}").valid);
+  // A key's control bytes and length show inert, as in any pointer.
+  auto odd = check_answer(*compiled(R"({"propertyNames":{"maxLength":1}})"),
+                          R"({"a\u0001b":1})");
+  REQUIRE(odd.issues.size() == 1);
+  CHECK(odd.issues[0].pointer == "/a\\u0001b");
+  // A subschema with a $ref names the whole document: valijson's check
+  // alone, without a reason (as before).
+  auto referred = check_answer(*compiled(R"({"definitions":{"short":{"maxLength":3}},"propertyNames":{"$ref":"#/definitions/short"}})"),
+                               R"({"abcd":1})");
+  CHECK_FALSE(referred.valid);
+  CHECK(contains(format_issues_line(referred.issues), "gives no reason"));
+  // propertyNames inside propertyNames never applies (a key is a string);
+  // sixteen levels compile once each, not 2^16 copies.
+  std::string chain = R"({"maxLength":1})";
+  for (int i = 0; i < 15; ++i)
+    chain = R"({"propertyNames":)" + chain + "}";
+  auto nested = compile_schema(chain);
+  REQUIRE(nested);
+  CHECK(check_answer(**nested, R"({"abcd":{"efgh":1}})").valid);
+  // An author's keyword named as ours is an unknown keyword: ignored (it
+  // was our check; a subschema that $refs "#" would recurse forever).
+  auto loop = compile_schema(R"({"x-pgw-property-names":{"$ref":"#"}})");
+  REQUIRE(loop);
+  CHECK(check_answer(**loop, R"({"a":{"b":1}})").valid);
+  CHECK(check_answer(*compiled(R"({"x-pgw-pattern":"^a$"})"), R"("b")").valid);
 }
 
 TEST_CASE("structured: a pattern is read as ECMA-262 writes it where RE2 can run the same") {
