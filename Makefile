@@ -13,7 +13,7 @@ PKGS = cmake g++ make pkg-config libcaf-dev libcpp-httplib-dev libssl-dev \
        doctest-dev \
        libsqlite3-dev redis-server zlib1g-dev libbrotli-dev \
        clang-14 libclang-rt-14-dev prometheus libvalijson-dev openssl stunnel4 \
-       libtcmalloc-minimal4 libre2-dev
+       libtcmalloc-minimal4 libre2-dev libidn2-dev
 
 # -- sanitizer and fuzz builds ------------------------------------------------
 ASAN_BUILD ?= build-asan

@@ -50,6 +50,23 @@ inline bool is_hex_digit(char c) {
 /// (inet_pton's; no zone index). The `ipv6` format and a URI's IP-literal.
 bool ipv6(std::string_view text);
 
+/// Calls `fn` with each dot-separated label of `text` (an empty one too),
+/// in order, until it returns false; whether every one returned true.
+template <class Fn>
+bool each_label(std::string_view text, Fn fn) {
+  size_t start = 0;
+  for (;;) {
+    auto dot = text.find('.', start);
+    if (!fn(text.substr(start, dot == std::string_view::npos
+                                 ? std::string_view::npos
+                                 : dot - start)))
+      return false;
+    if (dot == std::string_view::npos)
+      return true;
+    start = dot + 1;
+  }
+}
+
 /// A number of the answer or the schema: its int64 when it is one.
 struct exact_number {
   bool whole = false;
@@ -80,6 +97,10 @@ std::optional<std::string> ecma_to_re2(std::string_view text,
 /// iri-reference, uri-template, json-pointer, relative-json-pointer;
 /// actors/structured_uri.cpp). True for any other format.
 bool uri_format(std::string_view format, std::string_view text);
+
+/// Whether `text` is of the internationalized `format` (idn-hostname,
+/// idn-email; actors/structured_idn.cpp). True for any other format.
+bool idn_format(std::string_view format, std::string_view text);
 
 /// Whether `text` may be an ECMA-262 regular expression: false only for
 /// what both ECMA-262 and RE2 refuse (unbalanced parentheses or brackets,

@@ -87,9 +87,9 @@ void start_pattern_budget();
 /// formats OpenAI's strict mode names; actors/structured_formats.cpp),
 /// "uri", "uri-reference", "iri", "iri-reference", "uri-template",
 /// "json-pointer", "relative-json-pointer" and "regex" (draft 7's;
-/// actors/structured_uri.cpp). nullopt when `text` is one, and for every
-/// other format (draft 7 lets a validator ignore a format: `idn-email` and
-/// `idn-hostname` are not checked).
+/// actors/structured_uri.cpp), "idn-hostname" and "idn-email"
+/// (actors/structured_idn.cpp). nullopt when `text` is one, and for every
+/// other format (draft 7 lets a validator ignore a format).
 std::optional<std::string> format_problem(std::string_view format,
                                           std::string_view text);
 

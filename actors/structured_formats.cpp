@@ -2,8 +2,9 @@
 // ignore a format; valijson checks date, time and date-time with
 // std::regex and no other): RFC 3339's dates and times read in one pass,
 // the formats OpenAI's strict structured output names (email, hostname,
-// ipv4, ipv6, uuid, duration), and draft 7's references and regex
-// (actors/structured_uri.cpp).
+// ipv4, ipv6, uuid, duration), draft 7's references and regex
+// (actors/structured_uri.cpp), and its internationalized hostname and
+// email (actors/structured_idn.cpp).
 
 #include "actors/structured_checks.hpp"
 
@@ -146,22 +147,15 @@ bool alnum(char c) {
 bool hostname(std::string_view text) {
   if (text.empty() || text.size() > 253)
     return false;
-  size_t start = 0;
-  for (;;) {
-    auto dot = text.find('.', start);
-    auto label = text.substr(start, dot == std::string_view::npos
-                                      ? std::string_view::npos
-                                      : dot - start);
+  return each_label(text, [](std::string_view label) {
     if (label.empty() || label.size() > 63 || label.front() == '-'
         || label.back() == '-')
       return false;
     for (char c : label)
       if (!alnum(c) && c != '-')
         return false;
-    if (dot == std::string_view::npos)
-      return true;
-    start = dot + 1;
-  }
+    return true;
+  });
 }
 
 /// RFC 5321 §4.1.2's Mailbox, ASCII: a dot-atom or quoted local part of at
@@ -337,6 +331,17 @@ constexpr known_format known_formats[] = {
    [](std::string_view t) { return uri_format("relative-json-pointer", t); },
    "String should be a valid relative JSON pointer (a non-negative integer "
    "without leading zeros, then # or a JSON pointer)"},
+  // Internationalized (actors/structured_idn.cpp).
+  {"idn-hostname",
+   [](std::string_view t) { return idn_format("idn-hostname", t); },
+   "String should be a valid internationalized hostname (RFC 5890: "
+   "dot-separated labels of letters, digits and hyphens in any script that "
+   "IDNA2008 allows, in Unicode NFC; at most 63 bytes a label and 253 in "
+   "all once punycode-encoded)"},
+  {"idn-email", [](std::string_view t) { return idn_format("idn-email", t); },
+   "String should be a valid internationalized email address (RFC 6531: "
+   "local-part@domain as in RFC 5321, where the local part may also hold "
+   "non-ASCII characters and the domain is an internationalized hostname)"},
   {"regex", ecma_regex,
    "String should be a valid regular expression (ECMA-262: parentheses and "
    "brackets closed, a quantifier after something it repeats, ranges in "

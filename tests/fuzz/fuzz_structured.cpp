@@ -115,6 +115,21 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       FUZZ_REQUIRE(c > 0x20 && c != 0x7f && (c < 0x80 || !uri_ref));
   (void)fits("regex");
 
+  // The internationalized formats take what the ASCII ones take (but for
+  // the reserved "--"); an ASCII idn-hostname is a hostname; neither
+  // holds a space or a control character outside a quoted local part.
+  bool dashes = answer.find("--") != std::string::npos;
+  FUZZ_REQUIRE(!fits("hostname") || dashes || fits("idn-hostname"));
+  FUZZ_REQUIRE(!fits("email") || dashes || fits("idn-email"));
+  if (fits("idn-hostname")) {
+    bool ascii = true;
+    for (unsigned char c : answer) {
+      FUZZ_REQUIRE(c > 0x20 && c != 0x7f);
+      ascii = ascii && c < 0x80;
+    }
+    FUZZ_REQUIRE(!ascii || fits("hostname"));
+  }
+
   auto repaired = pgw::repair_json(answer);
   FUZZ_REQUIRE(subsequence(repaired.text, answer));
   auto again = pgw::repair_json(repaired.text);

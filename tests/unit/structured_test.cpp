@@ -1221,8 +1221,8 @@ TEST_CASE("structured: date and time formats are RFC 3339's, read in one pass") 
     {"date-time", "2026-12-07 16:52:45Z", false},
     {"date-time", "2026-02-30T00:00:00Z", false},
     {"date-time", "2026-12-07T16:52:45Zjunk", false},
-    {"idn-email", "not checked", true},  // draft 7 lets a validator ignore it
-    {"idn-hostname", "(", true},
+    {"color", "not checked", true},  // draft 7 lets a validator ignore it
+    {"x-unknown", "(", true},
   };
   check_format_rows(rows, "RFC 3339");
   // A format constrains strings only (valijson threw on a number: "the
@@ -1315,6 +1315,73 @@ TEST_CASE("structured: the formats of OpenAI's strict mode are checked too") {
   CHECK(format_problem("ipv6", "::44\0junk"sv));
   CHECK(format_problem("email", "a@[IPv6:::44\0junk]"sv));
   CHECK_FALSE(format_problem("ipv6", "::44"sv));
+}
+
+TEST_CASE("structured: idn-hostname is IDNA2008's and idn-email RFC 6531's") {
+  // Passed unread before: draft 7 lets a validator ignore a format.
+  const std::string long_label(64, 'a');
+  const std::string long_unicode = [] {
+    std::string out;
+    for (int i = 0; i < 60; ++i)
+      out += "\u00fc"; // encodes to more than 63 bytes of punycode
+    return out;
+  }();
+  const std::string huge(2000, 'a');
+  const format_row rows[] = {
+    {"idn-hostname", "example.com", true},
+    {"idn-hostname", "Example.COM", true},
+    {"idn-hostname", "실례.테스트", true},
+    {"idn-hostname", "bücher.de", true},
+    {"idn-hostname", "xn--bcher-kva.de", true},
+    {"idn-hostname", "l\u00b7l.cat", true},                // Catalan
+    {"idn-hostname", "\u03b1\u0375\u03b2", true},          // keraia, Greek
+    {"idn-hostname", "\u05d0\u05f3\u05d1", true},          // geresh
+    {"idn-hostname", "\u30a2\u30fb", true},                // katakana dot
+    {"idn-hostname", "\u0627\u0660\u0662", true},          // one digit set
+    {"idn-hostname", "\u0915\u094d\u200d\u0937", true},    // ZWJ after virama
+    {"idn-hostname", "\u302e실례.테스트", false},          // leading mark
+    {"idn-hostname", "a\u00b7l", false},
+    {"idn-hostname", "\u03b1\u0375", false},
+    {"idn-hostname", "\u05f3\u05d1", false},
+    {"idn-hostname", "a\u30fb", false},
+    {"idn-hostname", "\u0627\u0660\u06f0", false},         // digits mixed
+    {"idn-hostname", "\u200d\u0937", false},               // ZWJ alone
+    {"idn-hostname", "ab--cd.com", false},                 // reserved --
+    {"idn-hostname", "xn--X", false},                      // bad punycode
+    {"idn-hostname", "-a.com", false},
+    {"idn-hostname", "a b.com", false},
+    {"idn-hostname", "under_score.com", false},
+    {"idn-hostname", "\uff21\uff22.com", false},           // not mapped
+    {"idn-hostname", "e\u0301.com", false},                // not NFC
+    {"idn-hostname", "a..b", false},
+    {"idn-hostname", "", false},
+    {"idn-hostname", long_label.c_str(), false},
+    {"idn-hostname", long_unicode.c_str(), false},
+    {"idn-hostname", huge.c_str(), false},
+    {"idn-email", "user@example.com", true},
+    {"idn-email", "실례@실례.테스트", true},
+    {"idn-email", R"(\"j ü\"@bücher.de)", true},
+    {"idn-email", "ü@[192.0.2.1]", true},
+    {"idn-email", "not an email", false},
+    {"idn-email", "@bücher.de", false},
+    {"idn-email", "a.@bücher.de", false},
+    {"idn-email", "a@\uff21\uff22.com", false},
+    {"idn-email", "a@ab--c.com", false},
+    {"idn-email", "a@@b.com", false},
+  };
+  check_format_rows(rows, "String should be a valid internationalized ");
+  auto host = compiled(R"({"properties":{"host":{"type":"string","format":"idn-hostname"}}})");
+  CHECK(format_issues_line(check_answer(*host, R"({"host":"ab--cd"})").issues)
+        == "/host: String should be a valid internationalized hostname (RFC "
+           "5890: dot-separated labels of letters, digits and hyphens in any "
+           "script that IDNA2008 allows, in Unicode NFC; at most 63 bytes a "
+           "label and 253 in all once punycode-encoded)");
+  // What hostname and email accept, the idn formats accept (but a
+  // reserved "--").
+  for (auto text : {"a.b.c", "xn--bcher-kva.de", "x1-y2.example"})
+    CHECK_FALSE(format_problem("idn-hostname", text));
+  using namespace std::string_view_literals;
+  CHECK(format_problem("idn-hostname", "a\0b"sv));
 }
 
 TEST_CASE("structured: draft 7's reference formats and regex are checked") {
