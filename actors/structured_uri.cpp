@@ -63,8 +63,10 @@ bool made_of(std::string_view text, std::string_view extra, bool iri) {
 constexpr std::string_view path_extra = ":@/";
 constexpr std::string_view query_extra = ":@/?";
 
-/// RFC 3986 §3.2.2's IP-literal contents: an IPv6 address or IPvFuture
-/// ("v" hex digits "." then unreserved, sub-delims or ":").
+/// RFC 3986 §3.2.2's IP-literal contents: an IPv6 address, one with a
+/// zone (RFC 6874: "%25" then unreserved or percent-encoded characters,
+/// fe80::1%25eth0), or IPvFuture ("v" hex digits "." then unreserved,
+/// sub-delims or ":").
 bool ip_literal(std::string_view text) {
   if (!text.empty() && (text[0] == 'v' || text[0] == 'V')) {
     auto dot = text.find('.');
@@ -77,6 +79,16 @@ bool ip_literal(std::string_view text) {
       if (!(unreserved(c) || sub_delim(c) || c == ':'))
         return false;
     return true;
+  }
+  auto zone = text.find("%25");
+  if (zone != std::string_view::npos) {
+    auto id = text.substr(zone + 3);
+    if (id.empty() || !made_of(id, "", false))
+      return false;
+    for (char c : id)
+      if (sub_delim(c))
+        return false;
+    text = text.substr(0, zone);
   }
   return ipv6(text);
 }

@@ -1395,6 +1395,13 @@ TEST_CASE("structured: draft 7's reference formats and regex are checked") {
     {"uri", "http://223.255.255.254", true},
     {"uri", "ldap://[2001:db8::7]/c=GB?objectClass?one", true},
     {"uri", "http://[v1.fe80::a+en1]:8080/", true},
+    // RFC 6874's zone: "%25" then unreserved or percent-encoded.
+    {"uri", "http://[fe80::1%25eth0]:8080/", true},
+    {"uri", "http://[fe80::1%25en%2F1]/", true},
+    {"uri", "http://[fe80::1%eth0]/", false},
+    {"uri", "http://[fe80::1%25]/", false},
+    {"uri", "http://[fe80::1%25a!b]/", false},
+    {"uri", "http://[v1.x%25a]/", false},
     {"uri", "mailto:John.Doe@example.com", true},
     {"uri", "tel:+1-816-555-1212", true},
     {"uri", "urn:oasis:names:specification:docbook:dtd:xml:4.1.2", true},
