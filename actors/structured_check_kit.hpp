@@ -23,8 +23,13 @@ namespace boost::json {
 class value;
 } // namespace boost::json
 
+namespace re2 {
+class RE2;
+} // namespace re2
+
 namespace valijson {
 class SchemaParser;
+class Subschema;
 } // namespace valijson
 
 namespace pgw {
@@ -115,6 +120,33 @@ const char* equality_keyword(std::string_view key,
 
 /// Gives `parser` the builders of `equality_keyword`'s keywords.
 void add_equality_checks(valijson::SchemaParser& parser);
+
+/// Whether `re` finds a match in `subject` (ECMA-262's `pattern` is a
+/// search), within the pattern bounds of actors/structured_checks.cpp:
+/// nullopt and why when the subject is too long for this pattern, or the
+/// answer's pattern work is spent (`start_pattern_budget`).
+std::optional<bool> bounded_match(const re2::RE2& re, std::string_view subject,
+                                  std::string* why);
+
+/// Takes `work` (bytes times pattern size) from the answer's pattern work
+/// (`start_pattern_budget`), or false and why when too little is left.
+bool spend_pattern_work(uint64_t work, std::string* why);
+
+/// The key of the never-matching pattern pgw's copy of a schema holds
+/// under `patternProperties`, with `{"allOf": [each pattern's subschema,
+/// then additionalProperties' if any]}` for valijson to parse (their
+/// `$ref`s resolve where they sit); the check under
+/// `pattern_properties_keyword` matches the real patterns and applies them
+/// (actors/structured_pattern_properties.cpp).
+extern const char* const pattern_placeholder;
+
+/// Gives `parser` the builder of `pattern_properties_keyword`.
+void add_pattern_properties_check(valijson::SchemaParser& parser);
+
+/// Hands each `pattern_properties_keyword` check under `root` (a compiled
+/// schema) the subschemas valijson parsed for it. Run once, after
+/// `populateSchema`, before the schema validates anything.
+void link_pattern_properties(const valijson::Subschema& root);
 
 /// Gives `parser` the builder of `property_names_keyword`
 /// (actors/structured_names.cpp).

@@ -67,11 +67,7 @@ constexpr const char* linear_pattern_keyword = "x-pgw-pattern";
 
 class linear_pattern final : public check_of_ours<linear_pattern> {
 public:
-  explicit linear_pattern(std::shared_ptr<const RE2> re)
-    : re_(std::move(re)),
-      size_(static_cast<uint64_t>(std::max(re_->ProgramSize(), 1))),
-      longest_(std::max<uint64_t>(max_pattern_subject,
-                                  max_pattern_work / size_)) {
+  explicit linear_pattern(std::shared_ptr<const RE2> re) : re_(std::move(re)) {
   }
 
   bool validate(const valijson::adapters::Adapter& target,
@@ -79,42 +75,19 @@ public:
                 valijson::ValidationResults* results) const override {
     if (!target.isString())
       return true;
-    auto subject = target.asString();
-    if (subject.size() > longest_) {
-      if (results != nullptr)
-        results->pushError(context,
-                           "a string of " + std::to_string(subject.size())
-                             + " bytes is longer than "
-                             + std::to_string(longest_)
-                             + ", the most checked against this pattern");
-      return false;
-    }
-    auto work = std::max<uint64_t>(subject.size(), 1) * size_;
-    if (work > pattern_work_left) {
-      if (results != nullptr)
-        results->pushError(context,
-                           "the answer's strings are too long for the "
-                           "schema's patterns: checking them would take more "
-                           "than "
-                             + std::to_string(max_answer_pattern_work)
-                             + " steps (bytes times pattern size)");
-      return false;
-    }
-    pattern_work_left -= work;
-    if (RE2::PartialMatch(subject, *re_))
+    std::string why;
+    auto found = bounded_match(*re_, target.asString(), &why);
+    if (found.value_or(false))
       return true;
     if (results != nullptr)
-      results->pushError(context, "Failed to match regex specified by "
-                                  "'pattern' constraint.");
+      results->pushError(context, found ? "Failed to match regex specified "
+                                          "by 'pattern' constraint."
+                                        : why);
     return false;
   }
 
 private:
   std::shared_ptr<const RE2> re_;
-  /// Its RE2 program size (instructions, at least 1).
-  uint64_t size_;
-  /// The longest subject matched (see `max_pattern_work`).
-  uint64_t longest_;
 };
 
 class linear_pattern_builder final : public valijson::ConstraintBuilder {
@@ -548,6 +521,7 @@ void add_checks_of_ours(valijson::SchemaParser& parser) {
     parser.addConstraintBuilder(b.ours, new bound_builder(b));
   add_equality_checks(parser);
   add_property_names_check(parser);
+  add_pattern_properties_check(parser);
 }
 
 std::optional<exact_number> read_number(const valijson::adapters::Adapter& v) {
@@ -589,6 +563,33 @@ int compare(const exact_number& a, const exact_number& b) {
     return a.i < ti ? -1 : 1;
   double fraction = b.d - t; // exact
   return fraction > 0 ? -1 : fraction < 0 ? 1 : 0;
+}
+
+std::optional<bool> bounded_match(const RE2& re, std::string_view subject,
+                                  std::string* why) {
+  auto size = static_cast<uint64_t>(std::max(re.ProgramSize(), 1));
+  auto longest = std::max<uint64_t>(max_pattern_subject, max_pattern_work / size);
+  if (subject.size() > longest) {
+    *why = "a string of " + std::to_string(subject.size())
+           + " bytes is longer than " + std::to_string(longest)
+           + ", the most checked against this pattern";
+    return std::nullopt;
+  }
+  if (!spend_pattern_work(std::max<uint64_t>(subject.size(), 1) * size, why))
+    return std::nullopt;
+  return RE2::PartialMatch(re2::StringPiece(subject.data(), subject.size()), re);
+}
+
+bool spend_pattern_work(uint64_t work, std::string* why) {
+  if (work > pattern_work_left) {
+    *why = "the answer's strings are too long for the schema's patterns: "
+           "checking them would take more than "
+           + std::to_string(max_answer_pattern_work)
+           + " steps (bytes times pattern size)";
+    return false;
+  }
+  pattern_work_left -= work;
+  return true;
 }
 
 void start_pattern_budget() {

@@ -51,6 +51,12 @@ namespace pgw {
 /// check gives no reason; actors/structured_names.cpp).
 constexpr const char* property_names_keyword = "x-pgw-property-names";
 
+/// The keyword pgw's copy of a schema gets beside a `patternProperties`
+/// (whose subschemas it holds under keys that match nothing): the patterns
+/// matched with RE2, the names of `properties`, and whether there is an
+/// `additionalProperties` (actors/structured_pattern_properties.cpp).
+constexpr const char* pattern_properties_keyword = "x-pgw-pattern-properties";
+
 /// RE2 memory of one pattern: its program (about 16 bytes an instruction,
 /// at most a sixth of this: ~10,900 instructions; `^.{1,500}$` takes
 /// 4,501) and its DFA's states (the rest; when they would pass it, RE2

@@ -89,6 +89,7 @@ public:
     valijson::SchemaParser parser{valijson::SchemaParser::kDraft7};
     add_checks_of_ours(parser);
     parser.populateSchema(*node, *sub);
+    link_pattern_properties(*sub);
     return new property_names_check(std::move(sub));
   }
 };

@@ -469,8 +469,8 @@ struct schema_problem {
 
 /// Walks the subschemas of `node` (draft 7 keywords that hold schemas):
 /// every `pattern` must compile for RE2 (it would only fail later, on
-/// every answer) within the schema's pattern bounds, `patternProperties`
-/// is refused, and every
+/// every answer) within the schema's pattern bounds, and so must every
+/// key of `patternProperties`, and every
 /// `$ref` must be local, resolve and not loop (valijson aborts, fetches or
 /// recurses forever otherwise). A `$ref`'s target is walked too: valijson
 /// parses it as a schema wherever it sits.
@@ -494,15 +494,15 @@ public:
       if (auto err = pattern_error(p->get_string()))
         return schema_problem{at + "/pattern", *err};
     }
-    // valijson matches these against an answer's keys with std::regex,
-    // which no pattern of ours replaces: refused rather than run in a
-    // time a caller's pattern can make exponential.
-    if (obj.contains("patternProperties"))
-      return schema_problem{at + "/patternProperties",
-                            "patternProperties is not supported (its "
-                            "patterns would run in a backtracking matcher "
-                            "whose time pgw cannot bound): name the "
-                            "properties, or use additionalProperties"};
+    // Matched by a check of ours with RE2 (actors/structured_pattern_
+    // properties.cpp), within the same bounds as `pattern`.
+    if (auto pp = obj.if_contains("patternProperties"); pp && pp->is_object())
+      for (auto& kv : pp->get_object())
+        if (auto err = pattern_error(std::string_view(kv.key().data(),
+                                                      kv.key().size())))
+          return schema_problem{at + "/patternProperties/"
+                                  + pointer_token(kv.key()),
+                                *err};
     if (auto u = obj.if_contains("uniqueItems"); u && u->is_bool())
       has_unique_items = has_unique_items || u->get_bool();
     // The meta-schema says these are unique; checked here, in linear time
@@ -657,8 +657,42 @@ json::value linear_keywords(const json::value& node,
   if (!node.is_object())
     return node;
   json::object out;
+  auto* pattern_props = node.get_object().if_contains("patternProperties");
+  if (pattern_props != nullptr && !pattern_props->is_object())
+    pattern_props = nullptr;
   for (auto& kv : node.get_object()) {
     auto& v = kv.value();
+    // patternProperties and additionalProperties: the subschemas under
+    // keys that match nothing, the patterns in a check of ours
+    // (actors/structured_pattern_properties.cpp).
+    if (pattern_props != nullptr && kv.key() == "additionalProperties")
+      continue;
+    if (pattern_props != nullptr && kv.key() == "patternProperties") {
+      json::array subs;
+      json::array patterns;
+      for (auto& sub : v.get_object()) {
+        subs.push_back(linear_keywords(sub.value(), schemas));
+        patterns.push_back(json::string(sub.key()));
+      }
+      bool additional = false;
+      if (auto* a = node.get_object().if_contains("additionalProperties")) {
+        subs.push_back(linear_keywords(*a, schemas));
+        additional = true;
+      }
+      json::array names;
+      if (auto* p = node.get_object().if_contains("properties");
+          p != nullptr && p->is_object())
+        for (auto& name : p->get_object())
+          names.push_back(json::string(name.key()));
+      json::object held;
+      if (!subs.empty()) // valijson refuses an empty allOf
+        held["allOf"] = std::move(subs);
+      out[kv.key()] = {{pattern_placeholder, std::move(held)}};
+      out[pattern_properties_keyword] = {{"patterns", std::move(patterns)},
+                                         {"names", std::move(names)},
+                                         {"additional", additional}};
+      continue;
+    }
     // A keyword of ours written by the author is no keyword of draft 7's:
     // ignored, as any unknown one (valijson would build our check from it,
     // and x-pgw-property-names from a subschema that $ref "#" could loop).
@@ -1060,6 +1094,13 @@ caf::expected<schema_ptr> compile(const std::string& text) {
       return invalid_schema(r.at, "$ref \"#" + r.fragment
                                     + "\" names data (an enum, const, default "
                                       "or examples value), not a subschema");
+    // Held elsewhere in the copy (under a placeholder's allOf).
+    if (r.fragment.find("/patternProperties/") != std::string::npos)
+      return invalid_schema(r.at, "$ref \"#" + r.fragment
+                                    + "\" names a subschema of "
+                                      "patternProperties, which pgw cannot "
+                                      "follow: move it under definitions "
+                                      "and $ref it from both places");
     if (renamed.count(r.target) != 0)
       continue;
     // The copy has the original's shape: the same fragment names the same
@@ -1073,6 +1114,7 @@ caf::expected<schema_ptr> compile(const std::string& text) {
     add_checks_of_ours(parser);
     parser.populateSchema(valijson::adapters::BoostJsonAdapter(out->document),
                           out->schema);
+    link_pattern_properties(out->schema);
   } catch (const std::exception& e) {
     return invalid_schema("", e.what());
   }

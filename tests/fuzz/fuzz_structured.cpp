@@ -144,6 +144,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto check2 = pgw::check_answer(**schema2, answer);
   FUZZ_REQUIRE(check.valid == check2.valid && check.json == check2.json
           && check.issues.size() == check2.issues.size());
+  // Every patternProperties check found the subschemas valijson parsed.
+  for (auto& issue : check.issues)
+    FUZZ_REQUIRE(issue.message.rfind("the schema could not be applied: "
+                                     "patternProperties", 0) != 0);
   if (check.valid) {
     FUZZ_REQUIRE(check.issues.empty() && !check.json.empty());
     boost::json::error_code ec;

@@ -270,11 +270,13 @@ TEST_CASE("structured: an invalid schema names the JSON pointer of the problem")
     // A target outside the keywords walked is still parsed by valijson.
     {R"({"$ref":"#/x","x":{"properties":{"a":{"$ref":"other.json"}}}})",
      R"(schema /x/properties/a/$ref: $ref "other.json": only local $ref)"},
-    // Refused rather than matched by valijson's backtracking std::regex.
+    // patternProperties' patterns are held to pattern's rules.
     {R"({"patternProperties":{"a(":{}}})",
-     "schema /patternProperties: patternProperties is not supported"},
-    {R"({"patternProperties":{"^x":{}}})",
-     "schema /patternProperties: patternProperties is not supported"},
+     "schema /patternProperties/a(: not a regular expression pgw runs (missing )"},
+    {R"({"patternProperties":{"(?<=a)b":{}}})",
+     "schema /patternProperties/(?<=a)b: not a regular expression pgw runs ("},
+    {R"({"patternProperties":{"^a":{"type":"string"}},"properties":{"b":{"$ref":"#/patternProperties/^a"}}})",
+     R"(schema /properties/b/$ref: $ref "#/patternProperties/^a" names a subschema of patternProperties)"},
     // Patterns run on RE2: no lookaround, no backreference.
     {R"({"pattern":"^(?=a)a$"})",
      "schema /pattern: not a regular expression pgw runs ("},
@@ -677,6 +679,109 @@ TEST_CASE("structured: a key that fails propertyNames is named, with what is wro
   REQUIRE(loop);
   CHECK(check_answer(**loop, R"({"a":{"b":1}})").valid);
   CHECK(check_answer(*compiled(R"({"x-pgw-pattern":"^a$"})"), R"("b")").valid);
+}
+
+TEST_CASE("structured: patternProperties are matched with RE2 and apply their subschemas") {
+  // Refused before: valijson matches them with std::regex.
+  auto tagged = compiled(R"({"type":"object","patternProperties":{"^x-":{"type":"string"},"^n_":{"type":"integer"}},"additionalProperties":false})");
+  CHECK(check_answer(*tagged, R"({"x-a":"s","n_1":3})").valid);
+  CHECK(check_answer(*tagged, "{}").valid);
+  auto wrong = check_answer(*tagged, R"({"x-a":1})");
+  CHECK_FALSE(wrong.valid);
+  REQUIRE(wrong.issues.size() == 1);
+  CHECK(wrong.issues[0].pointer == "/x-a");
+  auto extra = check_answer(*tagged, R"({"x-a":"s","other":1})");
+  REQUIRE(extra.issues.size() == 1);
+  CHECK(extra.issues[0].message
+        == "Object contains a property that could not be validated using "
+           "'properties', 'patternProperties' or 'additionalProperties' "
+           "constraints: 'other'.");
+  // properties and patternProperties both apply to a key; additional-
+  // Properties to the keys neither names.
+  auto mixed = compiled(R"({"properties":{"id":{"type":"integer"}},"patternProperties":{"^[a-z]+$":{"type":"string"}},"additionalProperties":{"type":"boolean"}})");
+  CHECK(check_answer(*mixed, R"({"ID":true,"name":"x"})").valid);
+  auto id = check_answer(*mixed, R"({"id":1})");
+  REQUIRE(id.issues.size() == 1);
+  CHECK(id.issues[0].pointer == "/id");
+  auto upper = check_answer(*mixed, R"({"ID":1})");
+  REQUIRE(upper.issues.size() == 1);
+  CHECK(upper.issues[0].pointer == "/ID");
+  // Every matching pattern applies.
+  auto both = compiled(R"({"patternProperties":{"a":{"minLength":2},"b":{"maxLength":3}}})");
+  CHECK(check_answer(*both, R"({"ab":"xx"})").valid);
+  CHECK_FALSE(check_answer(*both, R"({"ab":"x"})").valid);
+  CHECK_FALSE(check_answer(*both, R"({"ab":"xxxx"})").valid);
+  // A $ref in a pattern's subschema resolves in the whole schema, and a
+  // schema that recurses through one validates nested answers.
+  auto refd = compiled(R"({"definitions":{"s":{"type":"string"}},"patternProperties":{"^s":{"$ref":"#/definitions/s"}}})");
+  CHECK(check_answer(*refd, R"({"s1":"a"})").valid);
+  CHECK_FALSE(check_answer(*refd, R"({"s1":1})").valid);
+  auto tree = compiled(R"({"type":"object","patternProperties":{".":{"$ref":"#"}},"additionalProperties":false})");
+  CHECK(check_answer(*tree, R"({"a":{"b":{"c":{}}}})").valid);
+  auto deep = check_answer(*tree, R"({"a":{"b":{"":{}}}})");
+  REQUIRE(deep.issues.size() == 1);
+  CHECK(deep.issues[0].pointer == "/a/b");
+  CHECK_FALSE(check_answer(*tree, R"({"a":{"b":5}})").valid);
+  // A pattern whose subschema is false: the key is named with the pattern.
+  auto banned = check_answer(*compiled(R"({"patternProperties":{"^tmp":false}})"),
+                             R"({"tmp1":1,"keep":2})");
+  REQUIRE(banned.issues.size() == 1);
+  CHECK(contains(banned.issues[0].message, "pattern '^tmp'"));
+  // ECMA-262's dialect, and linear time: ^(a+)+$ against 40 a's and a !
+  // (exponential for a backtracking matcher).
+  auto t0 = std::chrono::steady_clock::now();
+  auto nested = compiled(R"({"patternProperties":{"^(a+)+$":{"type":"integer"},"^[\\u4e00-\\u9fa5]+$":{"type":"string"}},"additionalProperties":{"type":"boolean"}})");
+  CHECK(check_answer(*nested, R"({")" + std::string(40, 'a') + R"(!":true,"中文":"x"})").valid);
+  CHECK_FALSE(check_answer(*nested, R"({"中文":1})").valid);
+  CHECK(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() < 1.0);
+  CHECK(check_answer(*both, "5").valid); // objects only
+  // Under anyOf, and empty: every check found its subschemas.
+  auto branch = compiled(R"({"anyOf":[{"type":"string"},{"patternProperties":{"^a":{"type":"integer"}}}]})");
+  CHECK(check_answer(*branch, R"({"a1":1})").valid);
+  CHECK_FALSE(check_answer(*branch, R"({"a1":"x"})").valid);
+  auto none = compiled(R"({"patternProperties":{},"additionalProperties":{"type":"integer"}})");
+  CHECK(check_answer(*none, R"({"a":1})").valid);
+  CHECK_FALSE(check_answer(*none, R"({"a":"x"})").valid);
+  CHECK(check_answer(*compiled(R"({"patternProperties":{}})"), R"({"a":"x"})").valid);
+  // Wherever the keyword sits, its check finds the subschemas valijson
+  // parsed (an unlinked one would say "the schema could not be applied").
+  const std::string strings = R"({"patternProperties":{"^a":{"type":"string"}}})";
+  struct placed {
+    std::string schema;
+    const char* answer;
+    bool valid;
+  };
+  const placed places[] = {
+    {R"({"not":)" + strings + "}", R"({"a":1})", true},
+    {R"({"not":)" + strings + "}", R"({"a":"s"})", false},
+    {R"({"if":{"type":"object"},"then":)" + strings + "}", R"({"a":1})", false},
+    {R"({"if":{"type":"array"},"else":)" + strings + "}", R"({"a":1})", false},
+    {R"({"items":[)" + strings + "]}", R"([{"a":1}])", false},
+    {R"({"items":[{}],"additionalItems":)" + strings + "}", R"([{},{"a":1}])", false},
+    {R"({"items":)" + strings + "}", R"([{"a":"s"},{"a":1}])", false},
+    {R"({"dependencies":{"d":)" + strings + "}}", R"({"d":0,"a":1})", false},
+    {R"({"contains":{"allOf":[)" + strings + R"(],"required":["a"]}})", R"([{"a":1}])", false},
+    {R"({"contains":{"allOf":[)" + strings + R"(],"required":["a"]}})", R"([{"a":"s"}])", true},
+    {R"({"$ref":"#/definitions/p","definitions":{"p":)" + strings + "}}", R"({"a":1})", false},
+    {R"({"patternProperties":{"^o":)" + strings + "}}", R"({"o":{"a":1}})", false},
+    {R"({"patternProperties":{"^z":{}},"additionalProperties":)" + strings + "}", R"({"q":{"a":1}})", false},
+    {R"({"oneOf":[)" + strings + R"(,{"type":"array"}]})", R"({"a":1})", false},
+    {R"({"anyOf":[{"type":"array"},)" + strings + "]}", R"({"a":"s"})", true},
+    {R"({"propertyNames":)" + strings + "}", R"({"a":1})", true},
+  };
+  for (auto& p : places) {
+    CAPTURE(p.schema);
+    CAPTURE(p.answer);
+    auto check = check_answer(*compiled(p.schema), p.answer);
+    CHECK(check.valid == p.valid);
+    for (auto& issue : check.issues)
+      CHECK_FALSE(contains(issue.message, "could not be applied"));
+  }
+  // A key is matched within the pattern bounds, as a string by pattern.
+  auto big = check_answer(*compiled(R"({"patternProperties":{"^.{1,1000}$":{}}})"),
+                          R"({")" + std::string(3000, 'a') + R"(":1})");
+  REQUIRE(big.issues.size() == 1);
+  CHECK(contains(big.issues[0].message, "a string of 3000 bytes is longer than 2048"));
 }
 
 TEST_CASE("structured: a pattern is read as ECMA-262 writes it where RE2 can run the same") {
