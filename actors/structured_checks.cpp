@@ -1,8 +1,11 @@
 // The checks pgw makes instead of valijson's: valijson constraints of ours
 // (PolyConstraint), given to the parser under renamed keywords — pattern
-// (RE2, from ECMA-262's syntax), format (actors/structured_formats.cpp
-// reads the values), multipleOf, type and the bounds on a number here;
-// enum, const and uniqueItems in actors/structured_equality.cpp.
+// (RE2, from ECMA-262's syntax), format (actors/structured_formats.cpp,
+// structured_uri.cpp and structured_idn.cpp read the values), multipleOf,
+// type and the bounds on a number here; enum, const and uniqueItems in
+// actors/structured_equality.cpp; patternProperties in
+// actors/structured_pattern_properties.cpp; and, beside valijson's own,
+// propertyNames with its reasons in actors/structured_names.cpp.
 
 #include "actors/structured_checks.hpp"
 
