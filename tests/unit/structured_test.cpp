@@ -1608,6 +1608,20 @@ TEST_CASE("structured: draft 7's reference formats and regex are checked") {
   CHECK_FALSE(check_answer(*link, home(std::string(1000000, 'a') + " ")).valid);
   CHECK(format_problem("regex", std::string(60000, 'a') + ")"));
   CHECK(format_problem("regex", std::string(70000, 'a') + ")") == std::nullopt);
+  // Each regex string is compiled: charged to the answer's pattern work,
+  // so 40 strings of 60,000 bytes stop where 30 pass.
+  auto regexes = compiled(R"({"type":"array","items":{"type":"string","format":"regex"}})");
+  auto many = [](int n) {
+    std::string out = "[";
+    for (int i = 0; i < n; ++i)
+      out += (i > 0 ? ",\"" : "\"") + std::string(60000, 'a') + "\"";
+    return out + "]";
+  };
+  CHECK(check_answer(*regexes, many(30)).valid);
+  auto spent = check_answer(*regexes, many(40));
+  CHECK_FALSE(spent.valid);
+  REQUIRE_FALSE(spent.issues.empty());
+  CHECK(contains(spent.issues[0].message, "too long for the schema's patterns"));
   // The schema's own references are not held to these formats: a `$ref`
   // to a name no URI holds raw, and a pattern RE2 refuses, keep their
   // words.
