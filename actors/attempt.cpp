@@ -1,6 +1,7 @@
 #include "actors/attempt.hpp"
 
 #include "actors/accounting.hpp"
+#include "actors/backend_call.hpp"
 #include "actors/settlement.hpp"
 #include "config/support/log.hpp"
 #include "transport/chat_codec.hpp"
@@ -65,11 +66,12 @@ void write_row(self_ptr self, outcome kind, const attempt_result* res,
 /// answer with tool calls is not checked: the schema is for content. The
 /// check goes with the result (`parsed`, `repaired`, `schema_issues`):
 /// the supervisor does not validate the answer again.
-void check_structured(self_ptr self, attempt_result& res) {
-  auto& schema = self->state.args.schema;
-  if (!schema || res.kind != outcome::ok || !res.tool_calls.empty())
-    return;
-  auto check = check_answer(*schema, res.content);
+bool needs_check(self_ptr self, const attempt_result& res) {
+  return self->state.args.schema && res.kind == outcome::ok
+         && res.tool_calls.empty();
+}
+
+void apply_check(attempt_result& res, structured_check check) {
   res.parsed = std::move(check.json);
   res.repaired = check.repaired;
   if (check.valid)
@@ -118,6 +120,43 @@ void finish(self_ptr self, int64_t amount, outcome kind) {
              atom::release_v, args.epoch, kind);
 }
 
+/// The outcome is known: settle, feed the breaker, write the row, report
+/// to the gateway and the supervisor, quit.
+void complete(self_ptr self, attempt_result res) {
+  auto& st = self->state;
+  st.finished = true;
+  auto amount = settle_amount(res, st.args.granted_permit.est);
+  finish(self, amount, res.kind);
+  write_row(self, res.kind, &res, amount);
+  log_end(self, res.kind, &res);
+  report(self, res.kind, res.retry_after_s, &res);
+  self->send(st.args.supervisor, atom::done_v, st.args.leg, std::move(res));
+  self->quit();
+}
+
+/// Checks the answer on the check runner (inside this actor without one),
+/// then completes with the result. Stopped meanwhile, the attempt settles
+/// the answer's amount (`checked_amount`) and the late result finds it
+/// gone.
+void check_then_complete(self_ptr self, attempt_result res) {
+  auto& st = self->state;
+  st.checking = true;
+  st.checked_amount = settle_amount(res, st.args.granted_permit.est);
+  detail::run(
+    self, st.args.check_runner,
+    [schema = st.args.schema, res = std::move(res)]() mutable {
+      apply_check(res, check_answer(*schema, res.content));
+      return std::move(res);
+    },
+    [self](attempt_result checked) {
+      auto& st = self->state;
+      if (st.finished)
+        return;
+      st.checking = false;
+      complete(self, std::move(checked));
+    });
+}
+
 } // namespace
 
 attempt_actor::behavior_type
@@ -140,7 +179,9 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
       // supervisor when it stopped this leg, or now). Waiting is not
       // death: no breaker feed.
       bool left = st.handle && !(st.args.gate && st.args.gate->withhold());
-      auto amount = settle_cancelled(left, st.args.granted_permit.est);
+      auto amount = st.checking
+                      ? st.checked_amount
+                      : settle_cancelled(left, st.args.granted_permit.est);
       settle(self, amount);
       write_row(self, st.stop_label, nullptr, amount);
       log_end(self, st.stop_label, nullptr);
@@ -190,19 +231,13 @@ attempt(attempt_actor::stateful_pointer<attempt_state> self, attempt_args args) 
     },
     [self](atom::done, uint64_t, attempt_result& res) {
       auto& st = self->state;
-      if (st.finished)
+      if (st.finished || st.checking)
         return;
-      st.finished = true;
-      check_structured(self, res);
-      auto amount = settle_amount(res, st.args.granted_permit.est);
-      finish(self, amount, res.kind);
-      write_row(self, res.kind, &res, amount);
-      log_end(self, res.kind, &res);
-      report(self, res.kind, res.retry_after_s, &res);
-      self->send(st.args.supervisor, atom::done_v, st.args.leg,
-                 std::move(res));
-      self->quit();
+      if (needs_check(self, res))
+        return check_then_complete(self, std::move(res));
+      complete(self, std::move(res));
     },
+    [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }
 

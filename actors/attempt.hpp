@@ -2,6 +2,7 @@
 
 /// The `attempt` actor: one upstream request on one source (SPEC §2).
 
+#include "actors/check_runner.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/structured_schema.hpp"
 #include "actors/telemetry.hpp"
@@ -50,6 +51,9 @@ struct attempt_args {
   /// (after repair) ends `result_invalid` (reason `invalid_json` or
   /// `schema_mismatch`, the first validation error as the message).
   schema_ptr schema;
+  /// Where the check runs (actors/check_runner.hpp); null = inside this
+  /// actor.
+  check_runner_ptr check_runner;
 };
 
 struct attempt_state {
@@ -58,6 +62,11 @@ struct attempt_state {
   std::shared_ptr<call_handle> handle;
   /// True once the outcome is known (reported to supervisor and gateway).
   bool finished = false;
+  /// The answer is being checked on the check runner; `checked_amount` is
+  /// what it settles should the attempt be stopped before the check ends
+  /// (the answer is in: its usage, not an estimate).
+  bool checking = false;
+  int64_t checked_amount = 0;
   /// Why the supervisor stops it, if it does: hedge_cancelled or cancelled.
   outcome stop_label = outcome::cancelled;
   caf::actor_clock::time_point started_at;
@@ -68,7 +77,9 @@ struct attempt_state {
 /// supervisor; when the outcome is known, settles its permit by the SPEC §8
 /// rule and releases it, feeds the breaker (stamped with its epoch), reports
 /// to the gateway (selector, in-flight, cooldown memo) and to the
-/// supervisor, exactly once each, then quits. On an exit signal
+/// supervisor, exactly once each, then quits. With a schema and a check
+/// runner, the answer is checked there before that (the outcome is known
+/// when the check's result comes back). On an exit signal
 /// (`user_shutdown`: cancelled or hedge loser) before the outcome is known,
 /// it cancels the transport call (closing the connection), settles the
 /// estimate (0 if nothing was sent), releases, gives a probe lease back,

@@ -70,10 +70,11 @@ void deliver_to(caf::actor me, Done done, Res res) {
                     nullptr);
 }
 
-/// Runs `work` (a blocking backend call) on the offload pool, then `done`
-/// with its result inside the actor. Without a pool, both run right here.
-template <class Self, class Work, class Done>
-void run(Self* self, const std::shared_ptr<io_pool>& pool, Work work,
+/// Runs `work` (a blocking backend call, a structured check) on `pool` (an
+/// `io_pool`, a `check_runner`: anything with `submit`), then `done` with
+/// its result inside the actor. Without a pool, both run right here.
+template <class Self, class Pool, class Work, class Done>
+void run(Self* self, const std::shared_ptr<Pool>& pool, Work work,
          Done done) {
   if (!pool) {
     done(work());

@@ -2,6 +2,7 @@
 
 #include "actors/accounting.hpp"
 #include "actors/attempt.hpp"
+#include "actors/backend_call.hpp"
 #include "actors/settlement.hpp"
 #include "actors/side_call.hpp"
 #include "actors/timer_table.hpp"
@@ -180,9 +181,15 @@ void send_terminal(self_ptr self) {
 // -- structured output: the schema and the answer ------------------------------
 
 /// Structured output: compiles the call's schema (once per process per
-/// schema text). An invalid schema is the caller's error, before any
-/// upstream call: the call fails `invalid_request` and this returns false.
-bool structured_start(self_ptr self);
+/// schema text; a text not compiled yet on the check runner, as answers
+/// are checked: compiling a large schema takes tens of milliseconds), then
+/// `begin_call`. An invalid schema is the caller's error, before any
+/// upstream call: the call fails `invalid_request`. A call without a
+/// schema begins at once.
+void structured_start(self_ptr self);
+
+bool consult_cache(self_ptr self);
+void begin_call(self_ptr self);
 
 /// Structured output: the validated JSON (`parsed`, from the attempt's or
 /// the cache lookup's check: an answer is validated once) and how it was
@@ -287,6 +294,7 @@ void start_leg(self_ptr self, uint64_t id, admit_result& admitted,
   aa.prices = st.args.prices;
   aa.wall_offset_ms = st.args.wall_offset_ms;
   aa.telemetry_content = st.args.telemetry_content;
+  aa.check_runner = st.args.check_runner;
   aa.gate = std::make_shared<send_gate>();
   auto& handle = st.leg_actors[id];
   handle.rung = rung;
@@ -353,11 +361,10 @@ void ask_admission(self_ptr self, admit_request req, bool hedge) {
       });
 }
 
-bool structured_start(self_ptr self) {
+/// Structured output: takes the compiled schema, or fails the call with
+/// why it is not one (false).
+bool use_schema(self_ptr self, caf::expected<schema_ptr> schema) {
   auto& st = self->state;
-  if (st.args.request->schema.empty())
-    return true;
-  auto schema = compile_schema(st.args.request->schema);
   if (!schema) {
     auto d = detail_of(schema.error());
     perform(self, plan_of(self).fail(error_code::invalid_request,
@@ -368,6 +375,36 @@ bool structured_start(self_ptr self) {
   st.schema = std::move(*schema);
   st.conversation = st.args.request->messages;
   return true;
+}
+
+/// The call's first step once its schema (if any) is compiled: the cache,
+/// else the first admission. A cache hit answers before any timer is armed
+/// (a waiter's wait is bounded by the cache itself).
+void begin_call(self_ptr self) {
+  if (!consult_cache(self))
+    perform(self, plan_of(self).begin(self->clock().now()));
+}
+
+void structured_start(self_ptr self) {
+  auto& st = self->state;
+  const auto& text = st.args.request->schema;
+  if (text.empty())
+    return begin_call(self);
+  if (auto known = compiled_schema_of(text)) {
+    if (use_schema(self, std::move(known)))
+      begin_call(self);
+    return;
+  }
+  detail::run(
+    self, st.args.check_runner,
+    [request = st.args.request] { return compile_schema(request->schema); },
+    [self](caf::expected<schema_ptr> schema) {
+      // A call cancelled (or shut down) meanwhile is answered already.
+      if (plan_of(self).finishing())
+        return;
+      if (use_schema(self, std::move(schema)))
+        begin_call(self);
+    });
 }
 
 /// Structured output: a 400 that rejected the response format on an `auto`
@@ -440,19 +477,55 @@ void on_down(self_ptr self, caf::down_msg& msg) {
 /// Structured output: a stored answer is served only when it still matches
 /// the call's schema (an entry written by another version, or altered in a
 /// shared store, may not); else the call goes upstream as on a miss, and
-/// its answer is stored over the entry. `check` gets the stored answer's
-/// check (for `structured_fill`).
-bool stored_answer_fits(self_ptr self, const chat_response& stored,
-                        structured_check& check) {
+/// its answer is stored over the entry. True when `check` (the stored
+/// answer's) says it fits; else logs why not.
+bool stored_answer_fits(self_ptr self, const structured_check& check) {
   auto& st = self->state;
-  if (!st.schema || !stored.tool_calls.empty())
-    return true;
-  check = check_answer(*st.schema, stored.content);
   if (!check.valid)
     log::warn("gateway", "call {}: the cached answer does not match the "
                          "call's schema ({}); asking the sources instead",
               st.args.call_id(), format_issues_line(check.issues));
   return check.valid;
+}
+
+/// The cache's verdict, once a stored structured answer is checked
+/// (`check`; none when the call has no schema or the answer holds tool
+/// calls): answers from the cache on a fitting hit, else goes on as on a
+/// miss. Run after a check on the runner too, as the verdict's own handler
+/// would: a call cancelled meanwhile is finishing and the plan ignores it.
+void cache_answered(self_ptr self, cache_verdict v, bool hit,
+                    std::optional<structured_check> check) {
+  auto& st = self->state;
+  if (hit && check && !stored_answer_fits(self, *check)) {
+    hit = false; // asked upstream; its answer replaces the entry
+    self->send(st.args.cache, atom::unfit_v, v.coalesced);
+  }
+  if (hit && !plan_of(self).finishing()) {
+    st.cache_hit = true;
+    st.response = std::make_unique<chat_response>(std::move(v.response));
+    // A stored answer keeps its content, not `parsed`: a structured call
+    // validated (and repaired) it again, as an upstream answer.
+    structured_fill(self, *st.response,
+                    check ? std::move(check->json) : std::string{},
+                    check && check->repaired);
+  }
+  perform(self, plan_of(self).cache_answered(hit, self->clock().now()));
+}
+
+/// A structured hit's check, on the check runner (inside this actor
+/// without one), as an attempt checks an upstream answer.
+void check_stored(self_ptr self, cache_verdict v) {
+  auto& st = self->state;
+  detail::run(
+    self, st.args.check_runner,
+    [schema = st.schema, v = std::move(v)]() mutable {
+      auto check = check_answer(*schema, v.response.content);
+      return std::make_pair(std::move(v), std::move(check));
+    },
+    [self](std::pair<cache_verdict, structured_check> checked) {
+      cache_answered(self, std::move(checked.first), true,
+                     std::move(checked.second));
+    });
 }
 
 /// Asks the cache before the first admission. Returns false when the call
@@ -474,21 +547,9 @@ bool consult_cache(self_ptr self) {
         if (v.kind == cache_verdict_kind::lead)
           st.cache_lease = v.lease;
         bool hit = v.kind == cache_verdict_kind::hit;
-        structured_check check;
-        if (hit && !stored_answer_fits(self, v.response, check)) {
-          hit = false; // asked upstream; its answer replaces the entry
-          self->send(st.args.cache, atom::unfit_v, v.coalesced);
-        }
-        if (hit && !plan_of(self).finishing()) {
-          st.cache_hit = true;
-          st.response = std::make_unique<chat_response>(std::move(v.response));
-          // A stored answer keeps its content, not `parsed`: a structured
-          // call validated (and repaired) it again above, as an upstream
-          // answer.
-          structured_fill(self, *st.response, std::move(check.json),
-                          check.repaired);
-        }
-        perform(self, plan_of(self).cache_answered(hit, self->clock().now()));
+        if (hit && st.schema && v.response.tool_calls.empty())
+          return check_stored(self, std::move(v));
+        cache_answered(self, std::move(v), hit, std::nullopt);
       },
       [self](caf::error& err) {
         auto code = code_of(err);
@@ -550,12 +611,7 @@ call_supervisor(self_ptr self, call_args args) {
       st.started = true;
       st.started_at = self->clock().now();
       plan_of(self).start(st.started_at, st.args.request->source);
-      if (!structured_start(self))
-        return st.promise;
-      // A cache hit answers before any timer is armed (a waiter's wait is
-      // bounded by the cache itself).
-      if (!consult_cache(self))
-        perform(self, plan_of(self).begin(self->clock().now()));
+      structured_start(self);
       return st.promise;
     },
     [self](atom::first_token, uint64_t id) {
@@ -580,6 +636,7 @@ call_supervisor(self_ptr self, call_args args) {
     [self](atom::cancel) {
       perform(self, plan_of(self).cancel());
     },
+    [](atom::internal, std::shared_ptr<local_task>& task) { task->run(); },
   };
 }
 

@@ -3,6 +3,7 @@
 /// The `call_supervisor` actor: one per logical call (SPEC §2, §7).
 
 #include "actors/call_plan.hpp"
+#include "actors/check_runner.hpp"
 #include "actors/interfaces.hpp"
 #include "actors/structured_ladder.hpp"
 #include "actors/telemetry.hpp"
@@ -51,6 +52,9 @@ struct call_args {
   bool telemetry_content = false;
   /// Structured output: the gateway's ladder (rungs learned per source).
   std::shared_ptr<structured_ladder> ladder;
+  /// Structured output: where the attempts check their answers; null =
+  /// inside them.
+  check_runner_ptr check_runner;
   /// The response cache and this call's key (issue 14); invalid = none.
   cache_actor cache;
   std::string cache_key;

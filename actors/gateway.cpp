@@ -312,6 +312,7 @@ caf::result<chat_response> start_chat(self_ptr self, chat_request& req,
   args.wall_offset_ms = st.opts.wall_offset_ms;
   args.telemetry_content = st.opts.telemetry_content;
   args.ladder = st.ladder;
+  args.check_runner = st.opts.check_runner;
   args.sink = std::move(sink);
   if (st.opts.cache && st.scope->cache.enabled) {
     args.cache = st.opts.cache;

@@ -96,6 +96,11 @@ struct gateway_options {
   bool telemetry_content = false;
   /// The gateway made `telemetry` for itself: it is linked and ends with it.
   bool own_telemetry = false;
+  /// Where structured-output answers are checked
+  /// (actors/check_runner.hpp); null = inside the attempt actors, on CAF's
+  /// threads (a check of a large answer may then hold them for up to about
+  /// a second). node_builder's `spawn_gateway` gives every gateway one.
+  check_runner_ptr check_runner;
   /// The process's response cache (issue 14), used when the scope's
   /// CACHE__ENABLED is true; invalid = calls are not cached.
   cache_actor cache;

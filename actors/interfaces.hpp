@@ -86,7 +86,9 @@ using call_supervisor_actor = caf::typed_actor<
   /// already waiting in the mailbox (leg id).
   caf::reacts_to<atom::decide, uint64_t>,
   /// The caller cancelled the call.
-  caf::reacts_to<atom::cancel>>;
+  caf::reacts_to<atom::cancel>,
+  /// Structured output: a cache hit's check, finished on the check runner.
+  caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per embedding call: sub-batches, their admissions and retries.
 using embed_call_actor = caf::typed_actor<
@@ -161,7 +163,9 @@ using attempt_actor = caf::typed_actor<
   caf::reacts_to<atom::first_token, uint64_t>,
   /// A live call: a delta from the transport, passed to the supervisor.
   caf::reacts_to<atom::delta, uint64_t, stream_delta>,
-  caf::reacts_to<atom::done, uint64_t, attempt_result>>;
+  caf::reacts_to<atom::done, uint64_t, attempt_result>,
+  /// Structured output: the answer's check, finished on the check runner.
+  caf::reacts_to<atom::internal, std::shared_ptr<local_task>>>;
 
 /// One per process: the response cache (issue 14). Owns the backend and
 /// the single-flight table: identical cacheable calls in flight at once

@@ -18,6 +18,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace boost::json {
 class value;
@@ -157,5 +158,13 @@ void add_property_names_check(valijson::SchemaParser& parser);
 /// property name 'x'.", "... against child schema #1.", "... against any
 /// schemas allowed by anyOf constraint.", "Cannot validate item #2 ...".
 bool summary_error(const std::string& message);
+
+/// The location of an object's member `key` below `at` (valijson's error
+/// context: `[key]` appended; issues print it as a JSON pointer).
+inline std::vector<std::string> member_context(std::vector<std::string> at,
+                                               const std::string& key) {
+  at.push_back("[" + key + "]");
+  return at;
+}
 
 } // namespace pgw

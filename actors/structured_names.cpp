@@ -46,8 +46,7 @@ public:
       if (validator.validate(*sub_, key, &found))
         return true;
       valid = false;
-      auto at = context;
-      at.push_back("[" + name + "]");
+      auto at = member_context(context, name);
       std::vector<std::string> words;
       valijson::ValidationResults::Error err;
       while (found.popError(err))

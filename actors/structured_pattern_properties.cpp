@@ -80,7 +80,7 @@ public:
       if (!spend_pattern_work(2 * std::max<size_t>(key.size(), 1), &spent)) {
         valid = false;
         if (results != nullptr)
-          results->pushError(member(context, key), spent);
+          results->pushError(member_context(context, key), spent);
         return results != nullptr;
       }
       for (auto& p : patterns_) {
@@ -89,7 +89,7 @@ public:
         if (!found) {
           valid = false;
           if (results != nullptr)
-            results->pushError(member(context, key),
+            results->pushError(member_context(context, key),
                                "Property name checked against "
                                "patternProperties' '" + p.text + "': " + why);
           return results != nullptr;
@@ -130,13 +130,6 @@ public:
   }
 
 private:
-  static std::vector<std::string> member(const std::vector<std::string>& at,
-                                         const std::string& key) {
-    auto out = at;
-    out.push_back("[" + key + "]");
-    return out;
-  }
-
   /// `value` (the member `key`) against `sub`, with its errors below the
   /// member. A subschema never linked fails closed.
   static bool applies(const Subschema* sub, const std::string& key,
@@ -151,7 +144,7 @@ private:
     // patterns are ours), but its visitor takes one.
     thread_local std::unordered_map<std::string, std::regex> unused;
     valijson::ValidationVisitor<BoostJsonAdapter> visitor(
-      *node, member(context, key), true, results, unused);
+      *node, member_context(context, key), true, results, unused);
     return visitor.validateSchema(*sub);
   }
 

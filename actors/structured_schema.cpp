@@ -1,6 +1,7 @@
 // JSON Schema compilation, the per-digest cache and answer validation. With
-// actors/structured_names.cpp, the only translation units that instantiate
-// valijson's parser and validator (template-heavy).
+// actors/structured_names.cpp and actors/structured_pattern_properties.cpp,
+// the only translation units that instantiate valijson's parser and
+// validator (template-heavy).
 
 #include "actors/structured_schema.hpp"
 
@@ -1135,14 +1136,23 @@ schema_cache& cache() {
 
 } // namespace
 
+namespace {
+
+/// The compiled schema kept for this digest; null when there is none.
+schema_ptr compiled_by_digest(const std::string& digest) {
+  auto& c = cache();
+  std::lock_guard<std::mutex> guard{c.mtx};
+  auto i = c.by_digest.find(digest);
+  return i != c.by_digest.end() ? i->second : nullptr;
+}
+
+} // namespace
+
 caf::expected<schema_ptr> compile_schema(const std::string& schema_text) {
   auto digest = sha256_hex(schema_text);
+  if (auto known = compiled_by_digest(digest))
+    return known;
   auto& c = cache();
-  {
-    std::lock_guard<std::mutex> guard{c.mtx};
-    if (auto i = c.by_digest.find(digest); i != c.by_digest.end())
-      return i->second;
-  }
   // Compiled outside the lock; two threads may compile the same text once
   // each, and the first stored wins.
   auto compiled = compile(schema_text);
@@ -1158,6 +1168,10 @@ caf::expected<schema_ptr> compile_schema(const std::string& schema_text) {
   if (added)
     c.patterns += (*compiled)->patterns;
   return at->second;
+}
+
+schema_ptr compiled_schema_of(const std::string& schema_text) {
+  return compiled_by_digest(sha256_hex(schema_text));
 }
 
 // Declared in actors/structured_check_kit.hpp.

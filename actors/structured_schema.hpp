@@ -75,6 +75,10 @@ struct structured_check {
 /// compiled (unresolvable `$ref`s, remote documents).
 caf::expected<schema_ptr> compile_schema(const std::string& schema_text);
 
+/// The schema `compile_schema` compiled from this text and still keeps;
+/// null when there is none (then compiling may take tens of milliseconds).
+schema_ptr compiled_schema_of(const std::string& schema_text);
+
 /// Checks an answer: parses it as JSON (after `repair_json` when it does
 /// not parse as it is) and validates it against `schema`.
 structured_check check_answer(const compiled_schema& schema,

@@ -1,6 +1,7 @@
 #include "apps/node/node_builder.hpp"
 
 #include "actors/cache.hpp"
+#include "actors/check_runner.hpp"
 #include "actors/gateway.hpp"
 #include "actors/telemetry.hpp"
 #include "backends/redis/breaker.hpp"
@@ -137,6 +138,8 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
     return prices.error();
   opts.prices = std::make_shared<const price_table>(std::move(*prices));
   opts.telemetry_content = cfg.global.telemetry_content;
+  opts.check_runner = node.structured_checks ? node.structured_checks
+                                             : make_pool_check_runner();
   if (auto err = wire_redis_governance(cfg.global, opts))
     return err;
   opts.cache = node.cache;

@@ -24,6 +24,7 @@ class io_context;
 
 namespace pgw {
 
+class check_runner;
 class telemetry_sink;
 
 /// What a gateway needs beyond its settings.
@@ -43,6 +44,10 @@ struct node_options {
   /// When not null, receives the telemetry sink made for the database (null
   /// when there is none): `soak` flushes it to report final row counts.
   std::shared_ptr<telemetry_sink>* telemetry_sink_out = nullptr;
+  /// Where structured-output answers are checked (check_runner.hpp, not a
+  /// public header: tests hold checks with it); null = a pool of the
+  /// gateway's own.
+  std::shared_ptr<check_runner> structured_checks;
 };
 
 /// The response cache the settings ask for (PGW_CACHE_BACKEND memory or

@@ -7,12 +7,11 @@
 #include "actors/client.hpp"
 #include "apps/node/node_builder.hpp"
 #include "config/loader.hpp"
+#include "fixtures/real_time_config.hpp"
 #include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"
-#include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/scoped_actor.hpp>
 #include <caf/send.hpp>
 
@@ -32,17 +31,9 @@ using namespace pgw::test;
 
 namespace {
 
-struct config : caf::actor_system_config {
-  config() {
-    pgw::add_message_types(*this);
-    set("scheduler.policy", caf::atom("sharing"));
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
-
 /// One gateway process: an actor system, its cache and its gateway.
 struct node {
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   cache_actor cache;
   gateway_actor gw;

@@ -4,11 +4,10 @@
 #include "apps/node/node_builder.hpp"
 #include "backends/redis/client.hpp"
 #include "config/loader.hpp"
+#include "fixtures/real_time_config.hpp"
 #include "fixtures/redis_process.hpp"
-#include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
 
 #include <doctest/doctest.h>
@@ -20,18 +19,6 @@
 
 using namespace pgw;
 using namespace pgw::test;
-
-namespace {
-
-struct config : caf::actor_system_config {
-  config() {
-    pgw::add_message_types(*this);
-    set("scheduler.policy", caf::atom("sharing"));
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
-
-} // namespace
 
 TEST_CASE("cache: spawn_cache stores each scope's entries with its own TTL "
           "on Redis") {
@@ -52,7 +39,7 @@ TEST_CASE("cache: spawn_cache stores each scope's entries with its own TTL "
   };
   auto cfg = load_settings(env);
   REQUIRE(cfg);
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto cache = spawn_cache(sys, *cfg);
   REQUIRE(cache);

@@ -5,12 +5,11 @@
 #include "apps/node/node_builder.hpp"
 #include "backends/redis/client.hpp"
 #include "config/loader.hpp"
+#include "fixtures/real_time_config.hpp"
 #include "fixtures/redis_process.hpp"
 #include "fixtures/sim_process.hpp"
-#include "messages/registry.hpp"
 
 #include <caf/actor_system.hpp>
-#include <caf/actor_system_config.hpp>
 #include <caf/send.hpp>
 
 #include <doctest/doctest.h>
@@ -24,14 +23,6 @@ using namespace pgw;
 using namespace pgw::test;
 
 namespace {
-
-struct config : caf::actor_system_config {
-  config() {
-    pgw::add_message_types(*this);
-    set("scheduler.policy", caf::atom("sharing"));
-    set("logger.file-verbosity", caf::atom("quiet"));
-  }
-};
 
 chat_request hi() {
   chat_request req;
@@ -100,7 +91,7 @@ TEST_CASE("redis governance: a call costs two script calls, breaker and "
   sim_process sim;
   auto cfg = load_settings(governed_env(sim, redis));
   REQUIRE(cfg);
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto gw = spawn_gateway(sys, *cfg, "LLM");
   REQUIRE(gw);
@@ -135,7 +126,7 @@ TEST_CASE("redis governance: fail closed while Redis is down, recover without a 
   env["PGW_CACHE_NAMESPACE"] = "fleet-test";
   auto cfg = load_settings(env);
   REQUIRE(cfg);
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto gw = spawn_gateway(sys, *cfg, "LLM");
   REQUIRE(gw);
@@ -190,7 +181,7 @@ TEST_CASE("redis governance: a call admitted before Redis went down settles once
   };
   auto cfg = load_settings(env);
   REQUIRE(cfg);
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   auto gw = spawn_gateway(sys, *cfg, "LLM");
   REQUIRE(gw);
@@ -238,7 +229,7 @@ TEST_CASE("redis governance: failures seen by one node open the circuit for all 
   };
   auto cfg = load_settings(env);
   REQUIRE(cfg);
-  config sys_cfg;
+  real_time_config sys_cfg;
   caf::actor_system sys{sys_cfg};
   // Two nodes: two gateways with their own breaker actors, one Redis.
   auto node1 = spawn_gateway(sys, *cfg, "LLM");
@@ -286,7 +277,7 @@ TEST_CASE("redis governance: a gateway shut down with calls running settles "
   auto& rc = **direct;
   constexpr int calls = 3;
   {
-    config sys_cfg;
+    real_time_config sys_cfg;
     caf::actor_system sys{sys_cfg};
     auto gw = spawn_gateway(sys, *cfg, "LLM");
     REQUIRE(gw);
