@@ -11,6 +11,7 @@
 /// message; without one (the actor tests, on CAF's test coordinator) checks
 /// run inside the attempt.
 
+#include <cstddef>
 #include <functional>
 #include <memory>
 
@@ -27,9 +28,12 @@ public:
 
 using check_runner_ptr = std::shared_ptr<check_runner>;
 
-/// Runs checks on an elastic pool of the project's own threads (a task never
-/// waits for another to end; idle threads exit), with stacks as large as a
-/// CAF worker's: valijson recurses once per schema level.
-check_runner_ptr make_pool_check_runner();
+/// Runs checks on a pool of the project's own threads, at most
+/// `max_threads` of them (0: as many as the machine has cores, at least 2),
+/// with stacks as large as a CAF worker's (valijson recurses once per schema
+/// level); idle threads exit. Checks are CPU work: past the bound they wait
+/// in order rather than start threads that would only share the cores (and
+/// each reserve a stack).
+check_runner_ptr make_pool_check_runner(size_t max_threads = 0);
 
 } // namespace pgw

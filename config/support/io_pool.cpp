@@ -9,6 +9,7 @@ namespace pgw {
 struct io_pool::core {
   std::chrono::milliseconds idle_timeout;
   size_t stack_size;
+  size_t max_threads;
   mutable std::mutex mtx;
   std::condition_variable work_cv;
   std::condition_variable exit_cv;
@@ -25,10 +26,12 @@ thread_local const void* current_core = nullptr;
 
 } // namespace
 
-io_pool::io_pool(std::chrono::milliseconds idle_timeout, size_t stack_size)
+io_pool::io_pool(std::chrono::milliseconds idle_timeout, size_t stack_size,
+                 size_t max_threads)
   : core_(std::make_shared<core>()) {
   core_->idle_timeout = idle_timeout;
   core_->stack_size = stack_size;
+  core_->max_threads = max_threads;
 }
 
 io_pool::~io_pool() {
@@ -53,6 +56,14 @@ void io_pool::submit(std::function<void()> task) {
     // actors/quiet_clock.cpp).
     guard.unlock();
     c.work_cv.notify_one();
+    return;
+  }
+  if (c.max_threads != 0 && c.threads >= c.max_threads) {
+    // Every thread is taken: the first free worker takes it (work()).
+    bool wake = c.idle > 0;
+    guard.unlock();
+    if (wake)
+      c.work_cv.notify_one();
     return;
   }
   pthread_attr_t attr;
@@ -126,6 +137,11 @@ size_t io_pool::threads() const {
 size_t io_pool::idle() const {
   std::lock_guard<std::mutex> guard{core_->mtx};
   return core_->idle;
+}
+
+size_t io_pool::queued() const {
+  std::lock_guard<std::mutex> guard{core_->mtx};
+  return core_->queue.size();
 }
 
 } // namespace pgw

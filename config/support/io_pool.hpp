@@ -2,8 +2,10 @@
 
 /// An elastic pool of the project's own I/O threads. Blocking work (HTTP
 /// requests through cpp-httplib) runs here, never on CAF's scheduler threads.
-/// A task never waits for a free thread: when no worker is idle a new one
-/// starts; idle workers exit after `idle_timeout`.
+/// By default a task never waits for a free thread: when no worker is idle a
+/// new one starts. With `max_threads` the pool starts at most that many and
+/// further tasks wait in order for a worker (CPU-bound work: more threads
+/// than cores only share the cores). Idle workers exit after `idle_timeout`.
 
 #include <chrono>
 #include <condition_variable>
@@ -17,10 +19,11 @@ namespace pgw {
 
 class io_pool {
 public:
-  /// `stack_size` bytes per thread (blocked HTTP calls need little stack).
+  /// `stack_size` bytes per thread (blocked HTTP calls need little stack);
+  /// `max_threads` 0: no bound.
   explicit io_pool(std::chrono::milliseconds idle_timeout
                    = std::chrono::seconds(30),
-                   size_t stack_size = 256 * 1024);
+                   size_t stack_size = 256 * 1024, size_t max_threads = 0);
 
   /// Waits until every submitted task has finished and every thread exited
   /// (but the calling thread, when a task of this pool destroys it).
@@ -30,7 +33,8 @@ public:
   io_pool(const io_pool&) = delete;
   io_pool& operator=(const io_pool&) = delete;
 
-  /// Runs `task` on a pool thread, at once.
+  /// Runs `task` on a pool thread: at once, or with `max_threads` reached
+  /// once a worker is free.
   void submit(std::function<void()> task);
 
   /// Threads alive now.
@@ -38,6 +42,9 @@ public:
 
   /// Threads waiting for work now.
   size_t idle() const;
+
+  /// Tasks no worker has taken yet.
+  size_t queued() const;
 
 private:
   struct core;
