@@ -93,12 +93,22 @@ void call_plan::start(time_point now, const std::string& pin) {
 
 call_decisions call_plan::begin(time_point now) {
   arm(timer_kind::stall, 0, to_timespan(args_.scope->stall_window_s));
-  if (args_.deadline_s) {
-    auto left = to_timespan(*args_.deadline_s) - (now - started_at_);
-    arm(timer_kind::deadline, 0, std::max(left, caf::timespan{0}));
-  }
+  arm_deadline_timer(now);
   admit();
   return take();
+}
+
+call_decisions call_plan::arm_deadline(time_point now) {
+  arm_deadline_timer(now);
+  return take();
+}
+
+void call_plan::arm_deadline_timer(time_point now) {
+  if (!args_.deadline_s || deadline_armed_)
+    return;
+  deadline_armed_ = true;
+  auto left = to_timespan(*args_.deadline_s) - (now - started_at_);
+  arm(timer_kind::deadline, 0, std::max(left, caf::timespan{0}));
 }
 
 void call_plan::consulting_cache() {

@@ -134,6 +134,12 @@ public:
   /// Arms the stall and deadline timers and asks the first admission.
   call_decisions begin(time_point now);
 
+  /// Arms the deadline timer (once per call; `begin` then does not) for a
+  /// call that waits before it begins on work off the actor: its schema
+  /// compiled, or a stored answer checked, on the check runner, where it
+  /// may queue behind other checks.
+  call_decisions arm_deadline(time_point now);
+
   /// A cache consultation is under way: nothing begins before it ends (a
   /// cancel or a failure still answers the caller at once).
   void consulting_cache();
@@ -261,6 +267,7 @@ private:
   void retry_after(double delay_s, time_point now,
                    caf::optional<double> retry_hint = caf::none);
   void arm(timer_kind kind, uint64_t id, caf::timespan in);
+  void arm_deadline_timer(time_point now);
   void on_done(uint64_t id, attempt_result res, time_point now);
   void on_refused(const admit_result& r, time_point now);
   void on_hedge_timer(uint64_t gen);
@@ -286,6 +293,7 @@ private:
   bool admitting_ = false;
   /// `admitting_` is the cache's consultation, not an admission.
   bool consulting_cache_ = false;
+  bool deadline_armed_ = false;
   time_point started_at_{};
   time_point last_progress_{};
   uint64_t retry_gen_ = 0;

@@ -379,7 +379,8 @@ bool use_schema(self_ptr self, caf::expected<schema_ptr> schema) {
 
 /// The call's first step once its schema (if any) is compiled: the cache,
 /// else the first admission. A cache hit answers before any timer is armed
-/// (a waiter's wait is bounded by the cache itself).
+/// (a waiter's wait is bounded by the cache itself), but for the deadline
+/// of a call whose schema or stored answer went to the check runner.
 void begin_call(self_ptr self) {
   if (!consult_cache(self))
     perform(self, plan_of(self).begin(self->clock().now()));
@@ -395,6 +396,9 @@ void structured_start(self_ptr self) {
       begin_call(self);
     return;
   }
+  // The compile may wait behind other checks: the deadline holds meanwhile.
+  if (st.args.check_runner)
+    perform(self, plan_of(self).arm_deadline(self->clock().now()));
   detail::run(
     self, st.args.check_runner,
     [request = st.args.request] { return compile_schema(request->schema); },
@@ -516,6 +520,8 @@ void cache_answered(self_ptr self, cache_verdict v, bool hit,
 /// without one), as an attempt checks an upstream answer.
 void check_stored(self_ptr self, cache_verdict v) {
   auto& st = self->state;
+  if (st.args.check_runner)
+    perform(self, plan_of(self).arm_deadline(self->clock().now()));
   detail::run(
     self, st.args.check_runner,
     [schema = st.schema, v = std::move(v)]() mutable {
