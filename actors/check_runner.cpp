@@ -3,6 +3,7 @@
 #include "config/support/io_pool.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <thread>
 
 namespace pgw {
@@ -17,12 +18,25 @@ public:
     // nop
   }
 
+  /// Runs on whichever thread drops the last owner, often one of CAF's
+  /// (an actor's state ending): it waits only for the checks running now.
+  /// Queued ones are skipped: every actor that waited for them held this
+  /// runner, so none is left to answer.
+  ~pool_check_runner() override {
+    *closed_ = true;
+  }
+
   void submit(std::function<void()> task) override {
-    pool_.submit(std::move(task));
+    pool_.submit([closed = closed_, task = std::move(task)] {
+      if (!*closed)
+        task();
+    });
   }
 
 private:
-  io_pool pool_;
+  std::shared_ptr<std::atomic<bool>> closed_
+    = std::make_shared<std::atomic<bool>>(false);
+  io_pool pool_; // ends before `closed_`, after the destructor's body
 };
 
 } // namespace

@@ -1,6 +1,7 @@
 // io_pool (config/support/io_pool.hpp): elastic by default, and with
 // `max_threads` a bounded pool whose extra tasks wait in order for a worker.
 
+#include "actors/check_runner.hpp"
 #include "config/support/io_pool.hpp"
 
 #include <doctest/doctest.h>
@@ -89,4 +90,42 @@ TEST_CASE("io_pool: an idle bounded worker takes the next task without a "
     r.get_future().wait();
     CHECK(pool.threads() == 1);
   }
+}
+
+namespace {
+
+/// Says when it is destroyed (with the task holding it).
+struct on_end {
+  explicit on_end(std::promise<void>* p) : ended(p) {
+    // nop
+  }
+  on_end(const on_end&) = delete;
+  ~on_end() {
+    ended->set_value();
+  }
+  std::promise<void>* ended;
+};
+
+} // namespace
+
+TEST_CASE("check runner: ended, it skips the checks still queued and waits "
+          "only for the running one") {
+  auto runner = make_pool_check_runner(1);
+  auto* raw = runner.get();
+  std::promise<void> gate;
+  std::promise<void> queued_ended;
+  std::atomic<bool> queued_ran{false};
+  // The running check holds the runner's last owner and drops it, as an
+  // actor's state ending would: the destructor runs on the pool's thread
+  // (io_pool allows that), deterministically before the queued task.
+  raw->submit([keep = std::move(runner), opened = gate.get_future().share()]() mutable {
+    opened.wait();
+    keep.reset();
+  });
+  auto end = std::make_shared<on_end>(&queued_ended);
+  raw->submit([&queued_ran, end] { queued_ran = true; });
+  end.reset();
+  gate.set_value();
+  queued_ended.get_future().wait();
+  CHECK_FALSE(queued_ran);
 }
