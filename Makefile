@@ -26,6 +26,9 @@ SUPP := $(CURDIR)/tests/sanitizers
 ASAN_WHOLE_BINARIES ?= pgw-unit-tests;pgw-contract-tests;pgw-integration-tests
 # Tests left out of the ASan run (a ctest -E regex; empty: none).
 ASAN_EXCLUDE ?=
+# More cmake flags for the ASan build, e.g. -DPGW_UBSAN_ALL=ON to keep
+# UBSan's null and alignment checks (CMakeLists.txt says why they are off).
+ASAN_CMAKE_FLAGS ?=
 ASAN_ENV = ASAN_OPTIONS=halt_on_error=1:detect_leaks=1:check_initialization_order=1:strict_init_order=1 \
            UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1:suppressions=$(SUPP)/ubsan.supp \
            LSAN_OPTIONS=suppressions=$(SUPP)/lsan.supp:print_suppressions=0
@@ -89,7 +92,7 @@ test: deps
 ## test-asan: the whole suite built with ASan+UBSan (g++), in $(ASAN_BUILD)
 test-asan: deps
 	cmake -S . -B $(ASAN_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGW_SANITIZE=ON \
-	  -DPGW_WHOLE_BINARY_TESTS='$(ASAN_WHOLE_BINARIES)'
+	  -DPGW_WHOLE_BINARY_TESTS='$(ASAN_WHOLE_BINARIES)' $(ASAN_CMAKE_FLAGS)
 	$(ASAN_ENV) cmake --build $(ASAN_BUILD) -j$(JOBS)
 	cd $(ASAN_BUILD) && $(ASAN_ENV) ctest --output-on-failure --timeout 900 \
 	  $(if $(ASAN_EXCLUDE),-E '$(ASAN_EXCLUDE)')
