@@ -108,22 +108,27 @@ fuzz-build: deps
 	CXX=clang++-14 cmake -S . -B $(FUZZ_BUILD) -DCMAKE_BUILD_TYPE=RelWithDebInfo -DPGW_FUZZ=ON
 	cmake --build $(FUZZ_BUILD) -j$(JOBS)
 
-# Runs every target for $(1) seconds on a scratch corpus seeded from
-# tests/fuzz/corpus/<target> (which it never writes); a crash, leak or
-# timeout leaves its input in $(FUZZ_BUILD)/artifacts/ and fails.
+# Runs every target for $(1) seconds, $(JOBS) at a time (each fuzzer is one
+# thread), on a scratch corpus seeded from tests/fuzz/corpus/<target> (which
+# it never writes); a crash, leak or timeout leaves its input in
+# $(FUZZ_BUILD)/artifacts/ and fails.
 define run_fuzzers
-	@set -e; for t in $(FUZZ_TARGETS); do \
-	  mkdir -p $(FUZZ_BUILD)/corpus/$$t $(FUZZ_BUILD)/artifacts; \
-	  dict=""; [ -f tests/fuzz/$$t.dict ] && dict="-dict=tests/fuzz/$$t.dict"; \
-	  echo "== $$t: $(1) s"; \
-	  $(ASAN_ENV) $(FUZZ_BUILD)/tests/fuzz/$$t $(FUZZ_FLAGS) $$dict \
-	    -max_total_time=$(1) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$$t- \
-	    $(FUZZ_BUILD)/corpus/$$t tests/fuzz/corpus/$$t 2>$(FUZZ_BUILD)/$$t.log \
-	    || { tail -n 60 $(FUZZ_BUILD)/$$t.log; exit 1; }; \
-	  grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|INFO: seed corpus' \
-	    $(FUZZ_BUILD)/$$t.log | tr '\n' ' '; echo; \
-	done
+	@$(MAKE) --no-print-directory -j$(JOBS) FUZZ_RUN_SECONDS=$(1) \
+	  $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 endef
+
+# One target's run; it prints one line when it ends (the runs go side by
+# side), or the tail of its log when it fails.
+fuzz-run-%:
+	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts; \
+	dict=""; [ -f tests/fuzz/$*.dict ] && dict="-dict=tests/fuzz/$*.dict"; \
+	$(ASAN_ENV) $(FUZZ_BUILD)/tests/fuzz/$* $(FUZZ_FLAGS) $$dict \
+	  -max_total_time=$(FUZZ_RUN_SECONDS) -artifact_prefix=$(FUZZ_BUILD)/artifacts/$*- \
+	  $(FUZZ_BUILD)/corpus/$* tests/fuzz/corpus/$* 2>$(FUZZ_BUILD)/$*.log \
+	  || { echo "== $*: FAILED, the end of $(FUZZ_BUILD)/$*.log:"; \
+	       tail -n 60 $(FUZZ_BUILD)/$*.log; exit 1; }; \
+	echo "== $*: $(FUZZ_RUN_SECONDS) s: $$(grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss_mb)|INFO: seed corpus' \
+	  $(FUZZ_BUILD)/$*.log | tr -s ' \n' ' ')"
 
 ## fuzz-smoke: each fuzz target for FUZZ_SMOKE_SECONDS (15) seconds
 fuzz-smoke: fuzz-build
