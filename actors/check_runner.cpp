@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <mutex>
 #include <thread>
 
 namespace pgw {
@@ -45,6 +46,17 @@ check_runner_ptr make_pool_check_runner(size_t max_threads) {
   if (max_threads == 0)
     max_threads = std::max<size_t>(2, std::thread::hardware_concurrency());
   return std::make_shared<pool_check_runner>(max_threads);
+}
+
+check_runner_ptr process_check_runner() {
+  static std::mutex mtx;
+  static std::weak_ptr<check_runner> current;
+  std::lock_guard<std::mutex> guard{mtx};
+  if (auto runner = current.lock())
+    return runner;
+  auto runner = make_pool_check_runner();
+  current = runner;
+  return runner;
 }
 
 } // namespace pgw

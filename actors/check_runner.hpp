@@ -36,4 +36,10 @@ using check_runner_ptr = std::shared_ptr<check_runner>;
 /// each reserve a stack).
 check_runner_ptr make_pool_check_runner(size_t max_threads = 0);
 
+/// The process's runner: one `make_pool_check_runner()` for every gateway
+/// that asks, so that checks of all scopes together use at most one thread
+/// per core. Made on first use; it ends when the last holder lets it go,
+/// and the next call makes a new one.
+check_runner_ptr process_check_runner();
+
 } // namespace pgw

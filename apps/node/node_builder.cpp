@@ -139,7 +139,7 @@ caf::expected<gateway_actor> spawn_gateway(caf::actor_system& sys,
   opts.prices = std::make_shared<const price_table>(std::move(*prices));
   opts.telemetry_content = cfg.global.telemetry_content;
   opts.check_runner = node.structured_checks ? node.structured_checks
-                                             : make_pool_check_runner();
+                                             : process_check_runner();
   if (auto err = wire_redis_governance(cfg.global, opts))
     return err;
   opts.cache = node.cache;

@@ -45,8 +45,8 @@ struct node_options {
   /// when there is none): `soak` flushes it to report final row counts.
   std::shared_ptr<telemetry_sink>* telemetry_sink_out = nullptr;
   /// Where structured-output answers are checked (check_runner.hpp, not a
-  /// public header: tests hold checks with it); null = a pool of the
-  /// gateway's own.
+  /// public header: tests hold checks with it); null = the pool every
+  /// gateway of the process shares (at most one thread per core).
   std::shared_ptr<check_runner> structured_checks;
 };
 

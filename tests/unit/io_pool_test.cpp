@@ -129,3 +129,16 @@ TEST_CASE("check runner: ended, it skips the checks still queued and waits "
   queued_ended.get_future().wait();
   CHECK_FALSE(queued_ran);
 }
+
+TEST_CASE("check runner: the process's is one while held and ends with its "
+          "last holder") {
+  auto first = process_check_runner();
+  REQUIRE(static_cast<bool>(first));
+  CHECK((process_check_runner() == first));
+  std::weak_ptr<check_runner> watch = first;
+  first.reset();
+  CHECK(watch.expired());
+  auto next = process_check_runner();
+  REQUIRE(static_cast<bool>(next));
+  CHECK((process_check_runner() == next));
+}

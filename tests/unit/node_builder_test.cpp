@@ -2,6 +2,7 @@
 // pieces the settings and node_options name.
 
 #include "apps/node/node_builder.hpp"
+#include "actors/check_runner.hpp"
 #include "actors/client.hpp"
 #include "config/loader.hpp"
 #include "messages/registry.hpp"
@@ -77,4 +78,28 @@ TEST_CASE_FIXTURE(node_fixture, "node builder: telemetry goes where "
   for (auto& f : {fallback, named})
     for (auto suffix : {"", "-wal", "-shm"})
       std::remove((f + suffix).c_str());
+}
+
+TEST_CASE_FIXTURE(node_fixture, "node builder: the gateways of a process "
+                                "check structured answers on one runner") {
+  auto s = load({});
+  auto runner = process_check_runner();
+  auto alone = runner.use_count();
+  auto a = spawn_gateway(*sys, s, "LLM");
+  REQUIRE(a);
+  CHECK(runner.use_count() >= alone + 1);
+  auto b = spawn_gateway(*sys, s, "LLM");
+  REQUIRE(b);
+  // Each gateway holds it (its options, or its spawn arguments until it
+  // starts); gateways with pools of their own would hold none.
+  CHECK(runner.use_count() >= alone + 2);
+  // A runner the node options name is used instead.
+  auto own = make_pool_check_runner(2);
+  node_options opts;
+  opts.structured_checks = own;
+  auto c = spawn_gateway(*sys, s, "LLM", opts);
+  REQUIRE(c);
+  CHECK(own.use_count() >= 3);
+  for (auto& gw : {*a, *b, *c})
+    caf::anon_send_exit(gw, caf::exit_reason::user_shutdown);
 }
