@@ -117,8 +117,10 @@ define run_fuzzers
 	  $(addprefix fuzz-run-,$(FUZZ_TARGETS))
 endef
 
-# One target's run; it prints one line when it ends (the runs go side by
-# side), or the tail of its log when it fails.
+# One target's run, for FUZZ_RUN_SECONDS (without it libFuzzer's
+# -max_total_time= would mean no limit); it prints one line when it ends
+# (the runs go side by side), or the tail of its log when it fails.
+FUZZ_RUN_SECONDS ?= $(FUZZ_SMOKE_SECONDS)
 fuzz-run-%:
 	@mkdir -p $(FUZZ_BUILD)/corpus/$* $(FUZZ_BUILD)/artifacts; \
 	dict=""; [ -f tests/fuzz/$*.dict ] && dict="-dict=tests/fuzz/$*.dict"; \

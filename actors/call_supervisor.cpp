@@ -386,6 +386,17 @@ void begin_call(self_ptr self) {
     perform(self, plan_of(self).begin(self->clock().now()));
 }
 
+/// Runs `work` on the check runner (inside this actor without one), then
+/// `done` here, for a call that has not begun: the work may queue behind
+/// other checks, so the call's deadline is armed first and holds meanwhile.
+template <class Work, class Done>
+void check_before_begin(self_ptr self, Work work, Done done) {
+  auto& st = self->state;
+  if (st.args.check_runner)
+    perform(self, plan_of(self).arm_deadline(self->clock().now()));
+  detail::run(self, st.args.check_runner, std::move(work), std::move(done));
+}
+
 void structured_start(self_ptr self) {
   auto& st = self->state;
   const auto& text = st.args.request->schema;
@@ -396,11 +407,8 @@ void structured_start(self_ptr self) {
       begin_call(self);
     return;
   }
-  // The compile may wait behind other checks: the deadline holds meanwhile.
-  if (st.args.check_runner)
-    perform(self, plan_of(self).arm_deadline(self->clock().now()));
-  detail::run(
-    self, st.args.check_runner,
+  check_before_begin(
+    self,
     [request = st.args.request] { return compile_schema(request->schema); },
     [self](caf::expected<schema_ptr> schema) {
       // A call cancelled (or shut down) meanwhile is answered already.
@@ -520,10 +528,8 @@ void cache_answered(self_ptr self, cache_verdict v, bool hit,
 /// without one), as an attempt checks an upstream answer.
 void check_stored(self_ptr self, cache_verdict v) {
   auto& st = self->state;
-  if (st.args.check_runner)
-    perform(self, plan_of(self).arm_deadline(self->clock().now()));
-  detail::run(
-    self, st.args.check_runner,
+  check_before_begin(
+    self,
     [schema = st.schema, v = std::move(v)]() mutable {
       auto check = check_answer(*schema, v.response.content);
       return std::make_pair(std::move(v), std::move(check));
